@@ -1,0 +1,657 @@
+//! The composer: a session that renders the prefix once and appends everything else.
+//!
+//! Request layout, in this order:
+//! 1. the **prefix**: one system message holding every component resolved to the prefix,
+//!    ordered by stability (constant, then session, then turn) and then by id, joined by a
+//!    blank line. It is frozen at the first turn and byte-identical in every request after;
+//! 2. the **history**, oldest first, including, for this turn, an update node for each
+//!    persisting tail component whose output differs from the last one it appended (same
+//!    order as the prefix), then the user message;
+//! 3. the **ephemeral tail**: output of ephemeral tail components, in this request only.
+//!
+//! Parts 1 and 2 are the *stable part* of the request: it is a byte prefix of every later
+//! request in the same cache epoch. Part 3 and the closing `]` are the generation-dependent
+//! trailing part.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::component::{Component, Content, SourceLocation};
+use crate::context::{Extensions, SessionContext, TurnContext};
+use crate::divergence::{PrefixCheck, check_prefix_with};
+use crate::hash::{Digest128, Fingerprint};
+use crate::history::{
+    Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, Producer, SystemPromptChange,
+};
+use crate::id::ComponentId;
+use crate::placement::{Persist, Placement};
+use crate::policy::{PromptPolicy, Resolution};
+
+/// Why a session cannot start or a turn cannot be composed.
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeError {
+    /// Two components share an id.
+    #[error("duplicate component id `{id}`: defined at {first} and at {second}")]
+    DuplicateComponent {
+        /// The id.
+        id: ComponentId,
+        /// The first definition.
+        first: SourceLocation,
+        /// The second definition.
+        second: SourceLocation,
+    },
+    /// A prefix component rendered different bytes than the ones frozen for this session.
+    /// No request is produced: a silent cache miss is never an option.
+    #[error(
+        "prefix component `{component}` ({source_location}) changed at turn {turn}: first difference at byte {offset} of its text (frozen {frozen_excerpt:?}, now {current_excerpt:?}); per-turn content belongs in the tail"
+    )]
+    PrefixChanged {
+        /// The component.
+        component: ComponentId,
+        /// Where it is defined.
+        source_location: SourceLocation,
+        /// The turn, counting from 1.
+        turn: u64,
+        /// Byte offset of the first difference within the component's text.
+        offset: usize,
+        /// A few bytes of the frozen text from the offset.
+        frozen_excerpt: String,
+        /// A few bytes of the new text from the offset.
+        current_excerpt: String,
+    },
+    /// A message could not be appended.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// A user turn's message.
+#[derive(Debug, Clone)]
+pub enum UserInput {
+    /// Plain text, sent as `{"role":"user","content":text}`.
+    Text(String),
+    /// A full message object (content-part arrays, extra fields).
+    Message(Value),
+    /// A message as JSON text, kept byte-for-byte.
+    Raw(String),
+}
+
+impl From<&str> for UserInput {
+    fn from(text: &str) -> Self {
+        UserInput::Text(text.to_owned())
+    }
+}
+
+impl From<String> for UserInput {
+    fn from(text: String) -> Self {
+        UserInput::Text(text)
+    }
+}
+
+impl From<Value> for UserInput {
+    fn from(message: Value) -> Self {
+        UserInput::Message(message)
+    }
+}
+
+struct PrefixPart {
+    component: Component,
+    /// Outer `None`: not rendered yet (turn components render at the first turn).
+    rendered: Option<Option<String>>,
+}
+
+/// The frozen prefix message and where each component's text lies in it.
+#[derive(Debug, Clone)]
+struct FrozenPrefix {
+    /// The serialized system message, or empty when no component landed in the prefix.
+    bytes: Arc<str>,
+    /// Byte range of each component's text within `bytes`.
+    parts: Vec<(ComponentId, Range<usize>)>,
+    fingerprint: Fingerprint,
+}
+
+struct TailSlot {
+    component: Component,
+    last: Option<Arc<str>>,
+}
+
+/// Options for a session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// How update nodes are delivered.
+    pub delivery: DeliveryStyle,
+}
+
+/// A composing session.
+///
+/// ```
+/// use prompt_core::{Component, ComponentId, Extensions, Placement, PromptPolicy, Session,
+///                   SessionContext, SessionOptions};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// struct Todo(String);
+/// let components = vec![
+///     Component::constant(ComponentId::new("assistant_instructions")?, "You are terse.")
+///         .placement(Placement::Prefix),
+///     Component::turn(ComponentId::new("todo_addendum")?, |t| t.get::<Todo>().map(|t| t.0.clone())),
+/// ];
+/// let policy = PromptPolicy::from_agent_toml(
+///     "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
+///     "agent.toml",
+///     components.iter().map(Component::id),
+/// )?.policy;
+/// let mut session = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())?;
+/// let first = session.turn(Extensions::new().with(Todo("- write tests".into())), "hi")?.to_bytes();
+/// session.record_assistant(&serde_json::json!({"role": "assistant", "content": "ok"}))?;
+/// let second = session.turn(Extensions::new().with(Todo("- write docs".into())), "next")?;
+/// assert!(second.extends(&first).is_prefix());
+/// # Ok(()) }
+/// ```
+pub struct Session {
+    context: SessionContext,
+    prefix_parts: Vec<PrefixPart>,
+    prefix: Option<FrozenPrefix>,
+    tails: Vec<TailSlot>,
+    history: History,
+    resolutions: Vec<(ComponentId, Resolution)>,
+    turn: u64,
+}
+
+impl Session {
+    /// Starts a session: resolves every component's placement, renders the constant and
+    /// session-stability prefix components once.
+    pub fn start(
+        components: Vec<Component>,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+    ) -> Result<Self, ComposeError> {
+        let mut seen: HashMap<ComponentId, SourceLocation> = HashMap::new();
+        for c in &components {
+            if let Some(first) = seen.insert(c.id().clone(), c.source().clone()) {
+                return Err(ComposeError::DuplicateComponent {
+                    id: c.id().clone(),
+                    first,
+                    second: c.source().clone(),
+                });
+            }
+        }
+        let mut components = components;
+        components.sort_by(|a, b| (a.stability(), a.id()).cmp(&(b.stability(), b.id())));
+
+        let mut resolutions = Vec::with_capacity(components.len());
+        let mut prefix_parts = Vec::new();
+        let mut tails = Vec::new();
+        for component in components {
+            let resolution = policy.resolve(&component);
+            let placement = resolution.placement;
+            resolutions.push((component.id().clone(), resolution));
+            if placement == Placement::Prefix {
+                let rendered = match component.content() {
+                    Content::Static(text) => Some(Some(text.to_string())),
+                    Content::Session(render) => Some(render(&context)),
+                    Content::Turn(_) => None,
+                };
+                prefix_parts.push(PrefixPart {
+                    component,
+                    rendered,
+                });
+            } else {
+                tails.push(TailSlot {
+                    component,
+                    last: None,
+                });
+            }
+        }
+        Ok(Self {
+            context,
+            prefix_parts,
+            prefix: None,
+            tails,
+            history: History::new(options.delivery),
+            resolutions,
+            turn: 0,
+        })
+    }
+
+    /// Every component's resolution, in composition order.
+    pub fn resolutions(&self) -> &[(ComponentId, Resolution)] {
+        &self.resolutions
+    }
+
+    /// The history so far.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The session's frozen values.
+    pub fn context(&self) -> &SessionContext {
+        &self.context
+    }
+
+    /// Turns composed so far.
+    pub fn turns(&self) -> u64 {
+        self.turn
+    }
+
+    /// The prefix fingerprint, once the first turn has frozen the prefix.
+    pub fn prefix_fingerprint(&self) -> Option<Fingerprint> {
+        self.prefix.as_ref().map(|p| p.fingerprint)
+    }
+
+    /// Composes the next request: checks the prefix, appends changed tail updates and the
+    /// user message, and adds ephemeral output at the end.
+    ///
+    /// On error nothing is appended and the turn counter does not advance.
+    pub fn turn(
+        &mut self,
+        turn_values: Extensions,
+        user: impl Into<UserInput>,
+    ) -> Result<Request<'_>, ComposeError> {
+        let turn = self.turn + 1;
+        let ctx = TurnContext::new(&self.context, &turn_values, turn);
+
+        // 1. The prefix: freeze it at the first turn, verify it on every later one.
+        let mut first_render = Vec::new();
+        for (i, part) in self.prefix_parts.iter().enumerate() {
+            let Content::Turn(render) = part.component.content() else {
+                continue;
+            };
+            let now = render(&ctx);
+            match &part.rendered {
+                None => first_render.push((i, now)),
+                Some(frozen) if *frozen != now => {
+                    return Err(prefix_changed(&part.component, turn, frozen, &now));
+                }
+                Some(_) => {}
+            }
+        }
+
+        // 2. Validate the user message before anything is mutated.
+        let (user_producer, user_json) = match user.into() {
+            UserInput::Text(text) => (
+                Producer::User,
+                serde_json::json!({"role": "user", "content": text}).to_string(),
+            ),
+            UserInput::Message(value) => (Producer::User, value.to_string()),
+            UserInput::Raw(raw) => (Producer::User, raw),
+        };
+        let mut probe = History::default();
+        probe.append_raw(user_producer.clone(), NodeKind::User, &user_json)?;
+
+        for (i, now) in first_render {
+            if let Some(part) = self.prefix_parts.get_mut(i) {
+                part.rendered = Some(now);
+            }
+        }
+        if self.prefix.is_none() {
+            self.prefix = Some(freeze_prefix(&self.prefix_parts));
+        }
+
+        // 3. Persisting tail updates, then the user message.
+        let start = self.history.len();
+        let mut ephemeral = Vec::new();
+        for slot in &mut self.tails {
+            let rendered = match slot.component.content() {
+                Content::Static(text) => Some(text.to_string()),
+                Content::Session(render) => render(&self.context),
+                Content::Turn(render) => render(&ctx),
+            };
+            let Some(text) = rendered else { continue };
+            let producer = Producer::Component(slot.component.id().clone());
+            match slot.component.persist_mode() {
+                Persist::History => {
+                    if slot.last.as_deref() != Some(text.as_str()) {
+                        self.history.append_update(producer, &text);
+                        slot.last = Some(text.into());
+                    }
+                }
+                Persist::Ephemeral => {
+                    let bytes = self.history.delivery().message(&producer, &text).to_string();
+                    ephemeral.push((slot.component.id().clone(), bytes));
+                }
+            }
+        }
+        self.history
+            .append_raw(user_producer, NodeKind::User, &user_json)?;
+        self.turn = turn;
+
+        Ok(Request {
+            prefix: self.prefix.as_ref(),
+            nodes: self.history.nodes(),
+            history_bytes: self.history.serialized_len(),
+            new_from: start,
+            ephemeral,
+            turn,
+            epoch: self.history.epoch(),
+        })
+    }
+
+    /// Records the assistant's reply, given as a message value (`tool_calls`,
+    /// `reasoning_content` and any extra fields are kept).
+    pub fn record_assistant(&mut self, message: &Value) -> Result<(), ComposeError> {
+        self.history
+            .append_value(Producer::Assistant, NodeKind::Assistant, message)?;
+        Ok(())
+    }
+
+    /// Records the assistant's reply as JSON text, byte-for-byte.
+    pub fn record_assistant_raw(&mut self, json: &str) -> Result<(), ComposeError> {
+        self.history
+            .append_raw(Producer::Assistant, NodeKind::Assistant, json)?;
+        Ok(())
+    }
+
+    /// Records a tool result for `tool_call_id`.
+    pub fn record_tool_result(
+        &mut self,
+        tool_call_id: &str,
+        content: &str,
+    ) -> Result<(), ComposeError> {
+        let message =
+            serde_json::json!({"role": "tool", "tool_call_id": tool_call_id, "content": content});
+        self.history
+            .append_value(Producer::Tool, NodeKind::Tool, &message)?;
+        Ok(())
+    }
+
+    /// Sets the system prompt: unchanged → nothing; changed → appended as an update node.
+    pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
+        self.history.set_system_prompt(prompt)
+    }
+
+    /// Replaces history `span` with a summary node; starts a new cache epoch. The prefix
+    /// stays. Tail components whose last update was compacted away re-append their current
+    /// output next turn.
+    pub fn compact(&mut self, span: Range<usize>, summary: &str) -> Result<Compaction, ComposeError> {
+        let compaction = self.history.compact(span, summary)?;
+        self.resync_tails();
+        Ok(compaction)
+    }
+
+    /// Removes every node written by `producer`; starts a new cache epoch if any was removed.
+    pub fn remove_by_producer(&mut self, producer: &Producer) -> Vec<Node> {
+        let removed = self.history.remove_by_producer(producer);
+        self.resync_tails();
+        removed
+    }
+
+    fn resync_tails(&mut self) {
+        for slot in &mut self.tails {
+            let producer = Producer::Component(slot.component.id().clone());
+            slot.last = self.history.last_update_from(&producer).map(Arc::from);
+        }
+    }
+}
+
+fn prefix_changed(
+    component: &Component,
+    turn: u64,
+    frozen: &Option<String>,
+    now: &Option<String>,
+) -> ComposeError {
+    let a = frozen.as_deref().unwrap_or("");
+    let b = now.as_deref().unwrap_or("");
+    let offset = a
+        .bytes()
+        .zip(b.bytes())
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let excerpt = |s: &str| {
+        let start = floor_char_boundary(s, offset);
+        let end = floor_char_boundary(s, offset + 24);
+        s[start..end].to_owned()
+    };
+    ComposeError::PrefixChanged {
+        component: component.id().clone(),
+        source_location: component.source().clone(),
+        turn,
+        offset,
+        frozen_excerpt: excerpt(a),
+        current_excerpt: excerpt(b),
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn json_string_body(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+fn freeze_prefix(parts: &[PrefixPart]) -> FrozenPrefix {
+    let texts: Vec<(&ComponentId, &str)> = parts
+        .iter()
+        .filter_map(|p| match &p.rendered {
+            Some(Some(text)) => Some((p.component.id(), text.as_str())),
+            _ => None,
+        })
+        .collect();
+    if texts.is_empty() {
+        return FrozenPrefix {
+            bytes: Arc::from(""),
+            parts: Vec::new(),
+            fingerprint: Digest128::of(&[]),
+        };
+    }
+    // JSON string escaping is per character, so escaping each part separately gives the
+    // same bytes as escaping the joined text, and tells where each component's bytes lie.
+    let mut bytes = String::from(r#"{"role":"system","content":""#);
+    let mut ranges = Vec::with_capacity(texts.len());
+    for (i, (id, text)) in texts.iter().enumerate() {
+        if i > 0 {
+            bytes.push_str(r"\n\n");
+        }
+        let start = bytes.len();
+        bytes.push_str(&json_string_body(text));
+        ranges.push(((*id).clone(), start..bytes.len()));
+    }
+    bytes.push_str("\"}");
+    let fingerprint = Digest128::of(&[bytes.as_bytes()]);
+    FrozenPrefix {
+        bytes: bytes.into(),
+        parts: ranges,
+        fingerprint,
+    }
+}
+
+/// One composed request: a zero-copy view over the frozen prefix and history nodes plus
+/// this turn's ephemeral messages. Serialized, it is a JSON array of chat messages.
+pub struct Request<'s> {
+    prefix: Option<&'s FrozenPrefix>,
+    nodes: &'s [Node],
+    history_bytes: usize,
+    new_from: usize,
+    ephemeral: Vec<(ComponentId, String)>,
+    turn: u64,
+    epoch: u64,
+}
+
+/// A message's position in a serialized request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageSpan {
+    /// Index in the messages array.
+    pub index: usize,
+    /// Who wrote it (for the prefix, the component whose text holds the byte, when known).
+    pub producer: String,
+    /// Byte range of the message in the serialized request.
+    pub range: Range<usize>,
+}
+
+impl<'s> Request<'s> {
+    fn prefix_bytes(&self) -> Option<&'s str> {
+        self.prefix
+            .map(|p| &*p.bytes)
+            .filter(|b| !b.is_empty())
+    }
+
+    fn segments(&self) -> impl Iterator<Item = (&str, String)> + '_ {
+        let prefix = self
+            .prefix_bytes()
+            .map(|b| (b, Producer::Prefix.to_string()));
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| (n.bytes(), n.producer().to_string()));
+        let ephemeral = self
+            .ephemeral
+            .iter()
+            .map(|(id, b)| (b.as_str(), id.to_string()));
+        prefix.into_iter().chain(nodes).chain(ephemeral)
+    }
+
+    /// Number of messages.
+    pub fn message_count(&self) -> usize {
+        usize::from(self.prefix_bytes().is_some()) + self.nodes.len() + self.ephemeral.len()
+    }
+
+    /// Length of the stable part: `[`, the prefix and the history with separators.
+    pub fn stable_len(&self) -> usize {
+        let stable_msgs = usize::from(self.prefix_bytes().is_some()) + self.nodes.len();
+        1 + self.prefix_bytes().map_or(0, str::len)
+            + self.history_bytes
+            + stable_msgs.saturating_sub(1)
+    }
+
+    /// Length of the whole serialized request.
+    pub fn len(&self) -> usize {
+        let eph: usize = self.ephemeral.iter().map(|(_, b)| b.len() + 1).sum();
+        let stable_msgs = usize::from(self.prefix_bytes().is_some()) + self.nodes.len();
+        let eph = if stable_msgs == 0 && !self.ephemeral.is_empty() {
+            eph - 1
+        } else {
+            eph
+        };
+        self.stable_len() + eph + 1
+    }
+
+    /// Always false: a request has at least its brackets.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The serialized pieces in order; their concatenation is the request. Borrowing, not
+    /// copying, is what keeps a turn's cost independent of history length.
+    pub fn chunks(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let messages = self.segments().map(|(b, _)| b.as_bytes());
+        let mut first = true;
+        std::iter::once(&b"["[..])
+            .chain(messages.flat_map(move |m| {
+                let sep: &[u8] = if std::mem::take(&mut first) { b"" } else { b"," };
+                [sep, m]
+            }))
+            .chain(std::iter::once(&b"]"[..]))
+    }
+
+    /// Writes the serialized request.
+    pub fn write_to<W: Write>(&self, mut out: W) -> io::Result<()> {
+        for chunk in self.chunks() {
+            out.write_all(chunk)?;
+        }
+        Ok(())
+    }
+
+    /// The serialized request as one buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        for chunk in self.chunks() {
+            out.extend_from_slice(chunk);
+        }
+        out
+    }
+
+    /// The stable part as one buffer.
+    pub fn stable_bytes(&self) -> Vec<u8> {
+        let mut out = self.to_bytes();
+        out.truncate(self.stable_len());
+        out
+    }
+
+    /// The prefix fingerprint (an OpenAI `prompt_cache_key` or a router key).
+    pub fn prefix_fingerprint(&self) -> Fingerprint {
+        self.prefix
+            .map_or_else(|| Digest128::of(&[]), |p| p.fingerprint)
+    }
+
+    /// The turn this request belongs to, counting from 1.
+    pub fn turn(&self) -> u64 {
+        self.turn
+    }
+
+    /// The history cache epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The nodes appended by this turn (tail updates and the user message).
+    pub fn new_nodes(&self) -> &'s [Node] {
+        self.nodes.get(self.new_from..).unwrap_or(&[])
+    }
+
+    /// The ephemeral messages of this request: (component, serialized message).
+    pub fn ephemeral(&self) -> &[(ComponentId, String)] {
+        &self.ephemeral
+    }
+
+    /// The message holding byte `offset`, with its producer. For the prefix message the
+    /// producer is the component whose text holds the byte (or `prefix` for framing).
+    pub fn locate(&self, offset: usize) -> Option<MessageSpan> {
+        let mut at = 1;
+        for (index, (bytes, producer)) in self.segments().enumerate() {
+            if index > 0 {
+                at += 1;
+            }
+            let range = at..at + bytes.len();
+            if range.contains(&offset) || (offset == range.end && index + 1 == self.message_count()) {
+                let producer = if index == 0 && self.prefix_bytes().is_some() {
+                    self.prefix
+                        .and_then(|p| {
+                            p.parts
+                                .iter()
+                                .find(|(_, r)| r.contains(&(offset - at)))
+                                .map(|(id, _)| id.to_string())
+                        })
+                        .unwrap_or(producer)
+                } else {
+                    producer
+                };
+                return Some(MessageSpan {
+                    index,
+                    producer,
+                    range,
+                });
+            }
+            at = range.end;
+        }
+        None
+    }
+
+    /// Checks that `earlier` (a previous request's bytes) is a byte prefix of this request,
+    /// ignoring `earlier`'s closing bracket. On divergence, names the message and producer.
+    pub fn extends(&self, earlier: &[u8]) -> PrefixCheck {
+        let later = self.to_bytes();
+        check_prefix_with(earlier, &later, |offset| self.locate(offset))
+    }
+
+    /// Whether any component is in the prefix.
+    pub fn has_prefix(&self) -> bool {
+        self.prefix_bytes().is_some()
+    }
+
+    /// Which stability classes the prefix is made of (for reports).
+    pub fn prefix_components(&self) -> Vec<ComponentId> {
+        self.prefix
+            .map(|p| p.parts.iter().map(|(id, _)| id.clone()).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,69 @@
+//! # prompt-core
+//!
+//! The data model and runtime rules of cache-safe prompt composition.
+//!
+//! Inference engines and hosted APIs reuse work for the longest unchanged *prefix* of a
+//! request. This crate makes two cache-destroying mistakes impossible:
+//!
+//! - **rewriting sent bytes**: [`History`] is append-only; a changed system prompt is
+//!   appended as a new node ([`History::set_system_prompt`], or [`set_system_prompt`] over an
+//!   existing `Vec<serde_json::Value>`), and nodes are removed by id or producer, never by role;
+//! - **per-turn content above the history**: every [`Component`] resolves to the prefix or
+//!   the tail through the operator's [`PromptPolicy`] (deny wins), and a [`Session`] refuses
+//!   to produce a request whose prefix bytes changed.
+//!
+//! ```
+//! use prompt_core::{Component, ComponentId, Extensions, Placement, PromptPolicy, Session,
+//!                   SessionContext, SessionOptions, PrefixCheck};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! struct Date(&'static str);
+//! let components = vec![
+//!     Component::constant(ComponentId::new("assistant_instructions")?, "You are a careful coding assistant.")
+//!         .placement(Placement::Prefix),
+//!     // Declares nothing: lands in the tail.
+//!     Component::turn(ComponentId::new("date")?, |turn| turn.get::<Date>().map(|d| format!("Today is {}.", d.0))),
+//! ];
+//! let toml = r#"
+//! [prompt]
+//! prefix_allow = ["assistant_instructions"]
+//! "#;
+//! let policy = PromptPolicy::from_agent_toml(toml, "agent.toml", components.iter().map(Component::id))?.policy;
+//! let mut session = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())?;
+//!
+//! let turn1 = session.turn(Extensions::new().with(Date("2026-11-30")), "What changed?")?.to_bytes();
+//! session.record_assistant(&serde_json::json!({"role": "assistant", "content": "Nothing yet."}))?;
+//! // The date rolls over: an update is appended after the history, byte 0 does not move.
+//! let turn2 = session.turn(Extensions::new().with(Date("2026-12-01")), "And now?")?;
+//! assert_eq!(turn2.extends(&turn1), PrefixCheck::Prefix);
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod component;
+mod compose;
+mod context;
+mod divergence;
+mod hash;
+mod history;
+mod id;
+mod messages;
+mod placement;
+mod policy;
+
+pub use component::{Component, Content, SessionRenderer, SourceLocation, TurnRenderer};
+pub use compose::{ComposeError, MessageSpan, Request, Session, SessionOptions, UserInput};
+pub use context::{Extensions, SessionContext, TurnContext};
+pub use divergence::{Divergence, PrefixCheck, check_prefix, message_index_at};
+pub use hash::{Digest128, Fingerprint, NodeId};
+pub use history::{
+    Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, Producer, SystemPromptChange,
+    UpdateRole,
+};
+pub use id::{ComponentId, IdError, NAMESPACES};
+pub use messages::{current_system_prompt, set_system_prompt};
+pub use placement::{Persist, Placement, Stability};
+pub use policy::{
+    IdPattern, LoadedPolicy, PatternError, PolicyDiagnostic, PolicyErrors, PolicyProblem,
+    PromptPolicy, Reason, RequestSource, Resolution, SourcePosition,
+};

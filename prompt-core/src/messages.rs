@@ -1,0 +1,63 @@
+//! A drop-in `set_system_prompt` for agents that keep OpenAI chat messages in a
+//! `Vec<serde_json::Value>`.
+//!
+//! It replaces the cache-breaking idiom
+//! `messages.retain(|m| m["role"] != "system"); messages.insert(0, new_system)`, which
+//! rewrites byte 0 and deletes every system message, compaction summaries included.
+
+use serde_json::Value;
+
+use crate::history::{DeliveryStyle, Producer, SystemPromptChange};
+
+/// The current system prompt of a message list: the newest update this module appended
+/// (recognised by its wrapper), else the content of a leading system message.
+pub fn current_system_prompt<'m>(messages: &'m [Value], style: &DeliveryStyle) -> Option<&'m str> {
+    let from_update = messages.iter().rev().find_map(|m| {
+        let content = m.get("content")?.as_str()?;
+        style.unwrap(&Producer::SystemPrompt, content)
+    });
+    from_update.or_else(|| {
+        let first = messages.first()?;
+        (first.get("role")?.as_str()? == "system")
+            .then(|| first.get("content")?.as_str())
+            .flatten()
+    })
+}
+
+/// Sets the system prompt of `messages` without rewriting any message already there.
+///
+/// - unchanged prompt → no mutation, [`SystemPromptChange::Unchanged`];
+/// - empty conversation → the prompt is placed first, [`SystemPromptChange::Placed`];
+/// - changed → appended as an update in `style`; every earlier index is untouched.
+///
+/// Nothing is ever removed, so a compaction summary stored as `role: "system"` survives.
+///
+/// ```
+/// use prompt_core::{set_system_prompt, DeliveryStyle, SystemPromptChange};
+/// use serde_json::json;
+/// let style = DeliveryStyle::system();
+/// let mut messages = vec![];
+/// assert_eq!(set_system_prompt(&mut messages, "Be brief.", &style), SystemPromptChange::Placed);
+/// messages.push(json!({"role": "system", "content": "Summary of earlier turns: ..."}));
+/// messages.push(json!({"role": "user", "content": "hi"}));
+/// let before = messages.clone();
+/// assert_eq!(set_system_prompt(&mut messages, "Be brief.", &style), SystemPromptChange::Unchanged);
+/// assert_eq!(messages, before);
+/// assert_eq!(set_system_prompt(&mut messages, "Be terse.", &style), SystemPromptChange::Appended(3));
+/// assert_eq!(&messages[..3], &before[..]);
+/// ```
+pub fn set_system_prompt(
+    messages: &mut Vec<Value>,
+    prompt: &str,
+    style: &DeliveryStyle,
+) -> SystemPromptChange {
+    if current_system_prompt(messages, style) == Some(prompt) {
+        return SystemPromptChange::Unchanged;
+    }
+    if messages.is_empty() {
+        messages.push(serde_json::json!({"role": "system", "content": prompt}));
+        return SystemPromptChange::Placed;
+    }
+    messages.push(style.message(&Producer::SystemPrompt, prompt));
+    SystemPromptChange::Appended(messages.len() - 1)
+}

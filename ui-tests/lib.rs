@@ -1,0 +1,1 @@
+//! trybuild suite lives in tests.
