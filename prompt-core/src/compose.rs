@@ -97,6 +97,7 @@ impl From<Value> for UserInput {
     }
 }
 
+#[derive(Clone)]
 struct PrefixPart {
     component: Component,
     /// Outer `None`: not rendered yet (turn components render at the first turn).
@@ -113,6 +114,7 @@ struct FrozenPrefix {
     fingerprint: Fingerprint,
 }
 
+#[derive(Clone)]
 struct TailSlot {
     component: Component,
     last: Option<Arc<str>>,
@@ -143,14 +145,15 @@ pub struct SessionOptions {
 ///     components.iter().map(Component::id),
 /// )?.policy;
 /// let mut session = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())?;
-/// let first = session.turn(Extensions::new().with(Todo("- write tests".into())), "hi")?.to_bytes();
+/// let first = session.turn(Extensions::new().with(Todo("- write tests".into())), "hi")?.stable_bytes();
 /// session.record_assistant(&serde_json::json!({"role": "assistant", "content": "ok"}))?;
 /// let second = session.turn(Extensions::new().with(Todo("- write docs".into())), "next")?;
 /// assert!(second.extends(&first).is_prefix());
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct Session {
-    context: SessionContext,
+    context: Arc<SessionContext>,
     prefix_parts: Vec<PrefixPart>,
     prefix: Option<FrozenPrefix>,
     tails: Vec<TailSlot>,
@@ -206,7 +209,7 @@ impl Session {
             }
         }
         Ok(Self {
-            context,
+            context: Arc::new(context),
             prefix_parts,
             prefix: None,
             tails,
@@ -636,8 +639,9 @@ impl<'s> Request<'s> {
         None
     }
 
-    /// Checks that `earlier` (a previous request's bytes) is a byte prefix of this request,
-    /// ignoring `earlier`'s closing bracket. On divergence, names the message and producer.
+    /// Checks that `earlier` is a byte prefix of this request, ignoring `earlier`'s closing
+    /// bracket. Pass a previous request's [`Request::stable_bytes`]: its ephemeral messages
+    /// are by definition not carried over. On divergence, names the message and producer.
     pub fn extends(&self, earlier: &[u8]) -> PrefixCheck {
         let later = self.to_bytes();
         check_prefix_with(earlier, &later, |offset| self.locate(offset))

@@ -260,7 +260,7 @@ pub struct Compaction {
 /// assert_eq!(history.set_system_prompt("Be very brief."), SystemPromptChange::Appended(2));
 /// assert_eq!(history.nodes()[0].bytes(), first);
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct History {
     nodes: Vec<Node>,
     epoch: u64,
@@ -474,6 +474,21 @@ impl History {
             summary: summary_id,
             epoch: self.epoch,
         })
+    }
+}
+
+impl Clone for History {
+    /// Keeps the original's spare capacity, so appending to a clone has the same amortized
+    /// cost as appending to the original instead of reallocating on the first push.
+    fn clone(&self) -> Self {
+        let mut nodes = Vec::with_capacity(self.nodes.capacity());
+        nodes.extend(self.nodes.iter().cloned());
+        Self {
+            nodes,
+            epoch: self.epoch,
+            delivery: self.delivery.clone(),
+            total_bytes: self.total_bytes,
+        }
     }
 }
 

@@ -260,17 +260,42 @@ struct AgentToml {
     prompt: Option<RawPrompt>,
 }
 
+/// A placement value in agent.toml, with an error message that names the two valid values
+/// whatever the wrong input is (toml's own message for an enum is "wanted string or table").
+#[derive(Clone, Copy)]
+struct PlacementField(Placement);
+
+impl<'de> Deserialize<'de> for PlacementField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = PlacementField;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"prefix\" or \"tail\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "prefix" => Ok(PlacementField(Placement::Prefix)),
+                    "tail" => Ok(PlacementField(Placement::Tail)),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a [prompt] table")]
 struct RawPrompt {
     #[serde(default)]
-    default: Option<Spanned<Placement>>,
+    default: Option<Spanned<PlacementField>>,
     #[serde(default)]
     prefix_allow: Vec<Spanned<String>>,
     #[serde(default)]
     prefix_deny: Vec<Spanned<String>>,
     #[serde(default)]
-    placement: BTreeMap<Spanned<String>, Spanned<Placement>>,
+    placement: BTreeMap<Spanned<String>, Spanned<PlacementField>>,
 }
 
 /// Converts byte offsets to 1-based line and character column.
@@ -384,7 +409,7 @@ impl PromptPolicy {
                     },
                 )),
                 Ok(id) => {
-                    placement.insert(id, *value.get_ref());
+                    placement.insert(id, value.get_ref().0);
                 }
             }
         }
@@ -394,7 +419,7 @@ impl PromptPolicy {
         }
         Ok(LoadedPolicy {
             policy: PromptPolicy {
-                default: raw.default.map(|d| *d.get_ref()).unwrap_or_default(),
+                default: raw.default.map(|d| d.get_ref().0).unwrap_or_default(),
                 prefix_allow,
                 prefix_deny,
                 placement,

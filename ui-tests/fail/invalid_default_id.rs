@@ -1,0 +1,7 @@
+use prompt_registry::prompt_component;
+
+/// Not ASCII.
+#[prompt_component]
+const ÜBER: &str = "über";
+
+fn main() {}
