@@ -2,8 +2,8 @@
 
 use cacheline_tests::{Date, PlanMode, ProjectRoot, Todo, components, id, known_ids};
 use prompt_core::{
-    Component, ComposeError, DeliveryStyle, Extensions, NodeKind, Placement, PrefixCheck,
-    Producer, PromptPolicy, Session, SessionContext, SessionOptions, UpdateRole, check_prefix,
+    Component, ComposeError, DeliveryStyle, Extensions, NodeKind, Placement, PrefixCheck, Producer,
+    PromptPolicy, Session, SessionContext, SessionOptions, UpdateRole, check_prefix,
 };
 use serde_json::{Value, json};
 
@@ -39,7 +39,9 @@ fn messages(bytes: &[u8]) -> Vec<Value> {
 #[test]
 fn prefix_holds_allowed_components_in_documented_order_and_tail_gets_the_rest() {
     let mut s = session_with(components(), POLICY);
-    let req = s.turn(turn_values("2026-11-30", &["a"], false), "hi").unwrap();
+    let req = s
+        .turn(turn_values("2026-11-30", &["a"], false), "hi")
+        .unwrap();
     let msgs = messages(&req.to_bytes());
     // Constant components first (by id), then session ones; mcp:github was denied.
     assert_eq!(
@@ -48,11 +50,28 @@ fn prefix_holds_allowed_components_in_documented_order_and_tail_gets_the_rest() 
     );
     assert_eq!(
         req.prefix_components(),
-        vec![id("assistant_instructions"), id("tool_schemas"), id("skill:pdf")]
+        vec![
+            id("assistant_instructions"),
+            id("tool_schemas"),
+            id("skill:pdf")
+        ]
     );
-    let producers: Vec<String> = req.new_nodes().iter().map(|n| n.producer().to_string()).collect();
+    let producers: Vec<String> = req
+        .new_nodes()
+        .iter()
+        .map(|n| n.producer().to_string())
+        .collect();
     // Session tails (mcp:github demoted, project_memory), then turn tails by id, then the user.
-    assert_eq!(producers, ["mcp:github", "project_memory", "date", "todo_addendum", "user"]);
+    assert_eq!(
+        producers,
+        [
+            "mcp:github",
+            "project_memory",
+            "date",
+            "todo_addendum",
+            "user"
+        ]
+    );
     // plan_addendum is ephemeral: last message, not in history.
     assert_eq!(req.ephemeral().len(), 1);
     let last = msgs.last().unwrap();
@@ -60,36 +79,74 @@ fn prefix_holds_allowed_components_in_documented_order_and_tail_gets_the_rest() 
         last["content"],
         "<system-update from=\"plan_addendum\">\nPlan mode is off.\n</system-update>"
     );
-    let mcp = s.resolutions().iter().find(|(i, _)| i == &id("mcp:github")).unwrap();
-    assert!(mcp.1.reason.to_string().contains("denied by prefix_deny `mcp:*`"));
+    let mcp = s
+        .resolutions()
+        .iter()
+        .find(|(i, _)| i == &id("mcp:github"))
+        .unwrap();
+    assert!(
+        mcp.1
+            .reason
+            .to_string()
+            .contains("denied by prefix_deny `mcp:*`")
+    );
 }
 
 #[test]
 fn tail_update_is_appended_only_when_it_changes() {
     let mut s = session_with(components(), POLICY);
-    s.turn(turn_values("2026-11-30", &["a"], false), "t1").unwrap();
-    s.record_assistant(&json!({"role": "assistant", "content": "r1"})).unwrap();
-    let r2 = s.turn(turn_values("2026-11-30", &["a"], false), "t2").unwrap();
-    let p2: Vec<_> = r2.new_nodes().iter().map(|n| n.producer().clone()).collect();
-    assert_eq!(p2, vec![Producer::User], "nothing changed, nothing appended");
-    s.record_assistant(&json!({"role": "assistant", "content": "r2"})).unwrap();
-    let r3 = s.turn(turn_values("2026-12-01", &["a", "b"], true), "t3").unwrap();
-    let p3: Vec<_> = r3.new_nodes().iter().map(|n| n.producer().to_string()).collect();
-    assert_eq!(p3, ["date", "todo_addendum", "user"]);
-    assert!(r3.new_nodes()[0].bytes().contains("Today is 2026-12-01."));
-    assert_eq!(r3.new_nodes()[0].kind(), NodeKind::Update);
+    s.turn(turn_values("2026-11-30", &["a"], false), "t1")
+        .unwrap();
+    s.record_assistant(&json!({"role": "assistant", "content": "r1"}))
+        .unwrap();
+    let r2 = s
+        .turn(turn_values("2026-11-30", &["a"], false), "t2")
+        .unwrap();
+    let p2: Vec<_> = r2
+        .new_nodes()
+        .iter()
+        .map(|n| n.producer().clone())
+        .collect();
+    // New in this request: the recorded reply and the user message; no tail update.
+    assert_eq!(
+        p2,
+        vec![Producer::Assistant, Producer::User],
+        "nothing changed, nothing appended"
+    );
+    s.record_assistant(&json!({"role": "assistant", "content": "r2"}))
+        .unwrap();
+    let r3 = s
+        .turn(turn_values("2026-12-01", &["a", "b"], true), "t3")
+        .unwrap();
+    let p3: Vec<_> = r3
+        .new_nodes()
+        .iter()
+        .map(|n| n.producer().to_string())
+        .collect();
+    assert_eq!(p3, ["assistant", "date", "todo_addendum", "user"]);
+    assert!(r3.new_nodes()[1].bytes().contains("Today is 2026-12-01."));
+    assert_eq!(r3.new_nodes()[1].kind(), NodeKind::Update);
 }
 
 #[test]
 fn consecutive_requests_extend_each_other_through_updates_and_tool_calls() {
     let mut s = session_with(components(), POLICY);
     // The ephemeral plan_addendum ends each request: only the stable part must carry over.
-    let r1 = s.turn(turn_values("2026-11-30", &[], false), "t1").unwrap().stable_bytes();
+    let r1 = s
+        .turn(turn_values("2026-11-30", &[], false), "t1")
+        .unwrap()
+        .stable_bytes();
     s.record_assistant_raw(r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}]}"#).unwrap();
     s.record_tool_result("c1", "file body").unwrap();
-    s.record_assistant(&json!({"role": "assistant", "content": "done", "reasoning_content": "r"})).unwrap();
-    assert!(matches!(s.set_system_prompt("New instructions."), prompt_core::SystemPromptChange::Appended(_)));
-    let r2 = s.turn(turn_values("2026-12-01", &["x"], true), "t2").unwrap();
+    s.record_assistant(&json!({"role": "assistant", "content": "done", "reasoning_content": "r"}))
+        .unwrap();
+    assert!(matches!(
+        s.set_system_prompt("New instructions."),
+        prompt_core::SystemPromptChange::Appended(_)
+    ));
+    let r2 = s
+        .turn(turn_values("2026-12-01", &["x"], true), "t2")
+        .unwrap();
     assert_eq!(r2.extends(&r1), PrefixCheck::Prefix);
     assert_eq!(check_prefix(&r1, &r2.to_bytes()), PrefixCheck::Prefix);
     assert_eq!(r2.prefix_fingerprint(), s_fingerprint(&r1));
@@ -107,14 +164,22 @@ fn turn_component_promoted_to_prefix_that_varies_is_a_hard_error_with_offset() {
     let mut s = session_with(components(), src);
     let r1 = s.turn(turn_values("2026-11-30", &[], false), "t1").unwrap();
     assert!(r1.prefix_components().contains(&id("date")));
-    s.record_assistant(&json!({"role": "assistant", "content": "ok"})).unwrap();
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
     let history_len = s.history().len();
     let err = match s.turn(turn_values("2026-12-01", &[], false), "t2") {
         Err(e) => e,
         Ok(_) => panic!("a changed prefix must not produce a request"),
     };
     match &err {
-        ComposeError::PrefixChanged { component, turn, offset, frozen_excerpt, current_excerpt, .. } => {
+        ComposeError::PrefixChanged {
+            component,
+            turn,
+            offset,
+            frozen_excerpt,
+            current_excerpt,
+            ..
+        } => {
             assert_eq!(component, &id("date"));
             assert_eq!(*turn, 2);
             // "Today is 2026-11-30." vs "Today is 2026-12-01.": bytes 9..15 are "2026-1",
@@ -126,8 +191,14 @@ fn turn_component_promoted_to_prefix_that_varies_is_a_hard_error_with_offset() {
         other => panic!("wrong error: {other}"),
     }
     let text = err.to_string();
-    assert!(text.contains("`date`") && text.contains("turn 2") && text.contains("byte 15"), "{text}");
-    assert!(text.contains("support.rs:"), "names the source location: {text}");
+    assert!(
+        text.contains("`date`") && text.contains("turn 2") && text.contains("byte 15"),
+        "{text}"
+    );
+    assert!(
+        text.contains("support.rs:"),
+        "names the source location: {text}"
+    );
     assert_eq!(s.history().len(), history_len, "nothing appended on error");
     assert_eq!(s.turns(), 1);
 }
@@ -136,11 +207,18 @@ fn turn_component_promoted_to_prefix_that_varies_is_a_hard_error_with_offset() {
 fn turn_component_promoted_to_prefix_that_does_not_vary_is_fine() {
     let src = "[prompt]\nprefix_allow = [\"date\"]\n[prompt.placement]\ndate = \"prefix\"\n";
     let mut s = session_with(components(), src);
-    let mut previous = s.turn(turn_values("2026-11-30", &[], false), "t1").unwrap().stable_bytes();
+    let mut previous = s
+        .turn(turn_values("2026-11-30", &[], false), "t1")
+        .unwrap()
+        .stable_bytes();
     for i in 2..6 {
-        s.record_assistant(&json!({"role": "assistant", "content": "ok"})).unwrap();
+        s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+            .unwrap();
         let r = s
-            .turn(turn_values("2026-11-30", &["changing"; 1][..i % 2], i % 2 == 0), format!("t{i}"))
+            .turn(
+                turn_values("2026-11-30", &["changing"; 1][..i % 2], i % 2 == 0),
+                format!("t{i}"),
+            )
             .unwrap();
         assert_eq!(r.extends(&previous), PrefixCheck::Prefix);
         previous = r.stable_bytes();
@@ -150,11 +228,19 @@ fn turn_component_promoted_to_prefix_that_does_not_vary_is_fine() {
 #[test]
 fn divergence_checker_names_message_and_producer() {
     let mut a = session_with(components(), POLICY);
-    let r1 = a.turn(turn_values("2026-11-30", &["a"], false), "first").unwrap().to_bytes();
+    let r1 = a
+        .turn(turn_values("2026-11-30", &["a"], false), "first")
+        .unwrap()
+        .to_bytes();
     // Same conversation, but the old code rewrote the prompt at the head.
     let mut b = session_with(
-        vec![Component::constant(id("assistant_instructions"), "You are a careless coding assistant.")
-            .placement(Placement::Prefix)],
+        vec![
+            Component::constant(
+                id("assistant_instructions"),
+                "You are a careless coding assistant.",
+            )
+            .placement(Placement::Prefix),
+        ],
         "[prompt]\nprefix_allow = [\"assistant_instructions\"]\n",
     );
     let r2 = b.turn(Extensions::new(), "first").unwrap();
@@ -180,11 +266,18 @@ fn divergence_checker_names_message_and_producer() {
 fn user_reminder_delivery_puts_updates_in_user_messages() {
     let components = components();
     let p = policy(POLICY, &components);
-    let options = SessionOptions { delivery: DeliveryStyle::user_reminder("system-reminder") };
+    let options = SessionOptions {
+        delivery: DeliveryStyle::user_reminder("system-reminder"),
+    };
     let mut s = Session::start(components, &p, SessionContext::default(), options).unwrap();
-    let req = s.turn(turn_values("2026-11-30", &["a"], false), "hi").unwrap();
+    let req = s
+        .turn(turn_values("2026-11-30", &["a"], false), "hi")
+        .unwrap();
     let msgs = messages(&req.to_bytes());
-    assert_eq!(msgs[0]["role"], "system", "the prefix stays the system message");
+    assert_eq!(
+        msgs[0]["role"], "system",
+        "the prefix stays the system message"
+    );
     for m in &msgs[1..] {
         assert_eq!(m["role"], "user", "{m}");
     }
@@ -194,17 +287,36 @@ fn user_reminder_delivery_puts_updates_in_user_messages() {
 #[test]
 fn compaction_keeps_the_prefix_and_re_appends_compacted_tail_state() {
     let mut s = session_with(components(), POLICY);
-    let fp = s.turn(turn_values("2026-11-30", &["a"], false), "t1").unwrap().prefix_fingerprint();
-    s.record_assistant(&json!({"role": "assistant", "content": "r1"})).unwrap();
+    let fp = s
+        .turn(turn_values("2026-11-30", &["a"], false), "t1")
+        .unwrap()
+        .prefix_fingerprint();
+    s.record_assistant(&json!({"role": "assistant", "content": "r1"}))
+        .unwrap();
     let len = s.history().len();
     let c = s.compact(0..len, "Summary: greeted.").unwrap();
     assert_eq!(c.removed.len(), len);
-    let r = s.turn(turn_values("2026-11-30", &["a"], false), "t2").unwrap();
+    let r = s
+        .turn(turn_values("2026-11-30", &["a"], false), "t2")
+        .unwrap();
     assert_eq!(r.prefix_fingerprint(), fp);
     assert_eq!(r.epoch(), 1);
-    let producers: Vec<String> = r.new_nodes().iter().map(|n| n.producer().to_string()).collect();
+    let producers: Vec<String> = r
+        .new_nodes()
+        .iter()
+        .map(|n| n.producer().to_string())
+        .collect();
     // The todo and date updates were compacted away, so they are stated again.
-    assert_eq!(producers, ["mcp:github", "project_memory", "date", "todo_addendum", "user"]);
+    assert_eq!(
+        producers,
+        [
+            "mcp:github",
+            "project_memory",
+            "date",
+            "todo_addendum",
+            "user"
+        ]
+    );
 }
 
 #[test]
@@ -224,7 +336,10 @@ fn duplicate_component_ids_are_rejected_with_both_locations() {
 #[test]
 fn invalid_user_message_is_an_error_and_changes_nothing() {
     let mut s = session_with(components(), POLICY);
-    let err = s.turn(turn_values("d", &[], false), prompt_core::UserInput::Raw("{oops".into()));
+    let err = s.turn(
+        turn_values("d", &[], false),
+        prompt_core::UserInput::Raw("{oops".into()),
+    );
     assert!(matches!(err, Err(ComposeError::History(_))));
     assert_eq!(s.history().len(), 0);
     assert_eq!(s.turns(), 0);

@@ -17,7 +17,10 @@ fn unchanged_system_prompt_makes_zero_mutations() {
     h.append_user("hi").unwrap();
     let before = snapshot(&h);
     let epoch = h.epoch();
-    assert_eq!(h.set_system_prompt("Be brief."), SystemPromptChange::Unchanged);
+    assert_eq!(
+        h.set_system_prompt("Be brief."),
+        SystemPromptChange::Unchanged
+    );
     assert_eq!(snapshot(&h), before);
     assert_eq!(h.epoch(), epoch);
 }
@@ -27,10 +30,17 @@ fn changed_system_prompt_is_appended_and_earlier_indices_are_byte_identical() {
     let mut h = History::new(DeliveryStyle::system());
     h.set_system_prompt("Be brief.");
     h.append_user("hi").unwrap();
-    h.append_raw(Producer::Assistant, NodeKind::Assistant, r#"{"role":"assistant","content":"hello"}"#)
-        .unwrap();
+    h.append_raw(
+        Producer::Assistant,
+        NodeKind::Assistant,
+        r#"{"role":"assistant","content":"hello"}"#,
+    )
+    .unwrap();
     let before = snapshot(&h);
-    assert_eq!(h.set_system_prompt("Be very brief."), SystemPromptChange::Appended(3));
+    assert_eq!(
+        h.set_system_prompt("Be very brief."),
+        SystemPromptChange::Appended(3)
+    );
     let after = snapshot(&h);
     assert_eq!(&after[..3], &before[..]);
     let update: Value = serde_json::from_str(&after[3]).unwrap();
@@ -41,15 +51,24 @@ fn changed_system_prompt_is_appended_and_earlier_indices_are_byte_identical() {
     );
     assert_eq!(h.system_prompt(), Some("Be very brief."));
     // Setting the new prompt again is a no-op; going back to the old one appends again.
-    assert_eq!(h.set_system_prompt("Be very brief."), SystemPromptChange::Unchanged);
-    assert_eq!(h.set_system_prompt("Be brief."), SystemPromptChange::Appended(4));
+    assert_eq!(
+        h.set_system_prompt("Be very brief."),
+        SystemPromptChange::Unchanged
+    );
+    assert_eq!(
+        h.set_system_prompt("Be brief."),
+        SystemPromptChange::Appended(4)
+    );
 }
 
 #[test]
 fn empty_conversation_places_the_prompt_first() {
     let mut h = History::new(DeliveryStyle::user_reminder("system-reminder"));
     assert_eq!(h.set_system_prompt("Be brief."), SystemPromptChange::Placed);
-    assert_eq!(h.nodes()[0].bytes(), r#"{"role":"system","content":"Be brief."}"#);
+    assert_eq!(
+        h.nodes()[0].bytes(),
+        r#"{"role":"system","content":"Be brief."}"#
+    );
     assert_eq!(h.nodes()[0].kind(), NodeKind::System);
 }
 
@@ -75,7 +94,9 @@ fn compaction_summary_survives_system_prompt_updates_in_history() {
     for i in 0..4 {
         h.append_user(&format!("q{i}")).unwrap();
     }
-    let compaction = h.compact(1..4, "Summary: the user asked three questions.").unwrap();
+    let compaction = h
+        .compact(1..4, "Summary: the user asked three questions.")
+        .unwrap();
     assert_eq!(compaction.removed.len(), 3);
     let summary_bytes = h.nodes()[1].bytes().to_owned();
     assert!(summary_bytes.contains("\"role\":\"system\""));
@@ -107,12 +128,19 @@ fn compaction_summary_survives_system_prompt_updates_in_vec_helper() {
             set_system_prompt(&mut messages, v, &style),
             SystemPromptChange::Appended(3 + i)
         );
-        assert_eq!(&messages[..before.len()], &before[..], "earlier indices rewritten");
+        assert_eq!(
+            &messages[..before.len()],
+            &before[..],
+            "earlier indices rewritten"
+        );
     }
     assert_eq!(messages[1], summary);
     assert_eq!(current_system_prompt(&messages, &style), Some("v2"));
     let before = messages.clone();
-    assert_eq!(set_system_prompt(&mut messages, "v2", &style), SystemPromptChange::Unchanged);
+    assert_eq!(
+        set_system_prompt(&mut messages, "v2", &style),
+        SystemPromptChange::Unchanged
+    );
     assert_eq!(messages, before);
 }
 
@@ -120,11 +148,17 @@ fn compaction_summary_survives_system_prompt_updates_in_vec_helper() {
 fn vec_helper_places_first_in_empty_conversation_and_never_inserts_at_zero_later() {
     let style = DeliveryStyle::user_reminder("system-reminder");
     let mut messages: Vec<Value> = Vec::new();
-    assert_eq!(set_system_prompt(&mut messages, "v1", &style), SystemPromptChange::Placed);
+    assert_eq!(
+        set_system_prompt(&mut messages, "v1", &style),
+        SystemPromptChange::Placed
+    );
     assert_eq!(messages, vec![json!({"role": "system", "content": "v1"})]);
     // A conversation that started without a system prompt gets it appended, not inserted.
     let mut no_system = vec![json!({"role": "user", "content": "hi"})];
-    assert_eq!(set_system_prompt(&mut no_system, "v1", &style), SystemPromptChange::Appended(1));
+    assert_eq!(
+        set_system_prompt(&mut no_system, "v1", &style),
+        SystemPromptChange::Appended(1)
+    );
     assert_eq!(no_system[0], json!({"role": "user", "content": "hi"}));
     assert_eq!(no_system[1]["role"], "user");
 }
@@ -170,7 +204,11 @@ fn compaction_starts_a_new_epoch_and_returns_what_it_removed() {
     assert_eq!(h.epoch(), 1);
     let removed: Vec<_> = c.removed.iter().map(|n| n.bytes().to_owned()).collect();
     assert_eq!(removed, originals[..3]);
-    assert_eq!(snapshot(&h)[1..], originals[3..], "kept tail is byte-identical");
+    assert_eq!(
+        snapshot(&h)[1..],
+        originals[3..],
+        "kept tail is byte-identical"
+    );
     assert!(h.nodes().iter().all(|n| n.epoch() == 1));
     assert!(h.compact(2..9, "x").is_err());
 }
@@ -178,12 +216,18 @@ fn compaction_starts_a_new_epoch_and_returns_what_it_removed() {
 #[test]
 fn bad_messages_are_errors_not_panics() {
     let mut h = History::new(DeliveryStyle::system());
-    assert!(h.append_raw(Producer::Tool, NodeKind::Tool, "{not json").is_err());
+    assert!(
+        h.append_raw(Producer::Tool, NodeKind::Tool, "{not json")
+            .is_err()
+    );
     let err = h
         .append_raw(Producer::Tool, NodeKind::Tool, r#"{"content":"x"}"#)
         .unwrap_err();
     assert!(err.to_string().contains("without \"role\""), "{err}");
-    assert!(h.append_value(Producer::User, NodeKind::User, &json!([1])).is_err());
+    assert!(
+        h.append_value(Producer::User, NodeKind::User, &json!([1]))
+            .is_err()
+    );
     assert!(h.is_empty());
 }
 
@@ -201,7 +245,8 @@ const ROUND_TRIP: &[&str] = &[
 fn messages_round_trip_byte_identically() {
     let mut h = History::new(DeliveryStyle::system());
     for raw in ROUND_TRIP {
-        h.append_raw(Producer::Assistant, NodeKind::Assistant, raw).unwrap();
+        h.append_raw(Producer::Assistant, NodeKind::Assistant, raw)
+            .unwrap();
     }
     for (node, raw) in h.nodes().iter().zip(ROUND_TRIP) {
         assert_eq!(node.bytes(), *raw);
@@ -210,7 +255,8 @@ fn messages_round_trip_byte_identically() {
     let mut h2 = History::new(DeliveryStyle::system());
     for raw in &ROUND_TRIP[..3] {
         let value: Value = serde_json::from_str(raw).unwrap();
-        h2.append_value(Producer::Assistant, NodeKind::Assistant, &value).unwrap();
+        h2.append_value(Producer::Assistant, NodeKind::Assistant, &value)
+            .unwrap();
     }
     for (node, raw) in h2.nodes().iter().zip(ROUND_TRIP) {
         assert_eq!(node.bytes(), *raw);

@@ -4,9 +4,7 @@ use std::fs;
 use std::path::Path;
 
 use cacheline_tests::{components, id, known_ids};
-use prompt_core::{
-    Component, Placement, PolicyProblem, PromptPolicy, Reason, RequestSource,
-};
+use prompt_core::{Component, Placement, PolicyProblem, PromptPolicy, Reason, RequestSource};
 
 fn load(toml: &str) -> PromptPolicy {
     match PromptPolicy::from_agent_toml(toml, "agent.toml", known_ids().iter()) {
@@ -60,7 +58,11 @@ fn prefix_request_without_allow_entry_is_demoted_to_tail() {
             source: RequestSource::Declaration
         }
     );
-    assert!(r.reason.to_string().contains("demoted to tail: no prefix_allow entry matches"));
+    assert!(
+        r.reason
+            .to_string()
+            .contains("demoted to tail: no prefix_allow entry matches")
+    );
 }
 
 #[test]
@@ -79,9 +81,8 @@ fn allowed_prefix_request_lands_in_prefix_and_names_the_pattern() {
 
 #[test]
 fn deny_beats_allow_by_exact_id() {
-    let policy = load(
-        "[prompt]\nprefix_allow = [\"tool_schemas\"]\nprefix_deny = [\"tool_schemas\"]\n",
-    );
+    let policy =
+        load("[prompt]\nprefix_allow = [\"tool_schemas\"]\nprefix_deny = [\"tool_schemas\"]\n");
     let r = policy.resolve(&component("tool_schemas"));
     assert_eq!(r.placement, Placement::Tail);
     assert!(matches!(r.reason, Reason::Denied { ref pattern, .. } if pattern == "tool_schemas"));
@@ -109,7 +110,13 @@ fn config_placement_overrides_declaration_both_ways() {
     );
     let memory = policy.resolve(&component("project_memory"));
     assert_eq!(memory.placement, Placement::Prefix);
-    assert!(matches!(memory.reason, Reason::Allowed { source: RequestSource::Config, .. }));
+    assert!(matches!(
+        memory.reason,
+        Reason::Allowed {
+            source: RequestSource::Config,
+            ..
+        }
+    ));
     let instructions = policy.resolve(&component("assistant_instructions"));
     assert_eq!(instructions.placement, Placement::Tail);
     assert_eq!(
@@ -123,7 +130,10 @@ fn config_placement_overrides_declaration_both_ways() {
 #[test]
 fn default_prefix_still_needs_an_allow_entry() {
     let policy = load("[prompt]\ndefault = \"prefix\"\nprefix_allow = [\"date\"]\n");
-    assert_eq!(policy.resolve(&component("date")).placement, Placement::Prefix);
+    assert_eq!(
+        policy.resolve(&component("date")).placement,
+        Placement::Prefix
+    );
     let memory = policy.resolve(&component("project_memory"));
     assert_eq!(memory.placement, Placement::Tail);
     assert_eq!(
@@ -142,7 +152,10 @@ fn glob_matching_nothing_is_a_warning_not_an_error() {
     assert_eq!(loaded.warnings.len(), 1);
     let w = &loaded.warnings[0];
     assert_eq!((w.position.line, w.position.column), (2, 43));
-    assert!(matches!(w.problem, PolicyProblem::GlobMatchesNothing { .. }));
+    assert!(matches!(
+        w.problem,
+        PolicyProblem::GlobMatchesNothing { .. }
+    ));
     assert_eq!(
         w.to_string(),
         "agent.toml:2:43: pattern `mcp:slack*` in prefix_allow matches no known component"
@@ -156,9 +169,18 @@ fn good_fixtures_load() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agent-toml/good");
     let full = fs::read_to_string(dir.join("full.toml")).unwrap_or_default();
     let policy = load(&full);
-    assert_eq!(policy.resolve(&component("project_memory")).placement, Placement::Prefix);
-    assert_eq!(policy.resolve(&component("mcp:github")).placement, Placement::Tail);
-    assert_eq!(policy.placement.get(&id("project_memory")), Some(&Placement::Prefix));
+    assert_eq!(
+        policy.resolve(&component("project_memory")).placement,
+        Placement::Prefix
+    );
+    assert_eq!(
+        policy.resolve(&component("mcp:github")).placement,
+        Placement::Tail
+    );
+    assert_eq!(
+        policy.placement.get(&id("project_memory")),
+        Some(&Placement::Prefix)
+    );
 }
 
 /// Each file in `fixtures/agent-toml/bad` starts with `# expect: LINE:COL fragment` lines;
@@ -175,14 +197,19 @@ fn malformed_agent_toml_corpus_reports_line_and_column() {
     entries.sort();
     assert!(entries.len() >= 15, "corpus shrank to {}", entries.len());
     for path in entries {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let src = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let expected: Vec<(usize, usize, String)> = src
             .lines()
             .filter_map(|l| l.strip_prefix("# expect: "))
             .map(|rest| {
                 let (pos, fragment) = rest.split_once(' ').unwrap_or((rest, ""));
-                let (line, col) = pos.split_once(':').unwrap_or_else(|| panic!("{name}: bad expect"));
+                let (line, col) = pos
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("{name}: bad expect"));
                 (
                     line.parse().unwrap_or_else(|_| panic!("{name}: bad line")),
                     col.parse().unwrap_or_else(|_| panic!("{name}: bad column")),
@@ -209,9 +236,15 @@ fn malformed_agent_toml_corpus_reports_line_and_column() {
                 (*line, *col),
                 "{name}: {err}"
             );
-            assert!(err.to_string().starts_with(&format!("{name}:{line}:{col}: ")), "{err}");
-            assert!(err.to_string().contains(fragment.as_str()), "{name}: `{err}` lacks `{fragment}`");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("{name}:{line}:{col}: ")),
+                "{err}"
+            );
+            assert!(
+                err.to_string().contains(fragment.as_str()),
+                "{name}: `{err}` lacks `{fragment}`"
+            );
         }
     }
 }
-

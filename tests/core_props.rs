@@ -14,10 +14,19 @@ use serde_json::json;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Turn { day: u8, todo: u8, plan: bool, text: String },
-    Reply { tool_calls: u8 },
+    Turn {
+        day: u8,
+        todo: u8,
+        plan: bool,
+        text: String,
+    },
+    Reply {
+        tool_calls: u8,
+    },
     SystemPrompt(u8),
-    Compact { keep_last: u8 },
+    Compact {
+        keep_last: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -47,8 +56,7 @@ fn start(delivery: DeliveryStyle) -> Session {
     .unwrap_or_else(|e| panic!("{e}"))
     .policy;
     let ctx = SessionContext::new(Extensions::new().with(ProjectRoot("/repo".into())));
-    Session::start(c, &policy, ctx, SessionOptions { delivery })
-        .unwrap_or_else(|e| panic!("{e}"))
+    Session::start(c, &policy, ctx, SessionOptions { delivery }).unwrap_or_else(|e| panic!("{e}"))
 }
 
 proptest! {
@@ -78,11 +86,9 @@ proptest! {
                     prop_assert!(full.starts_with(&stable));
                     prop_assert_eq!(full.len(), req.len());
                     prop_assert!(serde_json::from_slice::<serde_json::Value>(&full).is_ok());
-                    if let Some((epoch, before)) = &previous {
-                        if *epoch == req.epoch() {
-                            prop_assert_eq!(req.extends(before), PrefixCheck::Prefix);
-                            prop_assert_eq!(check_prefix(before, &full), PrefixCheck::Prefix);
-                        }
+                    if let Some((_, before)) = previous.as_ref().filter(|(e, _)| *e == req.epoch()) {
+                        prop_assert_eq!(req.extends(before), PrefixCheck::Prefix);
+                        prop_assert_eq!(check_prefix(before, &full), PrefixCheck::Prefix);
                     }
                     previous = Some((req.epoch(), stable));
                 }

@@ -22,9 +22,12 @@ pub fn id(text: &str) -> ComponentId {
 /// Components with every stability and placement, named like a real agent's.
 pub fn components() -> Vec<Component> {
     vec![
-        Component::constant(id("assistant_instructions"), "You are a careful coding assistant.")
-            .placement(Placement::Prefix)
-            .describe("who the assistant is"),
+        Component::constant(
+            id("assistant_instructions"),
+            "You are a careful coding assistant.",
+        )
+        .placement(Placement::Prefix)
+        .describe("who the assistant is"),
         Component::constant(
             id("tool_schemas"),
             r#"[{"name":"read_file","parameters":{"path":"string"}}]"#,
@@ -39,11 +42,15 @@ pub fn components() -> Vec<Component> {
         Component::session(id("skill:pdf"), |_| Some("Skill: read PDFs.".to_owned()))
             .placement(Placement::Prefix)
             .describe("a skill"),
-        Component::session(id("mcp:github"), |_| Some("GitHub MCP guidance.".to_owned()))
-            .placement(Placement::Prefix)
-            .describe("MCP server guidance"),
-        Component::turn(id("date"), |t| t.get::<Date>().map(|d| format!("Today is {}.", d.0)))
-            .describe("the date"),
+        Component::session(id("mcp:github"), |_| {
+            Some("GitHub MCP guidance.".to_owned())
+        })
+        .placement(Placement::Prefix)
+        .describe("MCP server guidance"),
+        Component::turn(id("date"), |t| {
+            t.get::<Date>().map(|d| format!("Today is {}.", d.0))
+        })
+        .describe("the date"),
         Component::turn(id("todo_addendum"), |t| {
             t.get::<Todo>()
                 .filter(|todo| !todo.0.is_empty())
@@ -52,8 +59,14 @@ pub fn components() -> Vec<Component> {
         .placement(Placement::Tail)
         .describe("todo list"),
         Component::turn(id("plan_addendum"), |t| {
-            t.get::<PlanMode>()
-                .map(|p| if p.0 { "Plan mode is ON." } else { "Plan mode is off." }.to_owned())
+            t.get::<PlanMode>().map(|p| {
+                if p.0 {
+                    "Plan mode is ON."
+                } else {
+                    "Plan mode is off."
+                }
+                .to_owned()
+            })
         })
         .placement(Placement::Tail)
         .persist(Persist::Ephemeral)

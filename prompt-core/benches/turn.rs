@@ -25,10 +25,15 @@ fn id(s: &str) -> ComponentId {
 fn session(nodes: usize) -> Session {
     let tools = "{\"name\":\"read_file\",\"description\":\"Read a file from the workspace.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}}".repeat(20);
     let components = vec![
-        Component::constant(id("assistant_instructions"), "You are a careful coding assistant. ".repeat(20))
-            .placement(Placement::Prefix),
+        Component::constant(
+            id("assistant_instructions"),
+            "You are a careful coding assistant. ".repeat(20),
+        )
+        .placement(Placement::Prefix),
         Component::constant(id("tool_schemas"), tools).placement(Placement::Prefix),
-        Component::turn(id("date"), |t| t.get::<Date>().map(|d| format!("Today is {}.", d.0))),
+        Component::turn(id("date"), |t| {
+            t.get::<Date>().map(|d| format!("Today is {}.", d.0))
+        }),
     ];
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\"]\n",
@@ -37,13 +42,21 @@ fn session(nodes: usize) -> Session {
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .policy;
-    let mut s = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = Session::start(
+        components,
+        &policy,
+        SessionContext::default(),
+        SessionOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut day = 0;
     while s.history().len() < nodes {
         day += 1;
         let values = Extensions::new().with(Date(format!("day {}", day / 7)));
-        if let Err(e) = s.turn(values, format!("Question {day}: what does module {day} do?")) {
+        if let Err(e) = s.turn(
+            values,
+            format!("Question {day}: what does module {day} do?"),
+        ) {
             panic!("{e}");
         }
         let reply = json!({"role": "assistant", "content": format!("Module {day} parses the config and returns typed errors with line numbers.")});

@@ -141,6 +141,14 @@ impl Component {
         self
     }
 
+    /// Drops the declared placement, so the component resolves to the policy's default.
+    /// The registry applies it to components registered at run time: a skill or an MCP
+    /// server reaches the prefix only through the operator's `[prompt]` section.
+    pub fn without_declaration(mut self) -> Self {
+        self.declared = None;
+        self
+    }
+
     /// Sets the one-line description.
     pub fn describe(mut self, description: impl Into<Cow<'static, str>>) -> Self {
         self.description = description.into();

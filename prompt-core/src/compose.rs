@@ -160,6 +160,8 @@ pub struct Session {
     history: History,
     resolutions: Vec<(ComponentId, Resolution)>,
     turn: u64,
+    /// History nodes before this index were in an earlier request (or survived a compaction).
+    sent: usize,
 }
 
 impl Session {
@@ -216,6 +218,7 @@ impl Session {
             history: History::new(options.delivery),
             resolutions,
             turn: 0,
+            sent: 0,
         })
     }
 
@@ -293,8 +296,9 @@ impl Session {
             self.prefix = Some(freeze_prefix(&self.prefix_parts));
         }
 
-        // 3. Persisting tail updates, then the user message.
-        let start = self.history.len();
+        // 3. Persisting tail updates, then the user message. Nodes appended since the last
+        //    request (a system-prompt update) count as new in this one.
+        let start = self.sent.min(self.history.len());
         let mut ephemeral = Vec::new();
         for slot in &mut self.tails {
             let rendered = match slot.component.content() {
@@ -312,7 +316,11 @@ impl Session {
                     }
                 }
                 Persist::Ephemeral => {
-                    let bytes = self.history.delivery().message(&producer, &text).to_string();
+                    let bytes = self
+                        .history
+                        .delivery()
+                        .message(&producer, &text)
+                        .to_string();
                     ephemeral.push((slot.component.id().clone(), bytes));
                 }
             }
@@ -320,6 +328,7 @@ impl Session {
         self.history
             .append_raw(user_producer, NodeKind::User, &user_json)?;
         self.turn = turn;
+        self.sent = self.history.len();
 
         Ok(Request {
             prefix: self.prefix.as_ref(),
@@ -368,7 +377,11 @@ impl Session {
     /// Replaces history `span` with a summary node; starts a new cache epoch. The prefix
     /// stays. Tail components whose last update was compacted away re-append their current
     /// output next turn.
-    pub fn compact(&mut self, span: Range<usize>, summary: &str) -> Result<Compaction, ComposeError> {
+    pub fn compact(
+        &mut self,
+        span: Range<usize>,
+        summary: &str,
+    ) -> Result<Compaction, ComposeError> {
         let compaction = self.history.compact(span, summary)?;
         self.resync_tails();
         Ok(compaction)
@@ -382,6 +395,7 @@ impl Session {
     }
 
     fn resync_tails(&mut self) {
+        self.sent = self.history.len();
         for slot in &mut self.tails {
             let producer = Producer::Component(slot.component.id().clone());
             slot.last = self.history.last_update_from(&producer).map(Arc::from);
@@ -493,9 +507,7 @@ pub struct MessageSpan {
 
 impl<'s> Request<'s> {
     fn prefix_bytes(&self) -> Option<&'s str> {
-        self.prefix
-            .map(|p| &*p.bytes)
-            .filter(|b| !b.is_empty())
+        self.prefix.map(|p| &*p.bytes).filter(|b| !b.is_empty())
     }
 
     fn segments(&self) -> impl Iterator<Item = (&str, String)> + '_ {
@@ -550,7 +562,11 @@ impl<'s> Request<'s> {
         let mut first = true;
         std::iter::once(&b"["[..])
             .chain(messages.flat_map(move |m| {
-                let sep: &[u8] = if std::mem::take(&mut first) { b"" } else { b"," };
+                let sep: &[u8] = if std::mem::take(&mut first) {
+                    b""
+                } else {
+                    b","
+                };
                 [sep, m]
             }))
             .chain(std::iter::once(&b"]"[..]))
@@ -596,7 +612,8 @@ impl<'s> Request<'s> {
         self.epoch
     }
 
-    /// The nodes appended by this turn (tail updates and the user message).
+    /// The nodes new in this request: appended since the previous request (a system-prompt
+    /// update), then this turn's tail updates and user message.
     pub fn new_nodes(&self) -> &'s [Node] {
         self.nodes.get(self.new_from..).unwrap_or(&[])
     }
@@ -615,7 +632,8 @@ impl<'s> Request<'s> {
                 at += 1;
             }
             let range = at..at + bytes.len();
-            if range.contains(&offset) || (offset == range.end && index + 1 == self.message_count()) {
+            if range.contains(&offset) || (offset == range.end && index + 1 == self.message_count())
+            {
                 let producer = if index == 0 && self.prefix_bytes().is_some() {
                     self.prefix
                         .and_then(|p| {

@@ -149,6 +149,9 @@ mod tests {
     #[test]
     fn an_earlier_request_that_is_longer_is_not_a_prefix() {
         let check = check_prefix(b"[1,2,3]", b"[1,2]");
-        assert!(matches!(check, PrefixCheck::Diverged(Divergence { byte_offset: 4, .. })));
+        assert!(matches!(
+            check,
+            PrefixCheck::Diverged(Divergence { byte_offset: 4, .. })
+        ));
     }
 }

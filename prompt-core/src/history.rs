@@ -121,7 +121,10 @@ impl DeliveryStyle {
 
     /// The wrapped text of an update.
     pub fn wrap(&self, producer: &Producer, text: &str) -> String {
-        format!("<{tag} from=\"{producer}\">\n{text}\n</{tag}>", tag = self.tag)
+        format!(
+            "<{tag} from=\"{producer}\">\n{text}\n</{tag}>",
+            tag = self.tag
+        )
     }
 
     /// The text inside a wrapper from `producer`, if `content` is one.
@@ -445,7 +448,11 @@ impl History {
     /// Replaces `span` with one summary node (producer `compaction`, `role: "system"`) and
     /// keeps everything after it. Starts a new cache epoch. The removed nodes are returned
     /// so no data is lost.
-    pub fn compact(&mut self, span: Range<usize>, summary: &str) -> Result<Compaction, HistoryError> {
+    pub fn compact(
+        &mut self,
+        span: Range<usize>,
+        summary: &str,
+    ) -> Result<Compaction, HistoryError> {
         if span.start > span.end || span.end > self.nodes.len() {
             return Err(HistoryError::SpanOutOfRange {
                 start: span.start,

@@ -37,7 +37,9 @@ pub enum IdError {
         at: usize,
     },
     /// A namespace other than `skill` or `mcp`.
-    #[error("component id `{id}` uses unknown namespace `{namespace}`; the namespaces are `skill:` and `mcp:`")]
+    #[error(
+        "component id `{id}` uses unknown namespace `{namespace}`; the namespaces are `skill:` and `mcp:`"
+    )]
     UnknownNamespace {
         /// The id as given.
         id: String,
@@ -99,7 +101,10 @@ fn validate(id: &str) -> Result<(), IdError> {
         None => (id, 0, false),
     };
     for (at, ch) in name.char_indices() {
-        let ok = ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || (allow_hyphen && ch == '-');
+        let ok = ch.is_ascii_lowercase()
+            || ch.is_ascii_digit()
+            || ch == '_'
+            || (allow_hyphen && ch == '-');
         if !ok {
             return Err(IdError::InvalidChar {
                 id: id.to_owned(),
@@ -168,7 +173,10 @@ mod tests {
             ComponentId::new("plugin:x"),
             Err(IdError::UnknownNamespace { .. })
         ));
-        assert!(matches!(ComponentId::new("mcp:"), Err(IdError::EmptyName { .. })));
+        assert!(matches!(
+            ComponentId::new("mcp:"),
+            Err(IdError::EmptyName { .. })
+        ));
         assert!(matches!(
             ComponentId::new("mcp:a:b"),
             Err(IdError::InvalidChar { ch: ':', at: 5, .. })

@@ -99,7 +99,10 @@ mod tests {
     #[test]
     fn placement_is_lowercase_in_serde_and_defaults_to_tail() {
         assert_eq!(Placement::default(), Placement::Tail);
-        assert_eq!(serde_json::to_string(&Placement::Prefix).ok().as_deref(), Some("\"prefix\""));
+        assert_eq!(
+            serde_json::to_string(&Placement::Prefix).ok().as_deref(),
+            Some("\"prefix\"")
+        );
         let back: Placement = serde_json::from_str("\"tail\"").unwrap_or(Placement::Prefix);
         assert_eq!(back, Placement::Tail);
         assert!(serde_json::from_str::<Placement>("\"Prefix\"").is_err());

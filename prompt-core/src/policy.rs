@@ -66,9 +66,10 @@ impl IdPattern {
             if text.contains("**") {
                 return Err(PatternError::DoubleStar);
             }
-            if let Some(ch) = text.chars().find(|&c| {
-                !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_-:*?".contains(c))
-            }) {
+            if let Some(ch) = text
+                .chars()
+                .find(|&c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_-:*?".contains(c)))
+            {
                 return Err(PatternError::BadChar { ch });
             }
         }
@@ -340,10 +341,9 @@ impl PromptPolicy {
         let index = LineIndex { src, origin };
         let doc: AgentToml = toml::from_str(src).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            PolicyErrors(vec![index.diag(
-                span,
-                PolicyProblem::Invalid(e.message().trim().to_owned()),
-            )])
+            PolicyErrors(vec![
+                index.diag(span, PolicyProblem::Invalid(e.message().trim().to_owned())),
+            ])
         })?;
         let Some(raw) = doc.prompt else {
             return Ok(LoadedPolicy {

@@ -3,6 +3,8 @@
 use std::collections::HashSet;
 
 use prompt_core::{ComponentId, Persist, Placement};
+
+use crate::text::suggest_id;
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
@@ -16,8 +18,8 @@ const VALID: &str = "the arguments are `placement = \"prefix\" | \"tail\"`, `id 
 /// arguments have already been reported.
 #[derive(Default)]
 pub(crate) struct Args {
-    /// The declared placement and the span of its value.
-    pub placement: Option<(Placement, Span)>,
+    /// The declared placement.
+    pub placement: Option<Placement>,
     /// A validated id.
     pub id: Option<LitStr>,
     /// A non-empty one-line description.
@@ -29,6 +31,11 @@ pub(crate) struct Args {
 }
 
 impl Args {
+    /// Whether the argument `name` was given, valid or not.
+    pub(crate) fn given(&self, name: &str) -> bool {
+        self.seen.contains(name)
+    }
+
     /// Parses the attribute's arguments. Mistakes in values are pushed to `errors` so that
     /// several of them are reported together; only malformed syntax stops parsing.
     pub(crate) fn parse(tokens: TokenStream, errors: &mut Vec<syn::Error>) -> Args {
@@ -38,11 +45,12 @@ impl Args {
         if let Err(err) = parser.parse2(tokens) {
             errors.push(err);
         }
-        if let (Some((Placement::Prefix, _)), Some(key)) = (args.placement, persist_key) {
+        if let (Some(Placement::Prefix), Some(key)) = (args.placement, persist_key) {
             errors.push(syn::Error::new(
                 key,
-                "`persist` only applies to tail components; prefix text is sent once and \
-                 cached, it is never re-sent. Remove `persist`, or declare `placement = \"tail\"`",
+                "`persist` only applies to tail components (it says whether their updates are \
+                 kept in the history); a prefix component is rendered once per session. Remove \
+                 `persist`, or declare `placement = \"tail\"`",
             ));
         }
         args
@@ -65,7 +73,10 @@ impl Args {
         };
         let name = meta.path.to_token_stream().to_string().replace(' ', "");
         if !matches!(name.as_str(), "placement" | "id" | "what" | "persist") {
-            errors.push(syn::Error::new_spanned(&meta.path, format!("unknown argument `{name}`; {VALID}")));
+            errors.push(syn::Error::new_spanned(
+                &meta.path,
+                format!("unknown argument `{name}`; {VALID}"),
+            ));
             return Ok(());
         }
         if !self.seen.insert(name.clone()) {
@@ -76,7 +87,9 @@ impl Args {
             return Ok(());
         }
         let lit = match value.as_ref().map(strip_groups) {
-            Some(Expr::Lit(ExprLit { lit: Lit::Str(lit), .. })) => lit.clone(),
+            Some(Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            })) => lit.clone(),
             Some(other) => {
                 errors.push(syn::Error::new_spanned(
                     other,
@@ -95,8 +108,8 @@ impl Args {
         let text = lit.value();
         match name.as_str() {
             "placement" => match text.as_str() {
-                "prefix" => self.placement = Some((Placement::Prefix, lit.span())),
-                "tail" => self.placement = Some((Placement::Tail, lit.span())),
+                "prefix" => self.placement = Some(Placement::Prefix),
+                "tail" => self.placement = Some(Placement::Tail),
                 _ => errors.push(syn::Error::new(
                     lit.span(),
                     format!(
@@ -121,18 +134,25 @@ impl Args {
                     )),
                 }
             }
-            "id" => match ComponentId::new(&text) {
-                Ok(id) if id.namespace().is_some() => errors.push(syn::Error::new(
-                    lit.span(),
-                    format!(
+            "id" => {
+                let problem = match ComponentId::new(&text) {
+                    Ok(id) if id.namespace().is_some() => format!(
                         "component id `{text}` is namespaced; the `skill:` and `mcp:` namespaces \
-                         are for components registered at run time, a #[prompt_component] id is \
-                         bare lowercase `[a-z0-9_]+`"
+                         are for components registered at run time"
                     ),
-                )),
-                Ok(_) => self.id = Some(lit),
-                Err(err) => errors.push(syn::Error::new(lit.span(), err)),
-            },
+                    Ok(_) => {
+                        self.id = Some(lit);
+                        return Ok(());
+                    }
+                    Err(err) => err.to_string(),
+                };
+                let fix = match suggest_id(&text) {
+                    Some(id) => format!("; a #[prompt_component] id is bare: try `id = \"{id}\"`"),
+                    None => "; a #[prompt_component] id is bare, like `id = \"tool_schemas\"`"
+                        .to_owned(),
+                };
+                errors.push(syn::Error::new(lit.span(), problem + &fix));
+            }
             _ => {
                 if text.trim().is_empty() {
                     errors.push(syn::Error::new(

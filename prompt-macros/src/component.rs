@@ -1,12 +1,12 @@
 //! Checks the annotated item and expands to the item plus its registration.
 
-use prompt_core::{ComponentId, Persist, Placement};
 use proc_macro2::{Ident, Span, TokenStream};
+use prompt_core::{ComponentId, Persist, Placement};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{
-    Expr, ExprLit, FnArg, GenericArgument, GenericParam, Item, ItemConst, ItemFn, ItemStatic, Lit, LitStr,
-    Meta, PathArguments, ReturnType, Safety, StaticMutability, Type,
+    Expr, ExprLit, FnArg, GenericArgument, GenericParam, Item, ItemConst, ItemFn, ItemStatic, Lit,
+    LitStr, Meta, PathArguments, ReturnType, Safety, StaticMutability, Type,
 };
 
 use crate::args::Args;
@@ -18,7 +18,8 @@ const PREFIX_TEXT: &str = "prefix text must be a `&'static str` constant or a se
 enum Renderer {
     /// A `const`/`static` of type `&'static str`.
     Static,
-    /// `fn(&SessionContext) -> String | Option<String>`.
+    /// `fn(&SessionContext) -> String | Option<String>`. The spans are the context type's
+    /// name and the return type's first token.
     Session { context: Span, output: Span },
     /// `fn(&TurnContext) -> String | Option<String>`.
     Turn { context: Span, output: Span },
@@ -58,12 +59,24 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Checks the item against the arguments. Returns the registration if nothing was wrong.
 fn check(args: &Args, item: &Item, errors: &mut Vec<syn::Error>) -> Option<TokenStream> {
-    let placement = args.placement.map(|(placement, _)| placement);
+    let placement = args.placement;
     let before = errors.len();
     let (ident, attrs, renderer) = match item {
-        Item::Const(item) => (&item.ident, &item.attrs, check_const(item, placement, errors)),
-        Item::Static(item) => (&item.ident, &item.attrs, check_static(item, placement, errors)),
-        Item::Fn(item) => (&item.sig.ident, &item.attrs, check_fn(item, placement, errors)),
+        Item::Const(item) => (
+            &item.ident,
+            &item.attrs,
+            check_const(item, placement, errors),
+        ),
+        Item::Static(item) => (
+            &item.ident,
+            &item.attrs,
+            check_static(item, placement, errors),
+        ),
+        Item::Fn(item) => (
+            &item.sig.ident,
+            &item.attrs,
+            check_fn(item, placement, errors),
+        ),
         other => {
             let (tokens, kind) = item_kind(other);
             errors.push(syn::Error::new_spanned(
@@ -103,7 +116,11 @@ fn item_kind(item: &Item) -> (TokenStream, &'static str) {
     }
 }
 
-fn check_const(item: &ItemConst, placement: Option<Placement>, errors: &mut Vec<syn::Error>) -> Option<Renderer> {
+fn check_const(
+    item: &ItemConst,
+    placement: Option<Placement>,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Renderer> {
     if !item.generics.params.is_empty() {
         errors.push(syn::Error::new_spanned(
             &item.generics,
@@ -114,12 +131,16 @@ fn check_const(item: &ItemConst, placement: Option<Placement>, errors: &mut Vec<
     check_text_type(&item.ty, placement, errors)
 }
 
-fn check_static(item: &ItemStatic, placement: Option<Placement>, errors: &mut Vec<syn::Error>) -> Option<Renderer> {
+fn check_static(
+    item: &ItemStatic,
+    placement: Option<Placement>,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Renderer> {
     if let StaticMutability::Mut(mutability) = &item.mutability {
         let msg = if placement == Some(Placement::Prefix) {
             format!(
                 "a `static mut` can change at run time, but the prefix must stay byte-identical \
-                 for the whole session; {PREFIX_TEXT}: remove `mut`"
+                 for the whole session: remove `mut` ({PREFIX_TEXT})"
             )
         } else {
             "a `static mut` can change at run time, which a prompt component cannot; remove \
@@ -134,7 +155,11 @@ fn check_static(item: &ItemStatic, placement: Option<Placement>, errors: &mut Ve
 }
 
 /// A `const`/`static` component holds compile-time text: `&str` or `&'static str`.
-fn check_text_type(ty: &Type, placement: Option<Placement>, errors: &mut Vec<syn::Error>) -> Option<Renderer> {
+fn check_text_type(
+    ty: &Type,
+    placement: Option<Placement>,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Renderer> {
     if is_str_ref(ty) {
         return Some(Renderer::Static);
     }
@@ -157,14 +182,24 @@ fn is_str_ref(ty: &Type) -> bool {
     let Type::Reference(reference) = strip_type_groups(ty) else {
         return false;
     };
-    let lifetime_ok = reference.lifetime.as_ref().is_none_or(|lifetime| lifetime.ident == "static");
+    let lifetime_ok = reference
+        .lifetime
+        .as_ref()
+        .is_none_or(|lifetime| lifetime.ident == "static");
     let Type::Path(path) = strip_type_groups(&reference.elem) else {
         return false;
     };
-    lifetime_ok && reference.mutability.is_none() && path.qself.is_none() && path.path.is_ident("str")
+    lifetime_ok
+        && reference.mutability.is_none()
+        && path.qself.is_none()
+        && path.path.is_ident("str")
 }
 
-fn check_fn(item: &ItemFn, placement: Option<Placement>, errors: &mut Vec<syn::Error>) -> Option<Renderer> {
+fn check_fn(
+    item: &ItemFn,
+    placement: Option<Placement>,
+    errors: &mut Vec<syn::Error>,
+) -> Option<Renderer> {
     let sig = &item.sig;
     let before = errors.len();
     if let Some(asyncness) = &sig.asyncness {
@@ -205,19 +240,19 @@ fn check_fn(item: &ItemFn, placement: Option<Placement>, errors: &mut Vec<syn::E
         ));
     }
 
-    let mut inputs = sig.inputs.iter();
+    let mut inputs = sig.inputs.iter().peekable();
+    let receiver = inputs.next_if(|input| matches!(input, FnArg::Receiver(_)));
+    if let Some(receiver) = receiver {
+        errors.push(syn::Error::new_spanned(
+            receiver,
+            "#[prompt_component] cannot go on a method: the registry calls a free fn; move it \
+             out of the `impl` and take `&SessionContext` or `&TurnContext` instead of `self`",
+        ));
+    }
     let context = match inputs.next() {
-        Some(FnArg::Receiver(receiver)) => {
-            errors.push(syn::Error::new_spanned(
-                receiver,
-                "#[prompt_component] cannot go on a method: the registry calls a free fn; move \
-                 it out of the `impl` and take `&SessionContext` or `&TurnContext` instead of \
-                 `self`",
-            ));
-            None
-        }
+        Some(FnArg::Receiver(_)) => None, // A second receiver: rustc reports it.
         Some(FnArg::Typed(param)) => check_context(&param.ty, errors),
-        None if sig.variadic.is_some() => None,
+        None if sig.variadic.is_some() || receiver.is_some() => None,
         None => {
             errors.push(syn::Error::new(
                 sig.paren_token.span.join(),
@@ -237,9 +272,17 @@ fn check_fn(item: &ItemFn, placement: Option<Placement>, errors: &mut Vec<syn::E
     }
     let output = check_output(sig, errors);
 
-    if let (Some(Placement::Prefix), Some((Context::Turn, context))) = (placement, context) {
-        errors.push(syn::Error::new(
-            context,
+    if let (Some(Placement::Prefix), Some((Context::Turn, _))) = (placement, context) {
+        let ty = match sig
+            .inputs
+            .iter()
+            .find(|input| matches!(input, FnArg::Typed(_)))
+        {
+            Some(FnArg::Typed(param)) => param.ty.to_token_stream(),
+            _ => TokenStream::new(),
+        };
+        errors.push(syn::Error::new_spanned(
+            ty,
             "per-turn content cannot be in the prefix: this fn takes `&TurnContext`, so it renders \
              every turn, while the prefix must stay byte-identical for the whole session; declare \
              `placement = \"tail\"`, or render from `&SessionContext` (session-frozen inputs)",
@@ -273,10 +316,7 @@ fn check_context(ty: &Type, errors: &mut Vec<syn::Error>) -> Option<(Context, Sp
         ));
         return None;
     }
-    let segment = match strip_type_groups(&reference.elem) {
-        Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
-        _ => None,
-    };
+    let segment = last_segment(&reference.elem);
     let context = match segment {
         Some(segment) if segment.ident == "SessionContext" => Context::Session,
         Some(segment) if segment.ident == "TurnContext" => Context::Turn,
@@ -288,7 +328,7 @@ fn check_context(ty: &Type, errors: &mut Vec<syn::Error>) -> Option<(Context, Sp
             return None;
         }
     };
-    Some((context, ty.span()))
+    Some((context, segment?.ident.span()))
 }
 
 /// The return type must be `String` or `Option<String>`.
@@ -305,9 +345,8 @@ fn check_output(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Option<Sp
         "String" => segment.arguments.is_none(),
         "Option" => match &segment.arguments {
             PathArguments::AngleBracketed(args) if args.args.len() == 1 => match &args.args[0] {
-                GenericArgument::Type(inner) => {
-                    last_segment(inner).is_some_and(|inner| inner.ident == "String" && inner.arguments.is_none())
-                }
+                GenericArgument::Type(inner) => last_segment(inner)
+                    .is_some_and(|inner| inner.ident == "String" && inner.arguments.is_none()),
                 _ => false,
             },
             _ => false,
@@ -341,8 +380,8 @@ fn strip_type_groups(ty: &Type) -> &Type {
 
 /// The id: the `id` argument (validated while parsing), else the item's name in snake_case.
 fn default_id(args: &Args, ident: &Ident, errors: &mut Vec<syn::Error>) -> Option<LitStr> {
-    if let Some(id) = &args.id {
-        return Some(id.clone());
+    if args.given("id") {
+        return args.id.clone(); // Reported while parsing if invalid.
     }
     let id = snake_case(&ident.to_string());
     match ComponentId::new(&id) {
@@ -358,15 +397,22 @@ fn default_id(args: &Args, ident: &Ident, errors: &mut Vec<syn::Error>) -> Optio
 }
 
 /// The description: the `what` argument, else the first line of the doc comment.
-fn what(args: &Args, ident: &Ident, attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Option<LitStr> {
-    if let Some(what) = &args.what {
-        return Some(what.clone());
+fn what(
+    args: &Args,
+    ident: &Ident,
+    attrs: &[syn::Attribute],
+    errors: &mut Vec<syn::Error>,
+) -> Option<LitStr> {
+    if args.given("what") {
+        return args.what.clone(); // Reported while parsing if invalid.
     }
     let docs: Vec<String> = attrs
         .iter()
         .filter_map(|attr| match &attr.meta {
             Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
-                Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => Some(lit.value()),
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(lit), ..
+                }) => Some(lit.value()),
                 _ => None,
             },
             _ => None,
@@ -387,12 +433,22 @@ fn what(args: &Args, ident: &Ident, attrs: &[syn::Attribute], errors: &mut Vec<s
     }
 }
 
-fn registration(args: &Args, ident: &Ident, id: &LitStr, what: &LitStr, renderer: &Renderer) -> TokenStream {
+fn registration(
+    args: &Args,
+    ident: &Ident,
+    id: &LitStr,
+    what: &LitStr,
+    renderer: &Renderer,
+) -> TokenStream {
     let private = quote!(::prompt_registry::__private);
     let placement = match args.placement {
         None => quote!(#private::core::option::Option::None),
-        Some((Placement::Prefix, _)) => quote!(#private::core::option::Option::Some(#private::Placement::Prefix)),
-        Some((Placement::Tail, _)) => quote!(#private::core::option::Option::Some(#private::Placement::Tail)),
+        Some(Placement::Prefix) => {
+            quote!(#private::core::option::Option::Some(#private::Placement::Prefix))
+        }
+        Some(Placement::Tail) => {
+            quote!(#private::core::option::Option::Some(#private::Placement::Tail))
+        }
     };
     let persist = match args.persist.unwrap_or_default() {
         Persist::History => quote!(#private::Persist::History),
@@ -416,9 +472,9 @@ fn registration(args: &Args, ident: &Ident, id: &LitStr, what: &LitStr, renderer
             let param = Ident::new("__prompt_context", Span::mixed_site());
             let arg = Ident::new("__prompt_context", Span::mixed_site().located_at(*context));
             let convert = quote_spanned!(Span::mixed_site().located_at(*output)=>
-                ::prompt_registry::__private::IntoRendered::into_rendered
+                ::prompt_registry::__private::IntoRendered::into_rendered(#ident(#arg))
             );
-            quote!(#private::Render::#variant(|#param| #convert(#ident(#arg))))
+            quote!(#private::Render::#variant(|#param| #convert))
         }
     };
     quote! {

@@ -39,6 +39,23 @@ pub(crate) fn first_doc_line<'a>(docs: impl IntoIterator<Item = &'a str>) -> Opt
         .map(str::to_owned)
 }
 
+/// A valid bare id close to `text`, if there is one: lowercase, with runs of anything else
+/// than `[a-z0-9]` turned into one `_`. `Tool Schemas` → `tool_schemas`.
+pub(crate) fn suggest_id(text: &str) -> Option<String> {
+    let mut id = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            id.push(c.to_ascii_lowercase());
+        } else if c.is_alphanumeric() {
+            return None; // Dropping letters would suggest a different word.
+        } else if !id.is_empty() && !id.ends_with('_') {
+            id.push('_');
+        }
+    }
+    let id = id.trim_end_matches('_');
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,12 +77,24 @@ mod tests {
     }
 
     #[test]
+    fn suggested_ids_are_bare_and_lowercase() {
+        assert_eq!(suggest_id("Tool Schemas").as_deref(), Some("tool_schemas"));
+        assert_eq!(suggest_id("skill:review").as_deref(), Some("skill_review"));
+        assert_eq!(suggest_id("--a--b--").as_deref(), Some("a_b"));
+        assert_eq!(suggest_id(""), None);
+        assert_eq!(suggest_id("über"), None);
+    }
+
+    #[test]
     fn first_doc_line_skips_blank_lines_and_trims() {
         assert_eq!(
             first_doc_line([" Who the assistant is.", " More."]),
             Some("Who the assistant is.".to_owned())
         );
-        assert_eq!(first_doc_line(["", "   ", " \n  Second line. \n third"]), Some("Second line.".to_owned()));
+        assert_eq!(
+            first_doc_line(["", "   ", " \n  Second line. \n third"]),
+            Some("Second line.".to_owned())
+        );
         assert_eq!(first_doc_line(["", " "]), None);
         assert_eq!(first_doc_line([]), None);
     }

@@ -24,9 +24,14 @@ fn main() {
     assert_eq!(component.what, "Who the assistant is.");
     assert_eq!(
         component.line,
-        registered::line_of(include_str!("const_prefix.rs"), "pub const ASSISTANT_INSTRUCTIONS:")
+        registered::line_of(
+            include_str!("const_prefix.rs"),
+            "pub const ASSISTANT_INSTRUCTIONS:"
+        )
     );
-    assert!(matches!(component.render, Render::Static(text) if text == "You are a careful coding assistant."));
+    assert!(
+        matches!(component.render, Render::Static(text) if text == "You are a careful coding assistant.")
+    );
     // The item itself is unchanged.
     assert_eq!(ASSISTANT_INSTRUCTIONS.len(), 35);
 }

@@ -14,7 +14,8 @@ pub struct Todo(pub Vec<&'static str>);
 /// The open todo items, when there are any.
 #[prompt_component(placement = "tail")]
 fn todo_addendum(turn: &TurnContext) -> Option<String> {
-    turn.get::<Todo>().map(|todo| format!("Open: {}", todo.0.join(", ")))
+    turn.get::<Todo>()
+        .map(|todo| format!("Open: {}", todo.0.join(", ")))
 }
 
 /// The turn number.
@@ -23,7 +24,12 @@ pub fn turn_number(turn: &TurnContext<'_>) -> String {
     format!("Turn {}.", turn.turn())
 }
 
-#[prompt_component(placement = "tail", persist = "history", id = "scratch", what = "scratch notes")]
+#[prompt_component(
+    placement = "tail",
+    persist = "history",
+    id = "scratch",
+    what = "scratch notes"
+)]
 fn scratch_notes<'a>(_turn: &'a prompt_registry::TurnContext<'a>) -> Option<String> {
     None
 }
@@ -33,7 +39,10 @@ fn main() {
     let session = SessionContext::default();
     let values = Extensions::new().with(Todo(vec!["write tests"]));
     let turn = TurnContext::new(&session, &values, 3);
-    let ids: Vec<&str> = registered::from(file!()).iter().map(|component| component.id).collect();
+    let ids: Vec<&str> = registered::from(file!())
+        .iter()
+        .map(|component| component.id)
+        .collect();
     assert_eq!(ids, ["scratch", "todo_addendum", "turn_number"]);
 
     let todo = registered::get(file!(), "todo_addendum");
@@ -41,19 +50,28 @@ fn main() {
     assert_eq!(todo.persist, Persist::History);
     assert_eq!(todo.what, "The open todo items, when there are any.");
     assert_eq!(todo.line, registered::line_of(source, "fn todo_addendum("));
-    let Render::Turn(render) = todo.render else { panic!("not a turn renderer") };
+    let Render::Turn(render) = todo.render else {
+        panic!("not a turn renderer")
+    };
     assert_eq!(render(&turn).as_deref(), Some("Open: write tests"));
 
     let number = registered::get(file!(), "turn_number");
     assert_eq!(number.placement, None);
     assert_eq!(number.persist, Persist::Ephemeral);
-    assert_eq!(number.line, registered::line_of(source, "pub fn turn_number("));
-    let Render::Turn(render) = number.render else { panic!("not a turn renderer") };
+    assert_eq!(
+        number.line,
+        registered::line_of(source, "pub fn turn_number(")
+    );
+    let Render::Turn(render) = number.render else {
+        panic!("not a turn renderer")
+    };
     assert_eq!(render(&turn).as_deref(), Some("Turn 3."));
 
     let scratch = registered::get(file!(), "scratch");
     assert_eq!(scratch.what, "scratch notes");
-    let Render::Turn(render) = scratch.render else { panic!("not a turn renderer") };
+    let Render::Turn(render) = scratch.render else {
+        panic!("not a turn renderer")
+    };
     assert_eq!(render(&turn), None);
     assert_eq!(scratch_notes(&turn), None);
     assert_eq!(todo_addendum(&turn).as_deref(), Some("Open: write tests"));

@@ -21,12 +21,22 @@ fn ui() {
     // trybuild passes when a glob matches nothing; make sure it cannot silently skip.
     let pass = cases("pass");
     let fail = cases("fail");
-    assert!(pass.len() >= 5, "expected the pass cases in ui-tests/pass, found {pass:?}");
-    assert!(fail.len() >= 20, "expected the compile-fail cases in ui-tests/fail, found {fail:?}");
+    assert!(
+        pass.len() >= 4,
+        "expected the pass cases in ui-tests/pass, found {pass:?}"
+    );
+    assert!(
+        fail.len() >= 30,
+        "expected the compile-fail cases in ui-tests/fail, found {fail:?}"
+    );
     if std::env::var_os("TRYBUILD").is_none() {
         for case in &fail {
             let stderr = Path::new(case).with_extension("stderr");
-            assert!(stderr.exists(), "{case} has no reviewed {}", stderr.display());
+            assert!(
+                stderr.exists(),
+                "{case} has no reviewed {}",
+                stderr.display()
+            );
         }
     }
 

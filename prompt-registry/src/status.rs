@@ -1,0 +1,170 @@
+//! The status report: for every registered writer, where it lands and why.
+
+use std::fmt;
+
+use prompt_core::{Component, Persist, Placement, PromptPolicy, Reason, Stability};
+use serde::Serialize;
+
+/// `{"prompt": {...}}`: the policy in force and one row per component.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    /// The `[prompt]` section's resolved view.
+    pub prompt: PromptStatus,
+}
+
+/// The policy and the rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptStatus {
+    /// Placement for components that declare none.
+    pub default: Placement,
+    /// Allow patterns, as written.
+    pub prefix_allow: Vec<String>,
+    /// Deny patterns, as written.
+    pub prefix_deny: Vec<String>,
+    /// One row per component, by id.
+    pub components: Vec<ComponentStatus>,
+}
+
+/// One component's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComponentStatus {
+    /// The id.
+    pub id: String,
+    /// Where it lands.
+    pub placement: Placement,
+    /// What it declared (`null` when it declares nothing).
+    pub declared: Option<Placement>,
+    /// What it requested after `[prompt.placement]` and the default applied.
+    pub requested: Placement,
+    /// `constant`, `session` or `turn`.
+    pub stability: &'static str,
+    /// Whether its text is a compile-time constant.
+    pub constant: bool,
+    /// For tail components, whether updates persist in history; `null` in the prefix.
+    pub persist: Option<Persist>,
+    /// Why it landed there, in words.
+    pub reason: String,
+    /// Which rule decided, machine-readable.
+    pub rule: Reason,
+    /// `file:line` of its definition.
+    pub source: String,
+    /// Its one-line description.
+    pub what: String,
+}
+
+impl StatusReport {
+    /// Resolves every component against the policy.
+    pub fn new<'a>(components: impl Iterator<Item = &'a Component>, policy: &PromptPolicy) -> Self {
+        let rows = components
+            .map(|c| {
+                let r = policy.resolve(c);
+                ComponentStatus {
+                    id: c.id().to_string(),
+                    placement: r.placement,
+                    declared: c.declared(),
+                    requested: r.requested,
+                    stability: c.stability().as_str(),
+                    constant: c.stability() == Stability::Static,
+                    persist: (r.placement == Placement::Tail).then(|| c.persist_mode()),
+                    reason: r.reason.to_string(),
+                    rule: r.reason,
+                    source: c.source().to_string(),
+                    what: c.description().to_owned(),
+                }
+            })
+            .collect();
+        Self {
+            prompt: PromptStatus {
+                default: policy.default,
+                prefix_allow: policy
+                    .prefix_allow
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                prefix_deny: policy.prefix_deny.iter().map(ToString::to_string).collect(),
+                components: rows,
+            },
+        }
+    }
+
+    /// The row of a component.
+    pub fn component(&self, id: &str) -> Option<&ComponentStatus> {
+        self.prompt.components.iter().find(|c| c.id == id)
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        // Serializing plain strings, enums and vectors cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+impl fmt::Display for StatusReport {
+    /// An aligned table, prefix rows first.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.prompt;
+        writeln!(
+            f,
+            "[prompt] default = {}, prefix_allow = [{}], prefix_deny = [{}]",
+            p.default,
+            p.prefix_allow.join(", "),
+            p.prefix_deny.join(", ")
+        )?;
+        let header = [
+            "ID",
+            "LANDS",
+            "DECLARED",
+            "STABILITY",
+            "PERSIST",
+            "SOURCE",
+            "WHY",
+        ];
+        let mut rows: Vec<[String; 7]> = Vec::new();
+        let mut sorted: Vec<&ComponentStatus> = p.components.iter().collect();
+        sorted.sort_by_key(|c| (c.placement == Placement::Tail, c.id.clone()));
+        for c in sorted {
+            rows.push([
+                c.id.clone(),
+                c.placement.to_string(),
+                c.declared.map_or_else(|| "-".to_owned(), |d| d.to_string()),
+                c.stability.to_owned(),
+                c.persist.map_or_else(|| "-".to_owned(), |d| d.to_string()),
+                c.source.clone(),
+                c.reason.clone(),
+            ]);
+        }
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |f: &mut fmt::Formatter<'_>, cells: &[&str]| -> fmt::Result {
+            let last = cells.len() - 1;
+            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+                if i == last {
+                    writeln!(f, "{cell}")?;
+                } else {
+                    write!(f, "{cell:<w$}  ")?;
+                }
+            }
+            Ok(())
+        };
+        line(f, &header)?;
+        for row in &rows {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            line(f, &cells)?;
+        }
+        let prefix = p
+            .components
+            .iter()
+            .filter(|c| c.placement == Placement::Prefix)
+            .count();
+        write!(
+            f,
+            "{} components: {prefix} in the prefix, {} in the tail",
+            p.components.len(),
+            p.components.len() - prefix
+        )
+    }
+}
