@@ -61,6 +61,12 @@ mod status;
 pub mod cli;
 #[cfg(feature = "reference")]
 pub mod demo;
+#[cfg(feature = "live")]
+pub mod live;
+#[cfg(feature = "measure")]
+pub mod measure;
+#[cfg(feature = "templates")]
+pub mod template;
 #[cfg(feature = "reference")]
 pub mod reference;
 

@@ -17,6 +17,13 @@ use prompt_core::{PolicyErrors, PromptPolicy};
 
 use crate::Registry;
 
+#[cfg(feature = "live")]
+mod live;
+#[cfg(feature = "measure")]
+mod measure;
+#[cfg(feature = "templates")]
+mod template;
+
 /// The command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -66,6 +73,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Simulate what each backend's cache rules serve, per strategy, on a scripted session.
+    #[cfg(feature = "measure")]
+    Simulate(measure::SimulateArgs),
+    /// Audit a JSONL log of chat requests: per-request cache reuse and what broke it.
+    #[cfg(feature = "measure")]
+    Audit(measure::AuditArgs),
+    /// Classify how a chat template treats appended system messages and choose a delivery.
+    #[cfg(feature = "templates")]
+    ProbeTemplate(template::ProbeArgs),
+    /// Measure cache reuse and TTFT on a live llama.cpp server, library vs replace-at-head.
+    #[cfg(feature = "live")]
+    BenchLive(live::BenchLiveArgs),
 }
 
 /// A built-in agent.toml, used when `--config` is absent.
@@ -252,6 +271,14 @@ fn execute(
             }
             Ok(0)
         }
+        #[cfg(feature = "measure")]
+        Command::Simulate(args) => measure::simulate(args, registry, out, err),
+        #[cfg(feature = "measure")]
+        Command::Audit(args) => measure::audit(args, out, err),
+        #[cfg(feature = "templates")]
+        Command::ProbeTemplate(args) => template::probe(args, out, err),
+        #[cfg(feature = "live")]
+        Command::BenchLive(args) => live::bench_live(args, registry, out, err),
     }
 }
 

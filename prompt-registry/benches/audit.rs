@@ -1,0 +1,2 @@
+//! Audit throughput (to be written).
+fn main() {}

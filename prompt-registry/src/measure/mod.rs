@@ -1,0 +1,1 @@
+//! Measuring the cache the way providers bill it (to be written).

@@ -1,0 +1,1 @@
+//! Chat-template probe (to be written).
