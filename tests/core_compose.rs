@@ -345,3 +345,180 @@ fn invalid_user_message_is_an_error_and_changes_nothing() {
     assert_eq!(s.turns(), 0);
     assert!(known_ids().len() > 3);
 }
+
+fn roles(bytes: &[u8]) -> Vec<String> {
+    messages(bytes)
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+#[test]
+fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
+    let components = components();
+    let p = policy(POLICY, &components);
+    let options = SessionOptions {
+        delivery: DeliveryStyle::merged_into_user("system-reminder"),
+    };
+    let mut s = Session::start(components, &p, SessionContext::default(), options).unwrap();
+    let r1 = s
+        .turn(turn_values("2026-11-30", &["a"], false), "first")
+        .unwrap();
+    let b1 = r1.to_bytes();
+    assert_eq!(roles(&b1), ["system", "user"]);
+    let user = &messages(&b1)[1]["content"];
+    let text = user.as_str().unwrap();
+    assert!(
+        text.starts_with("<system-reminder from=\"mcp:github\">"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "<system-reminder from=\"plan_addendum\">\nPlan mode is off.\n</system-reminder>"
+    ));
+    assert!(text.ends_with("\n\nfirst"), "{text}");
+    assert!(
+        r1.ephemeral().is_empty(),
+        "ephemeral output rides in the user message"
+    );
+    let stable1 = r1.stable_bytes();
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    assert_eq!(
+        s.set_system_prompt("Be terse."),
+        prompt_core::SystemPromptChange::Deferred
+    );
+    let r2 = s
+        .turn(turn_values("2026-12-01", &["a", "b"], true), "second")
+        .unwrap();
+    let b2 = r2.to_bytes();
+    assert_eq!(roles(&b2), ["system", "user", "assistant", "user"]);
+    assert_eq!(r2.extends(&stable1), PrefixCheck::Prefix);
+    let last = messages(&b2)[3]["content"].as_str().unwrap().to_owned();
+    assert!(
+        last.contains("from=\"system_prompt\">\nBe terse.\n"),
+        "{last}"
+    );
+    assert!(last.contains("Today is 2026-12-01."), "{last}");
+    assert_eq!(s.history().system_prompt(), Some("Be terse."));
+    // Unchanged tail output is not repeated; the system prompt is remembered as merged.
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    assert_eq!(
+        s.set_system_prompt("Be terse."),
+        prompt_core::SystemPromptChange::Unchanged
+    );
+    let r3 = s
+        .turn(turn_values("2026-12-01", &["a", "b"], true), "third")
+        .unwrap();
+    let third = messages(&r3.to_bytes())[5]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !third.contains("todo_addendum") && !third.contains("system_prompt"),
+        "{third}"
+    );
+    assert!(
+        third.contains("plan_addendum"),
+        "ephemeral output is stated each turn: {third}"
+    );
+}
+
+#[test]
+fn first_user_prefix_has_no_system_message_and_survives_compaction() {
+    let components = components();
+    let p = policy(POLICY, &components);
+    let style = DeliveryStyle::merged_into_user("system-reminder")
+        .with_prefix(prompt_core::PrefixRole::FirstUser);
+    let mut s = Session::start(
+        components,
+        &p,
+        SessionContext::default(),
+        SessionOptions { delivery: style },
+    )
+    .unwrap();
+    let r1 = s
+        .turn(turn_values("2026-11-30", &[], false), "first")
+        .unwrap();
+    let fp = r1.prefix_fingerprint();
+    let b1 = r1.to_bytes();
+    assert_eq!(roles(&b1), ["user"]);
+    let content = messages(&b1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(
+        content.starts_with("You are a careful coding assistant.\n\n"),
+        "{content}"
+    );
+    assert!(content.ends_with("first"));
+    let stable = r1.stable_bytes();
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    let r2 = s
+        .turn(turn_values("2026-11-30", &[], false), "second")
+        .unwrap();
+    assert_eq!(r2.extends(&stable), PrefixCheck::Prefix);
+    assert_eq!(r2.prefix_fingerprint(), fp);
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    let len = s.history().len();
+    s.compact(0..len, "Summary.").unwrap();
+    let r3 = s
+        .turn(turn_values("2026-11-30", &[], false), "third")
+        .unwrap();
+    let msgs = messages(&r3.to_bytes());
+    assert!(msgs.iter().all(|m| m["role"] != "system"), "{msgs:?}");
+    let last = msgs.last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(
+        last.starts_with("You are a careful coding assistant."),
+        "prefix restated after compaction: {last}"
+    );
+}
+
+#[test]
+fn api_kind_picks_the_delivery_style() {
+    use prompt_core::ApiKind;
+    assert_eq!(ApiKind::OpenAi.delivery().role, UpdateRole::System);
+    assert_eq!(ApiKind::LlamaCpp.delivery().role, UpdateRole::System);
+    assert_eq!(ApiKind::Anthropic.delivery().role, UpdateRole::UserReminder);
+    assert_eq!(ApiKind::Gemini.delivery().role, UpdateRole::UserReminder);
+    let kind: ApiKind = serde_json::from_str("\"openai\"").unwrap();
+    assert_eq!(kind, ApiKind::OpenAi);
+    let kind: ApiKind = serde_json::from_str("\"llama_cpp\"").unwrap();
+    assert_eq!(kind, ApiKind::LlamaCpp);
+}
+
+#[test]
+fn first_user_prefix_opens_the_message_even_with_a_deferred_prompt_after_compaction() {
+    let components = components();
+    let p = policy(POLICY, &components);
+    let style = DeliveryStyle::merged_into_user("system-reminder")
+        .with_prefix(prompt_core::PrefixRole::FirstUser);
+    let mut s = Session::start(
+        components,
+        &p,
+        SessionContext::default(),
+        SessionOptions { delivery: style },
+    )
+    .unwrap();
+    s.turn(turn_values("2026-11-30", &[], false), "first")
+        .unwrap();
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    assert_eq!(
+        s.set_system_prompt("New rules."),
+        prompt_core::SystemPromptChange::Deferred
+    );
+    let len = s.history().len();
+    s.compact(0..len, "Summary.").unwrap();
+    let r = s
+        .turn(turn_values("2026-11-30", &[], false), "next")
+        .unwrap();
+    let last = messages(&r.to_bytes()).last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        last.starts_with("You are a careful coding assistant."),
+        "{last}"
+    );
+    assert!(last.contains("New rules."), "{last}");
+}

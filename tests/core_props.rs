@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use cacheline_tests::{Date, PlanMode, ProjectRoot, Todo, components};
 use prompt_core::{
-    Component, DeliveryStyle, Extensions, NodeId, PrefixCheck, PromptPolicy, Session,
+    Component, DeliveryStyle, Extensions, NodeId, PrefixCheck, PrefixRole, PromptPolicy, Session,
     SessionContext, SessionOptions, check_prefix,
 };
 use proptest::prelude::*;
@@ -65,12 +65,13 @@ proptest! {
     #[test]
     fn requests_extend_each_other_and_nodes_never_change(
         ops in prop::collection::vec(op(), 1..40),
-        reminder in any::<bool>(),
+        style in 0u8..4,
     ) {
-        let delivery = if reminder {
-            DeliveryStyle::user_reminder("system-reminder")
-        } else {
-            DeliveryStyle::system()
+        let delivery = match style {
+            0 => DeliveryStyle::system(),
+            1 => DeliveryStyle::user_reminder("system-reminder"),
+            2 => DeliveryStyle::merged_into_user("system-reminder"),
+            _ => DeliveryStyle::merged_into_user("system-reminder").with_prefix(PrefixRole::FirstUser),
         };
         let mut s = start(delivery);
         // (epoch, stable bytes) of the previous request.

@@ -25,7 +25,8 @@ use crate::context::{Extensions, SessionContext, TurnContext};
 use crate::divergence::{PrefixCheck, check_prefix_with};
 use crate::hash::{Digest128, Fingerprint};
 use crate::history::{
-    Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, Producer, SystemPromptChange,
+    Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, PrefixRole, Producer,
+    SystemPromptChange, UpdateRole,
 };
 use crate::id::ComponentId;
 use crate::placement::{Persist, Placement};
@@ -107,8 +108,11 @@ struct PrefixPart {
 /// The frozen prefix message and where each component's text lies in it.
 #[derive(Debug, Clone)]
 struct FrozenPrefix {
-    /// The serialized system message, or empty when no component landed in the prefix.
+    /// The serialized system message; empty when no component landed in the prefix or
+    /// when the prefix travels in the first user message.
     bytes: Arc<str>,
+    /// The prefix text (components joined by a blank line).
+    text: Arc<str>,
     /// Byte range of each component's text within `bytes`.
     parts: Vec<(ComponentId, Range<usize>)>,
     fingerprint: Fingerprint,
@@ -286,6 +290,10 @@ impl Session {
         };
         let mut probe = History::default();
         probe.append_raw(user_producer.clone(), NodeKind::User, &user_json)?;
+        let delivery = self.history.delivery();
+        if delivery.role == UpdateRole::MergedIntoUser || delivery.prefix == PrefixRole::FirstUser {
+            check_mergeable(&user_json)?;
+        }
 
         for (i, now) in first_render {
             if let Some(part) = self.prefix_parts.get_mut(i) {
@@ -293,12 +301,17 @@ impl Session {
             }
         }
         if self.prefix.is_none() {
-            self.prefix = Some(freeze_prefix(&self.prefix_parts));
+            let frozen = freeze_prefix(&self.prefix_parts, self.history.delivery().prefix);
+            if self.history.delivery().prefix == PrefixRole::FirstUser && !frozen.text.is_empty() {
+                self.history.defer(Producer::Prefix, &frozen.text, false);
+            }
+            self.prefix = Some(frozen);
         }
 
         // 3. Persisting tail updates, then the user message. Nodes appended since the last
         //    request (a system-prompt update) count as new in this one.
         let start = self.sent.min(self.history.len());
+        let merged = self.history.delivery().role == UpdateRole::MergedIntoUser;
         let mut ephemeral = Vec::new();
         for slot in &mut self.tails {
             let rendered = match slot.component.content() {
@@ -314,6 +327,11 @@ impl Session {
                         self.history.append_update(producer, &text);
                         slot.last = Some(text.into());
                     }
+                }
+                Persist::Ephemeral if merged => {
+                    // Strict alternation leaves no message of its own for it: it rides in
+                    // (and is stored with) this turn's user message.
+                    self.history.defer(producer, &text, true);
                 }
                 Persist::Ephemeral => {
                     let bytes = self
@@ -396,10 +414,43 @@ impl Session {
 
     fn resync_tails(&mut self) {
         self.sent = self.history.len();
+        // Without a system role the prefix lives in the first user message: if that was
+        // compacted or removed, it rides in the next user message again.
+        if let Some(prefix) = &self.prefix {
+            let prefix_kept = self.history.nodes().iter().any(|n| {
+                n.merged_updates()
+                    .iter()
+                    .any(|(p, _)| *p == Producer::Prefix)
+            });
+            if self.history.delivery().prefix == PrefixRole::FirstUser
+                && !prefix.text.is_empty()
+                && !prefix_kept
+                && !self.history.has_pending_from(&Producer::Prefix)
+            {
+                self.history
+                    .defer_first(Producer::Prefix, &prefix.text, false);
+            }
+        }
         for slot in &mut self.tails {
             let producer = Producer::Component(slot.component.id().clone());
             slot.last = self.history.last_update_from(&producer).map(Arc::from);
         }
+    }
+}
+
+/// Rejects, before anything is mutated, a user message whose content cannot take merged
+/// text (only a string, an array of parts, or no content can).
+fn check_mergeable(user_json: &str) -> Result<(), HistoryError> {
+    let value: Value =
+        serde_json::from_str(user_json).map_err(|source| HistoryError::InvalidJson {
+            producer: Producer::User,
+            source,
+        })?;
+    match value.get("content") {
+        None | Some(Value::Null | Value::String(_) | Value::Array(_)) => Ok(()),
+        Some(other) => Err(HistoryError::CannotMerge {
+            found: other.to_string(),
+        }),
     }
 }
 
@@ -446,7 +497,7 @@ fn json_string_body(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
-fn freeze_prefix(parts: &[PrefixPart]) -> FrozenPrefix {
+fn freeze_prefix(parts: &[PrefixPart], role: PrefixRole) -> FrozenPrefix {
     let texts: Vec<(&ComponentId, &str)> = parts
         .iter()
         .filter_map(|p| match &p.rendered {
@@ -457,8 +508,23 @@ fn freeze_prefix(parts: &[PrefixPart]) -> FrozenPrefix {
     if texts.is_empty() {
         return FrozenPrefix {
             bytes: Arc::from(""),
+            text: Arc::from(""),
             parts: Vec::new(),
             fingerprint: Digest128::of(&[]),
+        };
+    }
+    let text: String = texts
+        .iter()
+        .map(|(_, t)| *t)
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    if role == PrefixRole::FirstUser {
+        let fingerprint = Digest128::of(&[text.as_bytes()]);
+        return FrozenPrefix {
+            bytes: Arc::from(""),
+            text: text.into(),
+            parts: Vec::new(),
+            fingerprint,
         };
     }
     // JSON string escaping is per character, so escaping each part separately gives the
@@ -477,6 +543,7 @@ fn freeze_prefix(parts: &[PrefixPart]) -> FrozenPrefix {
     let fingerprint = Digest128::of(&[bytes.as_bytes()]);
     FrozenPrefix {
         bytes: bytes.into(),
+        text: text.into(),
         parts: ranges,
         fingerprint,
     }

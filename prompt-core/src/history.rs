@@ -71,16 +71,32 @@ pub enum NodeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UpdateRole {
-    /// As `role: "system"`: OpenAI-style APIs and ChatML templates that render a later
-    /// system message in place.
+    /// As a `role: "system"` message of its own: OpenAI-style APIs and ChatML templates that
+    /// render a later system message in place.
     #[default]
     System,
-    /// As a user message: APIs with a single system field (Anthropic, Gemini) and templates
-    /// that reject or hoist a later system message.
+    /// As a `role: "user"` message of its own: APIs with a single system field (Anthropic,
+    /// Gemini) and templates that reject or hoist a later system message.
     UserReminder,
+    /// Prepended to the content of the next user message, so no message is added: templates
+    /// that demand strict user/assistant alternation. The update is then stored inside that
+    /// user message (ephemeral tail output too: there is no other place for it).
+    MergedIntoUser,
 }
 
-/// The session setting for update delivery: the role and the tag that wraps update text.
+/// Where the session's frozen prefix goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixRole {
+    /// A system message at the head.
+    #[default]
+    System,
+    /// Prepended to the session's first user message: templates that accept no system role.
+    FirstUser,
+}
+
+/// The session setting for update delivery: the role, the tag that wraps update text, and
+/// where the prefix goes.
 ///
 /// An update reads `<tag from="producer">\ntext\n</tag>`, so the model can tell which
 /// writer changed, and so a `Vec<Value>` conversation can recognise its own updates without
@@ -91,6 +107,8 @@ pub struct DeliveryStyle {
     pub role: UpdateRole,
     /// The wrapping tag name.
     pub tag: String,
+    /// Where the prefix goes.
+    pub prefix: PrefixRole,
 }
 
 impl Default for DeliveryStyle {
@@ -108,6 +126,7 @@ impl DeliveryStyle {
         Self {
             role: UpdateRole::System,
             tag: Self::DEFAULT_TAG.to_owned(),
+            prefix: PrefixRole::System,
         }
     }
 
@@ -116,7 +135,23 @@ impl DeliveryStyle {
         Self {
             role: UpdateRole::UserReminder,
             tag: tag.into(),
+            prefix: PrefixRole::System,
         }
+    }
+
+    /// Updates wrapped in `tag` and prepended to the next user message.
+    pub fn merged_into_user(tag: impl Into<String>) -> Self {
+        Self {
+            role: UpdateRole::MergedIntoUser,
+            tag: tag.into(),
+            prefix: PrefixRole::System,
+        }
+    }
+
+    /// The same style with the prefix placed as given.
+    pub fn with_prefix(mut self, prefix: PrefixRole) -> Self {
+        self.prefix = prefix;
+        self
     }
 
     /// The wrapped text of an update.
@@ -134,13 +169,39 @@ impl DeliveryStyle {
         content.strip_prefix(&open)?.strip_suffix(&close)
     }
 
-    /// The update message for `text` from `producer`.
+    /// The update message for `text` from `producer`, as a message of its own. With
+    /// [`UpdateRole::MergedIntoUser`] this is the user message it would be merged into.
     pub fn message(&self, producer: &Producer, text: &str) -> Value {
         let role = match self.role {
             UpdateRole::System => "system",
-            UpdateRole::UserReminder => "user",
+            UpdateRole::UserReminder | UpdateRole::MergedIntoUser => "user",
         };
         serde_json::json!({ "role": role, "content": self.wrap(producer, text) })
+    }
+}
+
+/// The kind of API or engine a session talks to; it picks the delivery style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiKind {
+    /// OpenAI Chat Completions and compatible APIs: a later system message is kept in place.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic Messages: one `system` field; every system message is hoisted there.
+    Anthropic,
+    /// Gemini: one `systemInstruction`; same as Anthropic.
+    Gemini,
+    /// llama.cpp's server: depends on the model's chat template (probe it); system by default.
+    LlamaCpp,
+}
+
+impl ApiKind {
+    /// The delivery style for this API.
+    pub fn delivery(self) -> DeliveryStyle {
+        match self {
+            ApiKind::OpenAi | ApiKind::LlamaCpp => DeliveryStyle::system(),
+            ApiKind::Anthropic | ApiKind::Gemini => DeliveryStyle::user_reminder("system-reminder"),
+        }
     }
 }
 
@@ -152,10 +213,17 @@ pub struct Node {
     kind: NodeKind,
     bytes: Arc<str>,
     text: Option<Arc<str>>,
+    merged: Arc<[(Producer, Arc<str>)]>,
     epoch: u64,
 }
 
 impl Node {
+    /// Updates merged into this user message ([`UpdateRole::MergedIntoUser`], or the prefix
+    /// with [`PrefixRole::FirstUser`]): producer and unwrapped text.
+    pub fn merged_updates(&self) -> &[(Producer, Arc<str>)] {
+        &self.merged
+    }
+
     /// The chained content id.
     pub fn id(&self) -> NodeId {
         self.id
@@ -216,6 +284,12 @@ pub enum HistoryError {
         /// A short description of what was found.
         found: String,
     },
+    /// A user message whose content cannot take merged updates.
+    #[error("cannot merge pending updates into a user message whose content is {found}")]
+    CannotMerge {
+        /// What the content was.
+        found: String,
+    },
     /// A compaction span outside the history.
     #[error("compaction span {start}..{end} is outside the history of {len} nodes")]
     SpanOutOfRange {
@@ -238,6 +312,9 @@ pub enum SystemPromptChange {
     Placed,
     /// The prompt changed: appended at this index; every earlier index is untouched.
     Appended(usize),
+    /// The prompt changed and will be merged into the next user message
+    /// ([`UpdateRole::MergedIntoUser`], or an empty history with [`PrefixRole::FirstUser`]).
+    Deferred,
 }
 
 /// What a compaction removed and added.
@@ -269,6 +346,18 @@ pub struct History {
     epoch: u64,
     delivery: DeliveryStyle,
     total_bytes: usize,
+    /// Texts waiting to be merged into the next user message.
+    pending: Vec<Pending>,
+}
+
+/// A text that rides in the next user message.
+#[derive(Debug, Clone)]
+struct Pending {
+    producer: Producer,
+    /// The producer's text, for `system_prompt` and `last_update_from`.
+    text: Arc<str>,
+    /// What is written into the message (wrapped, or as-is for the prefix).
+    rendered: String,
 }
 
 impl History {
@@ -279,6 +368,7 @@ impl History {
             epoch: 0,
             delivery,
             total_bytes: 0,
+            pending: Vec::new(),
         }
     }
 
@@ -322,6 +412,7 @@ impl History {
         kind: NodeKind,
         bytes: String,
         text: Option<Arc<str>>,
+        merged: Arc<[(Producer, Arc<str>)]>,
     ) -> NodeId {
         let parent = self.last_id().map(|p| *p.as_bytes()).unwrap_or_default();
         let id = Digest128::of(&[&parent, bytes.as_bytes()]);
@@ -332,13 +423,15 @@ impl History {
             kind,
             bytes: bytes.into(),
             text,
+            merged,
             epoch: self.epoch,
         });
         id
     }
 
     /// Appends a message given as JSON text, keeping its bytes exactly (whitespace, key
-    /// order, number spelling and unknown fields included).
+    /// order, number spelling and unknown fields included). A user message first takes any
+    /// pending merged updates, which changes its content and therefore its bytes.
     pub fn append_raw(
         &mut self,
         producer: Producer,
@@ -351,10 +444,14 @@ impl History {
                 source,
             })?;
         check_message(&producer, &value)?;
-        Ok(self.push(producer, kind, json.to_owned(), None))
+        if kind == NodeKind::User && !self.pending.is_empty() {
+            return self.append_value(producer, kind, &value);
+        }
+        Ok(self.push(producer, kind, json.to_owned(), None, Arc::from([])))
     }
 
-    /// Appends a message value, serialized once, compactly, keys in insertion order.
+    /// Appends a message value, serialized once, compactly, keys in insertion order. A user
+    /// message first takes any pending merged updates.
     pub fn append_value(
         &mut self,
         producer: Producer,
@@ -362,7 +459,46 @@ impl History {
         message: &Value,
     ) -> Result<NodeId, HistoryError> {
         check_message(&producer, message)?;
-        Ok(self.push(producer, kind, message.to_string(), None))
+        if kind == NodeKind::User && !self.pending.is_empty() {
+            let mut message = message.clone();
+            merge_into_content(&mut message, &self.pending)?;
+            let merged: Arc<[(Producer, Arc<str>)]> = self
+                .pending
+                .drain(..)
+                .map(|p| (p.producer, p.text))
+                .collect();
+            return Ok(self.push(producer, kind, message.to_string(), None, merged));
+        }
+        Ok(self.push(producer, kind, message.to_string(), None, Arc::from([])))
+    }
+
+    /// Queues a text to be written at the start of the next user message: wrapped as an
+    /// update from `producer`, or as-is when `wrapped` is false (the prefix).
+    pub fn defer(&mut self, producer: Producer, text: &str, wrapped: bool) {
+        let rendered = if wrapped {
+            self.delivery.wrap(&producer, text)
+        } else {
+            text.to_owned()
+        };
+        self.pending.push(Pending {
+            producer,
+            text: text.into(),
+            rendered,
+        });
+    }
+
+    /// Like [`History::defer`], but ahead of everything already pending (the prefix must
+    /// open the message it rides in).
+    pub fn defer_first(&mut self, producer: Producer, text: &str, wrapped: bool) {
+        self.defer(producer, text, wrapped);
+        if let Some(last) = self.pending.pop() {
+            self.pending.insert(0, last);
+        }
+    }
+
+    /// Whether a text from `producer` is waiting for the next user message.
+    pub fn has_pending_from(&self, producer: &Producer) -> bool {
+        self.pending.iter().any(|p| &p.producer == producer)
     }
 
     /// Appends a plain user message.
@@ -375,28 +511,66 @@ impl History {
     }
 
     /// Appends an update from `producer`, wrapped and delivered in this history's style.
-    pub fn append_update(&mut self, producer: Producer, text: &str) -> NodeId {
+    /// With [`UpdateRole::MergedIntoUser`] it is deferred to the next user message and
+    /// `None` is returned.
+    pub fn append_update(&mut self, producer: Producer, text: &str) -> Option<NodeId> {
+        if self.delivery.role == UpdateRole::MergedIntoUser {
+            self.defer(producer, text, true);
+            return None;
+        }
         let bytes = self.delivery.message(&producer, text).to_string();
-        self.push(producer, NodeKind::Update, bytes, Some(text.into()))
+        Some(self.push(
+            producer,
+            NodeKind::Update,
+            bytes,
+            Some(text.into()),
+            Arc::from([]),
+        ))
     }
 
-    /// The current system prompt: the text of the newest system-prompt node.
+    /// The newest text from `producer`: pending, merged into a user message, or in a node
+    /// of one of `kinds`.
+    fn latest_from(&self, producer: &Producer, kinds: &[NodeKind]) -> Option<&str> {
+        if let Some(p) = self.pending.iter().rev().find(|p| &p.producer == producer) {
+            return Some(&p.text);
+        }
+        self.nodes.iter().rev().find_map(|n| {
+            if &n.producer == producer && kinds.contains(&n.kind) {
+                return n.text();
+            }
+            n.merged
+                .iter()
+                .rev()
+                .find(|(p, _)| p == producer)
+                .map(|(_, t)| &**t)
+        })
+    }
+
+    /// The current system prompt: the newest text set through `set_system_prompt`.
     pub fn system_prompt(&self) -> Option<&str> {
-        self.nodes
-            .iter()
-            .rev()
-            .find(|n| n.producer == Producer::SystemPrompt)
-            .and_then(|n| n.text())
+        self.latest_from(
+            &Producer::SystemPrompt,
+            &[NodeKind::System, NodeKind::Update],
+        )
     }
 
     /// Sets the system prompt without rewriting anything already sent.
     ///
-    /// Unchanged → no mutation. Empty history → placed first as a system message. Changed →
-    /// appended as an update node; every earlier node stays byte-identical. Nothing is ever
-    /// removed, so compaction summaries survive.
+    /// Unchanged → no mutation. Empty history → placed first as a system message (with
+    /// [`PrefixRole::FirstUser`]: deferred into the first user message). Changed → appended
+    /// as an update node (with [`UpdateRole::MergedIntoUser`]: deferred into the next user
+    /// message); every earlier node stays byte-identical. Nothing is ever removed, so
+    /// compaction summaries survive.
     pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
         if self.system_prompt() == Some(prompt) {
             return SystemPromptChange::Unchanged;
+        }
+        if self.nodes.is_empty() && self.delivery.prefix == PrefixRole::FirstUser {
+            // A later change before the first user message replaces the pending one.
+            self.pending
+                .retain(|p| p.producer != Producer::SystemPrompt);
+            self.defer(Producer::SystemPrompt, prompt, false);
+            return SystemPromptChange::Deferred;
         }
         if self.nodes.is_empty() {
             let bytes = serde_json::json!({"role": "system", "content": prompt}).to_string();
@@ -405,20 +579,19 @@ impl History {
                 NodeKind::System,
                 bytes,
                 Some(prompt.into()),
+                Arc::from([]),
             );
             return SystemPromptChange::Placed;
         }
-        self.append_update(Producer::SystemPrompt, prompt);
-        SystemPromptChange::Appended(self.nodes.len() - 1)
+        match self.append_update(Producer::SystemPrompt, prompt) {
+            Some(_) => SystemPromptChange::Appended(self.nodes.len() - 1),
+            None => SystemPromptChange::Deferred,
+        }
     }
 
-    /// The latest text appended by `producer` as an update, if any.
+    /// The latest text appended (or deferred, or merged) by `producer` as an update.
     pub fn last_update_from(&self, producer: &Producer) -> Option<&str> {
-        self.nodes
-            .iter()
-            .rev()
-            .find(|n| &n.producer == producer && n.kind == NodeKind::Update)
-            .and_then(|n| n.text())
+        self.latest_from(producer, &[NodeKind::Update])
     }
 
     /// Removes the node with this id; returns it. Starts a new cache epoch when a node is
@@ -464,17 +637,29 @@ impl History {
         let kept_tail = self.nodes.split_off(span.end);
         let removed = self.nodes.split_off(span.start);
         self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
-        let bytes = serde_json::json!({"role": "system", "content": summary}).to_string();
+        // Templates without a system role get the summary as a user message.
+        let role = match self.delivery.prefix {
+            PrefixRole::System => "system",
+            PrefixRole::FirstUser => "user",
+        };
+        let bytes = serde_json::json!({"role": role, "content": summary}).to_string();
         let summary_id = self.push(
             Producer::Compaction,
             NodeKind::CompactionSummary,
             bytes,
             Some(summary.into()),
+            Arc::from([]),
         );
         // Kept nodes keep their bytes; only their epoch and chained ids are renewed, because
         // the prefix they sit on changed.
         for node in kept_tail {
-            self.push(node.producer, node.kind, node.bytes.to_string(), node.text);
+            self.push(
+                node.producer,
+                node.kind,
+                node.bytes.to_string(),
+                node.text,
+                node.merged,
+            );
         }
         Ok(Compaction {
             removed,
@@ -495,8 +680,38 @@ impl Clone for History {
             epoch: self.epoch,
             delivery: self.delivery.clone(),
             total_bytes: self.total_bytes,
+            pending: self.pending.clone(),
         }
     }
+}
+
+/// Writes the pending texts at the start of a user message's content.
+fn merge_into_content(message: &mut Value, pending: &[Pending]) -> Result<(), HistoryError> {
+    let head = pending
+        .iter()
+        .map(|p| p.rendered.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let Some(map) = message.as_object_mut() else {
+        return Err(HistoryError::CannotMerge {
+            found: "not an object".to_owned(),
+        });
+    };
+    match map.get_mut("content") {
+        None | Some(Value::Null) => {
+            map.insert("content".to_owned(), Value::String(head));
+        }
+        Some(Value::String(text)) => *text = format!("{head}\n\n{text}"),
+        Some(Value::Array(parts)) => {
+            parts.insert(0, serde_json::json!({"type": "text", "text": head}));
+        }
+        Some(other) => {
+            return Err(HistoryError::CannotMerge {
+                found: format!("{other}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn check_message(producer: &Producer, value: &Value) -> Result<(), HistoryError> {

@@ -60,8 +60,8 @@ pub use context::{Extensions, SessionContext, TurnContext};
 pub use divergence::{Divergence, PrefixCheck, check_prefix, message_index_at};
 pub use hash::{Digest128, Fingerprint, NodeId};
 pub use history::{
-    Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, Producer, SystemPromptChange,
-    UpdateRole,
+    ApiKind, Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, PrefixRole,
+    Producer, SystemPromptChange, UpdateRole,
 };
 pub use id::{ComponentId, IdError, NAMESPACES};
 pub use messages::{current_system_prompt, set_system_prompt};
