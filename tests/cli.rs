@@ -241,3 +241,51 @@ fn weather_widget_is_an_ordinary_function() {
     let turn = TurnContext::new(&ctx, &values, 1);
     assert_eq!(weather_widget(&turn).as_deref(), Some("It is sunny."));
 }
+
+#[test]
+fn status_prefix_needs_allow_deny_wins_and_config_placement_is_honoured() {
+    let config = temp_config(
+        "rules.toml",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"guidelines\", \"date\"]\nprefix_deny = [\"guidelines\"]\n[prompt.placement]\ndate = \"prefix\"\n",
+    );
+    let (code, out, err) = run(&[
+        "status",
+        "--json",
+        "--config",
+        config.to_str().unwrap_or(""),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let row = |id: &str| {
+        json["prompt"]["components"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|c| c["id"] == id))
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} missing"))
+    };
+    // Declared prefix, no allow entry: demoted.
+    let tools = row("tool_schemas");
+    assert_eq!(tools["placement"], "tail");
+    assert_eq!(
+        tools["reason"],
+        "prefix requested by its declaration; demoted to tail: no prefix_allow entry matches"
+    );
+    // Allowed and denied: deny wins.
+    let guidelines = row("guidelines");
+    assert_eq!(guidelines["placement"], "tail");
+    assert!(
+        guidelines["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("denied by prefix_deny `guidelines` (deny wins)")
+    );
+    // Declared tail, config asks prefix, allowed: prefix.
+    let date = row("date");
+    assert_eq!(date["declared"], "tail");
+    assert_eq!(date["placement"], "prefix");
+    assert_eq!(
+        date["reason"],
+        "prefix requested by [prompt.placement]; allowed by prefix_allow `date`"
+    );
+    assert_eq!(row("assistant_instructions")["placement"], "prefix");
+}

@@ -522,3 +522,23 @@ fn first_user_prefix_opens_the_message_even_with_a_deferred_prompt_after_compact
     );
     assert!(last.contains("New rules."), "{last}");
 }
+
+#[test]
+fn session_options_for_anthropic_deliver_updates_as_user_reminders() {
+    let components = components();
+    let p = policy(POLICY, &components);
+    let options = SessionOptions::for_api(prompt_core::ApiKind::Anthropic);
+    let mut s = Session::start(components, &p, SessionContext::default(), options).unwrap();
+    let req = s
+        .turn(turn_values("2026-11-30", &["a"], false), "hi")
+        .unwrap();
+    let msgs = messages(&req.to_bytes());
+    assert_eq!(msgs[0]["role"], "system");
+    assert!(msgs[1..].iter().all(|m| m["role"] == "user"), "{msgs:?}");
+    assert!(
+        msgs[1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("<system-reminder from=")
+    );
+}

@@ -131,6 +131,16 @@ pub struct SessionOptions {
     pub delivery: DeliveryStyle,
 }
 
+impl SessionOptions {
+    /// Options for a hosted API or engine: the delivery style follows from it (a system
+    /// message for OpenAI-style APIs, a user reminder for Anthropic and Gemini).
+    pub fn for_api(kind: crate::history::ApiKind) -> Self {
+        Self {
+            delivery: kind.delivery(),
+        }
+    }
+}
+
 /// A composing session.
 ///
 /// ```
