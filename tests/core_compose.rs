@@ -32,6 +32,15 @@ fn turn_values(date: &str, todo: &[&str], plan: bool) -> Extensions {
         .with(PlanMode(plan))
 }
 
+/// Who wrote each node that is new in this request.
+fn new_producers(request: &prompt_core::Request<'_>) -> Vec<String> {
+    request
+        .new_nodes()
+        .iter()
+        .map(|n| n.producer().to_string())
+        .collect()
+}
+
 fn messages(bytes: &[u8]) -> Vec<Value> {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("request is not JSON: {e}"))
 }
@@ -56,11 +65,7 @@ fn prefix_holds_allowed_components_in_documented_order_and_tail_gets_the_rest() 
             id("skill:pdf")
         ]
     );
-    let producers: Vec<String> = req
-        .new_nodes()
-        .iter()
-        .map(|n| n.producer().to_string())
-        .collect();
+    let producers = new_producers(&req);
     // Session tails (mcp:github demoted, project_memory), then turn tails by id, then the user.
     assert_eq!(
         producers,
@@ -301,11 +306,7 @@ fn compaction_keeps_the_prefix_and_re_appends_compacted_tail_state() {
         .unwrap();
     assert_eq!(r.prefix_fingerprint(), fp);
     assert_eq!(r.epoch(), 1);
-    let producers: Vec<String> = r
-        .new_nodes()
-        .iter()
-        .map(|n| n.producer().to_string())
-        .collect();
+    let producers = new_producers(&r);
     // The todo and date updates were compacted away, so they are stated again.
     assert_eq!(
         producers,
