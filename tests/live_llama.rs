@@ -1,1 +1,207 @@
-//! (to be written)
+//! Live llama.cpp suite: prompt-cache reuse and system-update compliance measured on a real
+//! `llama-server` (SmolLM2-135M-Instruct), started by `scripts/llama-server.sh start`.
+//!
+//! The server URL comes from `CACHELINE_LLAMA_URL`, else the file the script writes. Without
+//! a server each test prints why it is skipped (to stderr, uncaptured) and returns; under
+//! `CI=true` a missing or unhealthy server fails every test instead.
+//!
+//! The tests share one server slot, so they take turns (a process-wide lock), and the cache
+//! tests share one bench run. Assertions are on token counts, never on time.
+
+use std::io::Write;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use prompt_registry::Registry;
+use prompt_registry::live::{
+    LlamaClient, ServerLocation, bench, locate_server,
+    probe::{self, Condition},
+};
+use prompt_registry::reference::DEFAULT_AGENT_TOML;
+
+/// Turns of the scripted session (the system prompt is edited at turn 5).
+const TURNS: u64 = 6;
+/// Tokens a turn may re-process beyond its new tokens: llama.cpp always re-evaluates at
+/// least the last prompt token, and a token at the seam can merge differently.
+const SLACK: u64 = 4;
+
+static SERVER: Mutex<()> = Mutex::new(());
+static BENCH: OnceLock<Result<bench::BenchReport, String>> = OnceLock::new();
+
+fn in_ci() -> bool {
+    matches!(std::env::var("CI").as_deref(), Ok(v) if !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Writes to the process's stderr directly: the test harness does not capture it, so a
+/// skip is visible in a plain `cargo test` run.
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// The server, or `None` after printing why the test is skipped. Under CI: panics instead.
+fn server(test: &str) -> Option<(LlamaClient, MutexGuard<'static, ()>)> {
+    let reason = match locate_server() {
+        Ok(ServerLocation::Found { url, source }) => {
+            let client = LlamaClient::new(url.clone());
+            match client.health() {
+                Ok(()) => {
+                    let guard = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+                    return Some((client, guard));
+                }
+                Err(e) => format!("the server at {url} (from {source}) is not healthy: {e}"),
+            }
+        }
+        Ok(ServerLocation::Absent { reason }) => reason,
+        Err(e) => e.to_string(),
+    };
+    if in_ci() {
+        panic!("{test}: CI=true and no live llama.cpp server: {reason}");
+    }
+    say(&format!(
+        "SKIPPED {test}: no live llama.cpp server: {reason}"
+    ));
+    None
+}
+
+fn bench_report(client: &LlamaClient) -> &'static bench::BenchReport {
+    let report = BENCH.get_or_init(|| {
+        let registry = Registry::linked().map_err(|e| e.to_string())?;
+        let policy = registry
+            .load_policy(DEFAULT_AGENT_TOML, "<built-in agent.toml>")
+            .map_err(|e| e.to_string())?
+            .policy;
+        // No warm-up: the assertions are on token counts, which a cold server does not change.
+        let options = bench::BenchOptions {
+            turns: TURNS,
+            warmup: 0,
+            ..bench::BenchOptions::default()
+        };
+        let report = bench::run(client, &registry, &policy, options).map_err(|e| e.to_string())?;
+        let mut table = Vec::new();
+        let _ = report.write_table(&mut table);
+        say(&String::from_utf8_lossy(&table));
+        Ok(report)
+    });
+    match report {
+        Ok(report) => report,
+        Err(e) => panic!("the bench run failed: {e}"),
+    }
+}
+
+#[test]
+fn cache_library_session_reprocesses_only_new_tokens() {
+    let Some((client, _guard)) = server("cache_library_session_reprocesses_only_new_tokens") else {
+        return;
+    };
+    let report = bench_report(&client);
+    assert_eq!(report.turns.len() as u64, TURNS);
+    let edit = &report.turns[(bench::INSTRUCTIONS_EDIT_TURN - 1) as usize];
+    assert!(
+        edit.events.iter().any(|e| e.contains("system-prompt")),
+        "the system prompt is edited on the way: {:?}",
+        edit.events
+    );
+    for t in &report.turns[1..] {
+        let l = &t.library;
+        assert!(
+            l.prompt_n <= l.new_tokens + SLACK,
+            "turn {}: re-processed {} tokens, but only {} are new (events: {:?})",
+            t.turn,
+            l.prompt_n,
+            l.new_tokens,
+            t.events
+        );
+        assert!(
+            l.new_tokens * 4 < l.prompt_tokens,
+            "turn {}: {} of {} prompt tokens are new: the library should only append",
+            t.turn,
+            l.new_tokens,
+            l.prompt_tokens
+        );
+    }
+}
+
+#[test]
+fn cache_replace_at_head_reprocesses_nearly_everything() {
+    let Some((client, _guard)) = server("cache_replace_at_head_reprocesses_nearly_everything")
+    else {
+        return;
+    };
+    let report = bench_report(&client);
+    for t in &report.turns[1..] {
+        let h = &t.head;
+        assert!(
+            h.prompt_n * 10 >= h.prompt_tokens * 9,
+            "turn {}: replace-at-head re-processed only {} of {} tokens",
+            t.turn,
+            h.prompt_n,
+            h.prompt_tokens
+        );
+    }
+    let lib = report.library_totals(2..=TURNS);
+    let head = report.head_totals(2..=TURNS);
+    assert!(
+        head.prompt_n >= 5 * lib.prompt_n,
+        "turns 2+: replace-at-head re-processed {} tokens, the library {}",
+        head.prompt_n,
+        lib.prompt_n
+    );
+}
+
+#[test]
+fn cache_timings_agree_with_usage() {
+    let Some((client, _guard)) = server("cache_timings_agree_with_usage") else {
+        return;
+    };
+    let report = bench_report(&client);
+    for t in &report.turns {
+        for (arm, a) in [("library", &t.library), ("head", &t.head)] {
+            assert_eq!(
+                a.cached_tokens,
+                Some(a.cache_n),
+                "turn {} {arm}: usage.prompt_tokens_details.cached_tokens != timings.cache_n",
+                t.turn
+            );
+            assert_eq!(
+                a.prompt_n + a.cache_n,
+                a.prompt_tokens,
+                "turn {} {arm}: prompt_n + cache_n != usage.prompt_tokens",
+                t.turn
+            );
+        }
+    }
+}
+
+#[test]
+fn behaviour_appended_system_update_is_followed() {
+    let Some((client, _guard)) = server("behaviour_appended_system_update_is_followed") else {
+        return;
+    };
+    let table = match probe::run(&client, probe::MAX_TOKENS) {
+        Ok(table) => table,
+        Err(e) => panic!("the probe run failed: {e}"),
+    };
+    let mut text = Vec::new();
+    let _ = table.write_table(&mut text, true);
+    say(&String::from_utf8_lossy(&text));
+
+    let (none, n) = table.rate(Condition::NoUpdate);
+    let (head, _) = table.rate(Condition::HeadRewrite);
+    let (library, _) = table.rate(Condition::AppendedSystem);
+    for c in Condition::ALL {
+        assert_eq!(
+            table.rate(c).1,
+            n,
+            "{c:?}: every condition gets the same probes"
+        );
+    }
+    // "Clearly more often" than no update: by at least half of the probes.
+    assert!(
+        library >= none + n.div_ceil(2),
+        "the library's appended system update was followed {library}/{n} times, no update {none}/{n}"
+    );
+    // "Not clearly less often" than a head rewrite: within a quarter of the probes.
+    assert!(
+        library + n.div_ceil(4) >= head,
+        "the library's appended system update was followed {library}/{n} times, a head rewrite {head}/{n}"
+    );
+}

@@ -84,6 +84,17 @@ pub enum UpdateRole {
     MergedIntoUser,
 }
 
+impl UpdateRole {
+    /// The serde name: `system`, `user_reminder` or `merged_into_user`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateRole::System => "system",
+            UpdateRole::UserReminder => "user_reminder",
+            UpdateRole::MergedIntoUser => "merged_into_user",
+        }
+    }
+}
+
 /// Where the session's frozen prefix goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -95,13 +106,23 @@ pub enum PrefixRole {
     FirstUser,
 }
 
+impl PrefixRole {
+    /// The serde name: `system` or `first_user`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrefixRole::System => "system",
+            PrefixRole::FirstUser => "first_user",
+        }
+    }
+}
+
 /// The session setting for update delivery: the role, the tag that wraps update text, and
 /// where the prefix goes.
 ///
 /// An update reads `<tag from="producer">\ntext\n</tag>`, so the model can tell which
 /// writer changed, and so a `Vec<Value>` conversation can recognise its own updates without
 /// any extra field in the message.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct DeliveryStyle {
     /// The role updates travel as.
     pub role: UpdateRole,

@@ -65,10 +65,12 @@ pub mod demo;
 pub mod live;
 #[cfg(feature = "measure")]
 pub mod measure;
-#[cfg(feature = "templates")]
-pub mod template;
 #[cfg(feature = "reference")]
 pub mod reference;
+#[cfg(feature = "reference")]
+pub mod scenario;
+#[cfg(feature = "templates")]
+pub mod template;
 
 pub use prompt_core;
 pub use prompt_core::*;

@@ -42,7 +42,7 @@ pub struct Cli {
 pub enum Command {
     /// Show every registered prompt component, where it lands and why.
     Status {
-        /// agent.toml to read the [prompt] section from (default: the built-in one, if any,
+        /// agent.toml to read the `[prompt]` section from (default: the built-in one, if any,
         /// else an empty policy: everything in the tail).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -50,7 +50,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Validate an agent.toml's [prompt] section. Exit 0 clean, 1 warnings with --strict,
+    /// Validate an agent.toml's `[prompt]` section. Exit 0 clean, 1 warnings with --strict,
     /// 2 errors.
     Check {
         /// The agent.toml to check.

@@ -1,22 +1,64 @@
-//! `cacheline probe-template` (stub: to be written).
+//! `cacheline probe-template`: how a chat template treats appended updates.
 
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::template::{ProbeOptions, probe_with};
+
 /// Arguments of `probe-template`.
 #[derive(Debug, clap::Args)]
 pub struct ProbeArgs {
-    /// The chat template file (Jinja).
+    /// The chat template file (Jinja), e.g. from GGUF metadata or llama-server `/props`.
     pub file: PathBuf,
-    /// Print JSON.
+    /// Print JSON: `mid_system`, `prefix_stable`, `delivery`, and details.
     #[arg(long)]
     pub json: bool,
+    /// The `bos_token` the template sees.
+    #[arg(long, default_value = "<s>")]
+    pub bos_token: String,
+    /// The `eos_token` the template sees.
+    #[arg(long, default_value = "</s>")]
+    pub eos_token: String,
 }
 
+/// Exit 0 when a delivery style was found, 1 on a refusal, 2 when the file cannot be read.
 pub(crate) fn probe(
-    _args: ProbeArgs,
-    _out: &mut dyn Write,
-    _err: &mut dyn Write,
+    args: ProbeArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<u8, Box<dyn std::error::Error>> {
-    Err("probe-template is not written yet".into())
+    let source = match std::fs::read_to_string(&args.file) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "{}: cannot read: {e}", args.file.display())?;
+            return Ok(2);
+        }
+    };
+    // A template copied from JSON (`tokenizer_config.json`, `/props`) may still be quoted.
+    let source = match serde_json::from_str::<String>(source.trim()) {
+        Ok(unquoted) => unquoted,
+        Err(_) => source,
+    };
+    let mut options = ProbeOptions::default();
+    options.render.bos_token = args.bos_token;
+    options.render.eos_token = args.eos_token;
+    let report = probe_with(&source, &options);
+    if args.json {
+        let mut value = report.to_json();
+        if let Some(map) = value.as_object_mut() {
+            map.insert(
+                "template".to_owned(),
+                serde_json::Value::String(args.file.display().to_string()),
+            );
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+    } else {
+        writeln!(out, "template:      {}", args.file.display())?;
+        write!(out, "{report}")?;
+    }
+    Ok(if report.delivery_style().is_some() {
+        0
+    } else {
+        1
+    })
 }
