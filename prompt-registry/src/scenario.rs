@@ -11,6 +11,12 @@
 //! and 24, keeping the last four messages). [`ScriptedTurn::events`] names what changed
 //! before each turn.
 //!
+//! [`ScenarioSize`] sets the bulk of the values, not the script: [`ScenarioSize::Full`] (the
+//! free functions [`script`], [`session_values`], [`compose`], [`run_cacheline`]) is what
+//! `cacheline demo` and `cacheline simulate` measure; [`ScenarioSize::Compact`], the same
+//! events at the same turns with five tool schemas, a one-line project memory and short
+//! tool outputs and replies, is what `cacheline bench-live` sends to a small local model.
+//!
 //! [`compose`] turns the same script into requests under each [`Strategy`]:
 //!
 //! - `replace_at_head`: every writer rendered into one system message, rewritten each turn
@@ -68,6 +74,57 @@ pub const PROJECT_MEMORY: &str = include_str!("agent_memory.md");
 
 /// Messages kept after the compaction.
 pub const KEEP_AFTER_COMPACTION: usize = 4;
+
+/// The turn before whose request the assistant instructions are edited.
+pub const INSTRUCTIONS_EDIT_TURN: u64 = 7;
+
+/// The project memory of the [`ScenarioSize::Compact`] session.
+pub const COMPACT_PROJECT_MEMORY: &str = "Rust workspace. Run `cargo test --workspace`. Errors use thiserror. Keep README tables measured.";
+
+/// The tool schemas of the [`ScenarioSize::Compact`] session: the built-in tools that the
+/// built-in agent.toml allows, which are the ones the script calls.
+pub const COMPACT_TOOLS: [&str; 5] = ["read_file", "list_dir", "grep", "edit_file", "run_tests"];
+
+/// How large the scripted session's values are. The script of events is the same at every
+/// size: the same questions, dates, todo lists, plan mode, instructions edit, tool calls and
+/// compactions at the same turns; only the bulk changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScenarioSize {
+    /// A real coding agent's session: 24 tool schemas, the whole [`PROJECT_MEMORY`], eight
+    /// skills, 96-line file listings, 14 grep hits, 18 tests and replies of a few sentences.
+    /// What `cacheline demo` and `cacheline simulate` measure.
+    #[default]
+    Full,
+    /// Small enough for a 135M model on a CPU (`cacheline bench-live`): the five
+    /// [`COMPACT_TOOLS`], [`COMPACT_PROJECT_MEMORY`], two skills, 6-line file listings, 3 grep
+    /// hits, 4 tests and one-sentence replies; 8 turns stay under 3k tokens.
+    Compact,
+}
+
+impl ScenarioSize {
+    fn pick<T>(self, full: T, compact: T) -> T {
+        match self {
+            ScenarioSize::Full => full,
+            ScenarioSize::Compact => compact,
+        }
+    }
+
+    /// Lines of a file listing.
+    fn listing_lines(self) -> usize {
+        self.pick(96, 6)
+    }
+
+    /// Hits of a grep.
+    fn grep_hits(self) -> usize {
+        self.pick(14, 3)
+    }
+
+    /// Tests in a test run.
+    fn tests(self) -> usize {
+        self.pick(18, 4)
+    }
+}
 
 /// Why the scripted session could not be composed.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +215,8 @@ impl Recorded {
 pub struct ScriptedTurn {
     /// Turn number, from 1.
     pub turn: u64,
+    /// The size of the session's values.
+    pub size: ScenarioSize,
     /// Today's date.
     pub date: String,
     /// The todo list.
@@ -217,7 +276,12 @@ impl ScriptedTurn {
     /// What happened since the previous turn's request, in the order it happened: the
     /// assistant's tool calls, then the changes made before this request. None for turn 1.
     pub fn events(&self) -> Vec<Event> {
-        let Some(previous) = self.turn.checked_sub(1).filter(|t| *t > 0).map(script) else {
+        let Some(previous) = self
+            .turn
+            .checked_sub(1)
+            .filter(|t| *t > 0)
+            .map(|t| self.size.script(t))
+        else {
             return Vec::new();
         };
         let mut events = Vec::new();
@@ -328,9 +392,10 @@ const CODE: [&str; 24] = [
     "",
 ];
 
-fn file_listing(path: &str, turn: u64) -> String {
-    let mut out = format!("{path} (lines 1-96 of 311)\n");
-    for i in 0..96usize {
+fn file_listing(path: &str, turn: u64, size: ScenarioSize) -> String {
+    let lines = size.listing_lines();
+    let mut out = format!("{path} (lines 1-{lines} of 311)\n");
+    for i in 0..lines {
         let line = CODE[(i + turn as usize) % CODE.len()];
         let line = line.replace("StatusReport", &format!("StatusReport{}", i / 24));
         out.push_str(&format!("{:>4}\t{line}\n", i + 1));
@@ -338,8 +403,8 @@ fn file_listing(path: &str, turn: u64) -> String {
     out
 }
 
-fn grep_output(turn: u64) -> String {
-    (0..14)
+fn grep_output(turn: u64, size: ScenarioSize) -> String {
+    (0..size.grep_hits())
         .map(|i| {
             let file = FILES[(i + turn as usize) % FILES.len()];
             format!(
@@ -352,11 +417,12 @@ fn grep_output(turn: u64) -> String {
         .join("\n")
 }
 
-fn test_output(turn: u64) -> String {
-    let mut out = String::from(
-        "   Compiling prompt-core v0.1.0 (/home/dev/cacheline/prompt-core)\n   Compiling prompt-registry v0.1.0 (/home/dev/cacheline/prompt-registry)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 14.2s\n     Running tests/core_policy.rs\n\nrunning 18 tests\n",
+fn test_output(turn: u64, size: ScenarioSize) -> String {
+    let tests = size.tests();
+    let mut out = format!(
+        "   Compiling prompt-core v0.1.0 (/home/dev/cacheline/prompt-core)\n   Compiling prompt-registry v0.1.0 (/home/dev/cacheline/prompt-registry)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 14.2s\n     Running tests/core_policy.rs\n\nrunning {tests} tests\n",
     );
-    for i in 0..18 {
+    for i in 0..tests {
         let name = [
             "deny_wins",
             "glob_matches",
@@ -369,7 +435,7 @@ fn test_output(turn: u64) -> String {
     out.push_str(&format!(
         "\ntest result: {}. {} passed; {} failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.{:02}s\n",
         if failed { "FAILED" } else { "ok" },
-        if failed { 17 } else { 18 },
+        tests - usize::from(failed),
         u8::from(failed),
         turn % 100
     ));
@@ -380,152 +446,190 @@ fn tool_call(id: &str, name: &str, arguments: Value) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}})
 }
 
-/// Turn `turn` of the script (from 1).
+/// Turn `turn` of the script (from 1), at [`ScenarioSize::Full`].
 pub fn script(turn: u64) -> ScriptedTurn {
-    let t = turn.max(1) as usize;
-    let question = QUESTIONS[(t - 1) % QUESTIONS.len()];
-    let date = match turn {
-        ..12 => "2026-11-30",
-        12..33 => "2026-12-01",
-        _ => "2026-12-02",
-    };
-    let start = (t - 1) / 4;
-    let todo = (0..3)
-        .map(|i| TODOS[(start + i) % TODOS.len()].to_owned())
-        .collect();
-    let dirty = (0..(t % 4))
-        .map(|i| FILES[(t + i) % FILES.len()].to_owned())
-        .collect();
-    let recalled = vec![
-        format!(
-            "The user prefers small, reviewable commits (relevant to: {}).",
-            question.chars().take(40).collect::<String>()
-        ),
-        format!(
-            "Last time {} was touched, the table tests needed updating.",
-            FILES[t % FILES.len()]
-        ),
-    ];
-    let file = FILES[t % FILES.len()];
-    let after = match t % 3 {
-        1 => vec![Recorded::Assistant(
-            json!({"role": "assistant", "content": format!(
-            "Done. I changed {file} in two places and kept the public API as it was. The existing tests pass; I added one case for turn {turn} that fails without the change. Next I would like to update the docs, unless you prefer to review first.")}),
-        )],
-        2 => {
-            let id = format!("call_{turn}_read");
-            vec![
-                Recorded::Assistant(json!({"role": "assistant", "content": null,
-                    "reasoning_content": format!("I need to read {file} before changing anything."),
-                    "tool_calls": [tool_call(&id, "read_file", json!({"path": file, "limit": 96}))]})),
-                Recorded::Tool {
-                    call_id: id,
-                    content: file_listing(file, turn),
-                },
-                Recorded::Assistant(json!({"role": "assistant", "content": format!(
-                    "{file} builds the report in `StatusReport::new` and prints it in `fmt`. The change belongs in `new`: rows are sorted there. I will edit it and run the policy tests.")})),
-            ]
-        }
-        _ => {
-            let grep = format!("call_{turn}_grep");
-            let edit = format!("call_{turn}_edit");
-            let test = format!("call_{turn}_test");
-            vec![
-                Recorded::Assistant(json!({"role": "assistant", "content": null,
-                    "tool_calls": [tool_call(&grep, "grep", json!({"pattern": "policy.resolve", "path": "."}))]})),
-                Recorded::Tool {
-                    call_id: grep,
-                    content: grep_output(turn),
-                },
-                Recorded::Assistant(json!({"role": "assistant", "content": null,
-                    "tool_calls": [
-                        tool_call(&edit, "edit_file", json!({"path": file, "old": "rows.sort_by(|a, b| (a.placement, &a.id).cmp(&(b.placement, &b.id)));", "new": "rows.sort_by(|a, b| a.id.cmp(&b.id));"})),
-                        tool_call(&test, "run_tests", json!({"filter": "core_policy"}))]})),
-                Recorded::Tool {
-                    call_id: edit,
-                    content: format!("Edited {file}: 1 replacement."),
-                },
-                Recorded::Tool {
-                    call_id: test,
-                    content: test_output(turn),
-                },
-                Recorded::Assistant(json!({"role": "assistant", "content": format!(
-                    "The edit is in and the policy tests ran (turn {turn}). {}", if turn.is_multiple_of(4) { "One test fails: the expected order in the fixture assumed placement-first sorting. I will update the fixture next." } else { "All 18 pass." })})),
-            ]
-        }
-    };
-    ScriptedTurn {
-        turn,
-        date: date.to_owned(),
-        todo,
-        plan: matches!(t % 10, 5 | 6),
-        dirty,
-        recalled,
-        question: question.to_owned(),
-        instructions: (turn == 7).then(|| {
-            format!(
-                "{ASSISTANT_INSTRUCTIONS} Answer in at most five sentences unless asked for more."
-            )
-        }),
-        compaction: COMPACTIONS
-            .iter()
-            .find(|(at, _)| *at == turn)
-            .map(|(_, summary)| (*summary).to_owned()),
-        after,
-    }
+    ScenarioSize::Full.script(turn)
 }
 
-/// The session-frozen values of the script.
+/// The session-frozen values of the script, at [`ScenarioSize::Full`].
 pub fn session_values() -> Result<Extensions, ScenarioError> {
-    let mut tools: Vec<Value> =
-        serde_json::from_str(DEFAULT_TOOLS).map_err(|source| ScenarioError::Tools {
-            origin: "reference::DEFAULT_TOOLS",
-            source,
-        })?;
-    let extra: Vec<Value> =
-        serde_json::from_str(EXTRA_TOOLS).map_err(|source| ScenarioError::Tools {
-            origin: "scenario::EXTRA_TOOLS",
-            source,
-        })?;
-    tools.extend(extra);
-    let skills = [
-        (
-            "release",
-            "cut a release: changelog, version bump, tag, publish",
-        ),
-        (
-            "bench",
-            "run the divan benchmarks and record the figures in docs/",
-        ),
-        ("review", "review a diff against the project guidelines"),
-        (
-            "triage",
-            "reproduce an issue, find the first bad commit, label it",
-        ),
-        (
-            "docs",
-            "write or update reference documentation from the code",
-        ),
-        (
-            "migrate",
-            "move a crate to a new major version of a dependency",
-        ),
-        ("fuzz", "set up and run cargo-fuzz on a parser"),
-        ("ci", "diagnose a failing CI job from its log"),
-    ];
-    Ok(Extensions::new()
-        .with(Environment {
-            os: "linux".into(),
-            project_root: "/home/dev/cacheline".into(),
-        })
-        .with(ProjectMemory(PROJECT_MEMORY.to_owned()))
-        .with(SkillList(
-            skills
+    ScenarioSize::Full.session_values()
+}
+
+impl ScenarioSize {
+    /// Turn `turn` of the script (from 1), at this size.
+    pub fn script(self, turn: u64) -> ScriptedTurn {
+        let t = turn.max(1) as usize;
+        let question = QUESTIONS[(t - 1) % QUESTIONS.len()];
+        let date = match turn {
+            ..12 => "2026-11-30",
+            12..33 => "2026-12-01",
+            _ => "2026-12-02",
+        };
+        let start = (t - 1) / 4;
+        let todo = (0..3)
+            .map(|i| TODOS[(start + i) % TODOS.len()].to_owned())
+            .collect();
+        let dirty = (0..(t % 4))
+            .map(|i| FILES[(t + i) % FILES.len()].to_owned())
+            .collect();
+        let recalled = vec![
+            format!(
+                "The user prefers small, reviewable commits (relevant to: {}).",
+                question.chars().take(40).collect::<String>()
+            ),
+            format!(
+                "Last time {} was touched, the table tests needed updating.",
+                FILES[t % FILES.len()]
+            ),
+        ];
+        ScriptedTurn {
+            turn,
+            size: self,
+            date: date.to_owned(),
+            todo,
+            plan: matches!(t % 10, 5 | 6),
+            dirty,
+            recalled,
+            question: question.to_owned(),
+            instructions: (turn == INSTRUCTIONS_EDIT_TURN).then(|| {
+                format!(
+                    "{ASSISTANT_INSTRUCTIONS} Answer in at most five sentences unless asked for more."
+                )
+            }),
+            compaction: COMPACTIONS
                 .iter()
-                .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
-                .collect(),
-        ))
-        .with(ToolCatalog(tools)))
+                .find(|(at, _)| *at == turn)
+                .map(|(_, summary)| (*summary).to_owned()),
+            after: self.after(turn, FILES[t % FILES.len()]),
+        }
+    }
+
+    /// What the assistant does after turn `turn`'s request: a reply (turns 1, 4, 7, …),
+    /// reading `file` (turns 2, 5, …), or grep, edit and test runs (turns 3, 6, …).
+    fn after(self, turn: u64, file: &str) -> Vec<Recorded> {
+        let reply =
+            |text: String| Recorded::Assistant(json!({"role": "assistant", "content": text}));
+        match turn.max(1) % 3 {
+            1 => vec![reply(self.pick(
+                format!("Done. I changed {file} in two places and kept the public API as it was. The existing tests pass; I added one case for turn {turn} that fails without the change. Next I would like to update the docs, unless you prefer to review first."),
+                format!("Done: I changed {file} and added a test case for turn {turn}."),
+            ))],
+            2 => {
+                let id = format!("call_{turn}_read");
+                vec![
+                    Recorded::Assistant(json!({"role": "assistant", "content": null,
+                        "reasoning_content": format!("I need to read {file} before changing anything."),
+                        "tool_calls": [tool_call(&id, "read_file", json!({"path": file, "limit": self.listing_lines()}))]})),
+                    Recorded::Tool {
+                        call_id: id,
+                        content: file_listing(file, turn, self),
+                    },
+                    reply(self.pick(
+                        format!("{file} builds the report in `StatusReport::new` and prints it in `fmt`. The change belongs in `new`: rows are sorted there. I will edit it and run the policy tests."),
+                        "The rows are sorted in `StatusReport::new`; I will edit it there.".to_owned(),
+                    )),
+                ]
+            }
+            _ => {
+                let grep = format!("call_{turn}_grep");
+                let edit = format!("call_{turn}_edit");
+                let test = format!("call_{turn}_test");
+                let failed = turn.is_multiple_of(4);
+                vec![
+                    Recorded::Assistant(json!({"role": "assistant", "content": null,
+                        "tool_calls": [tool_call(&grep, "grep", json!({"pattern": "policy.resolve", "path": "."}))]})),
+                    Recorded::Tool {
+                        call_id: grep,
+                        content: grep_output(turn, self),
+                    },
+                    Recorded::Assistant(json!({"role": "assistant", "content": null,
+                        "tool_calls": [
+                            tool_call(&edit, "edit_file", json!({"path": file, "old": "rows.sort_by(|a, b| (a.placement, &a.id).cmp(&(b.placement, &b.id)));", "new": "rows.sort_by(|a, b| a.id.cmp(&b.id));"})),
+                            tool_call(&test, "run_tests", json!({"filter": "core_policy"}))]})),
+                    Recorded::Tool {
+                        call_id: edit,
+                        content: format!("Edited {file}: 1 replacement."),
+                    },
+                    Recorded::Tool {
+                        call_id: test,
+                        content: test_output(turn, self),
+                    },
+                    reply(match (self, failed) {
+                        (ScenarioSize::Full, true) => format!("The edit is in and the policy tests ran (turn {turn}). One test fails: the expected order in the fixture assumed placement-first sorting. I will update the fixture next."),
+                        (ScenarioSize::Full, false) => format!("The edit is in and the policy tests ran (turn {turn}). All {} pass.", self.tests()),
+                        (ScenarioSize::Compact, true) => "Edited; one policy test fails, I will update its fixture.".to_owned(),
+                        (ScenarioSize::Compact, false) => "Edited; the policy tests pass.".to_owned(),
+                    }),
+                ]
+            }
+        }
+    }
+
+    /// The session-frozen values of the script, at this size.
+    pub fn session_values(self) -> Result<Extensions, ScenarioError> {
+        let mut tools: Vec<Value> =
+            serde_json::from_str(DEFAULT_TOOLS).map_err(|source| ScenarioError::Tools {
+                origin: "reference::DEFAULT_TOOLS",
+                source,
+            })?;
+        match self {
+            ScenarioSize::Full => {
+                let extra: Vec<Value> =
+                    serde_json::from_str(EXTRA_TOOLS).map_err(|source| ScenarioError::Tools {
+                        origin: "scenario::EXTRA_TOOLS",
+                        source,
+                    })?;
+                tools.extend(extra);
+            }
+            ScenarioSize::Compact => tools.retain(|t| {
+                t.pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| COMPACT_TOOLS.contains(&name))
+            }),
+        }
+        let skills = [
+            (
+                "release",
+                "cut a release: changelog, version bump, tag, publish",
+            ),
+            (
+                "bench",
+                "run the divan benchmarks and record the figures in docs/",
+            ),
+            ("review", "review a diff against the project guidelines"),
+            (
+                "triage",
+                "reproduce an issue, find the first bad commit, label it",
+            ),
+            (
+                "docs",
+                "write or update reference documentation from the code",
+            ),
+            (
+                "migrate",
+                "move a crate to a new major version of a dependency",
+            ),
+            ("fuzz", "set up and run cargo-fuzz on a parser"),
+            ("ci", "diagnose a failing CI job from its log"),
+        ];
+        let skills = &skills[..self.pick(skills.len(), 2)];
+        Ok(Extensions::new()
+            .with(Environment {
+                os: "linux".into(),
+                project_root: "/home/dev/cacheline".into(),
+            })
+            .with(ProjectMemory(
+                self.pick(PROJECT_MEMORY, COMPACT_PROJECT_MEMORY).to_owned(),
+            ))
+            .with(SkillList(
+                skills
+                    .iter()
+                    .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+                    .collect(),
+            ))
+            .with(ToolCatalog(tools)))
+    }
 }
 
 /// The per-turn values of a scripted turn.
@@ -571,17 +675,74 @@ impl ComposedRequest {
     }
 }
 
-/// Composes `turns` turns of the script under `strategy`.
+/// Composes `turns` turns of the script under `strategy`, at [`ScenarioSize::Full`].
 pub fn compose(
     strategy: Strategy,
     registry: &Registry,
     turns: u64,
 ) -> Result<Vec<ComposedRequest>, ScenarioError> {
-    match strategy {
-        Strategy::Cacheline => compose_cacheline(registry, &default_policy(registry)?, turns),
-        Strategy::ReplaceAtHead | Strategy::AppendSystem => {
-            compose_baseline(strategy, registry, turns)
+    ScenarioSize::Full.compose(strategy, registry, turns)
+}
+
+impl ScenarioSize {
+    /// Composes `turns` turns of the script under `strategy`, at this size (`cacheline`:
+    /// under [`default_policy`]).
+    pub fn compose(
+        self,
+        strategy: Strategy,
+        registry: &Registry,
+        turns: u64,
+    ) -> Result<Vec<ComposedRequest>, ScenarioError> {
+        match strategy {
+            Strategy::Cacheline => {
+                compose_cacheline(self, registry, &default_policy(registry)?, turns)
+            }
+            Strategy::ReplaceAtHead | Strategy::AppendSystem => {
+                compose_baseline(self, strategy, registry, turns)
+            }
         }
+    }
+
+    /// Plays `turns` turns of the script, at this size, through the library's
+    /// [`prompt_core::Session`] under `policy`: see [`run_cacheline`].
+    pub fn run_cacheline<F>(
+        self,
+        registry: &Registry,
+        policy: &PromptPolicy,
+        turns: u64,
+        mut each: F,
+    ) -> Result<(), ScenarioError>
+    where
+        F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+    {
+        let mut session = registry.start_session(
+            policy,
+            SessionContext::new(self.session_values()?),
+            SessionOptions::default(),
+        )?;
+        for turn in 1..=turns {
+            let step = self.script(turn);
+            if let Some(text) = &step.instructions {
+                session.set_system_prompt(text);
+            }
+            if let Some(summary) = &step.compaction {
+                let len = session.history().len();
+                if len > KEEP_AFTER_COMPACTION {
+                    session.compact(0..len - KEEP_AFTER_COMPACTION, summary)?;
+                }
+            }
+            let request = session.turn(turn_values(&step), step.question.as_str())?;
+            each(&step, &request)?;
+            for m in &step.after {
+                match m {
+                    Recorded::Assistant(v) => session.record_assistant(v)?,
+                    Recorded::Tool { call_id, content } => {
+                        session.record_tool_result(call_id, content)?
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -592,12 +753,13 @@ fn split_messages(turn: u64, bytes: &[u8]) -> Result<Vec<String>, ScenarioError>
 }
 
 fn compose_cacheline(
+    size: ScenarioSize,
     registry: &Registry,
     policy: &PromptPolicy,
     turns: u64,
 ) -> Result<Vec<ComposedRequest>, ScenarioError> {
     let mut out = Vec::new();
-    run_cacheline(registry, policy, turns, |step, request| {
+    size.run_cacheline(registry, policy, turns, |step, request| {
         let stable = request.message_count() - request.ephemeral().len();
         let breakpoints = if request.has_prefix() {
             vec![1, stable]
@@ -621,48 +783,21 @@ pub fn default_policy(registry: &Registry) -> Result<PromptPolicy, ScenarioError
         .policy)
 }
 
-/// Plays `turns` turns of the script through the library's [`prompt_core::Session`] under
-/// `policy` (the `cacheline` strategy): before each request it sets the edited instructions
-/// and compacts the history as the script says (keeping the last
-/// [`KEEP_AFTER_COMPACTION`] messages), hands the turn and its [`Request`] to `each`, then
-/// records the turn's assistant messages and tool results.
+/// Plays `turns` turns of the script, at [`ScenarioSize::Full`], through the library's
+/// [`prompt_core::Session`] under `policy` (the `cacheline` strategy): before each request it
+/// sets the edited instructions and compacts the history as the script says (keeping the
+/// last [`KEEP_AFTER_COMPACTION`] messages), hands the turn and its [`Request`] to `each`,
+/// then records the turn's assistant messages and tool results.
 pub fn run_cacheline<F>(
     registry: &Registry,
     policy: &PromptPolicy,
     turns: u64,
-    mut each: F,
+    each: F,
 ) -> Result<(), ScenarioError>
 where
     F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
 {
-    let mut session = registry.start_session(
-        policy,
-        SessionContext::new(session_values()?),
-        SessionOptions::default(),
-    )?;
-    for turn in 1..=turns {
-        let step = script(turn);
-        if let Some(text) = &step.instructions {
-            session.set_system_prompt(text);
-        }
-        if let Some(summary) = &step.compaction {
-            let len = session.history().len();
-            if len > KEEP_AFTER_COMPACTION {
-                session.compact(0..len - KEEP_AFTER_COMPACTION, summary)?;
-            }
-        }
-        let request = session.turn(turn_values(&step), step.question.as_str())?;
-        each(&step, &request)?;
-        for m in &step.after {
-            match m {
-                Recorded::Assistant(v) => session.record_assistant(v)?,
-                Recorded::Tool { call_id, content } => {
-                    session.record_tool_result(call_id, content)?
-                }
-            }
-        }
-    }
-    Ok(())
+    ScenarioSize::Full.run_cacheline(registry, policy, turns, each)
 }
 
 /// Every writer's text for this turn in one string, in the library's prefix order
@@ -692,11 +827,12 @@ fn head_text(
 }
 
 fn compose_baseline(
+    size: ScenarioSize,
     strategy: Strategy,
     registry: &Registry,
     turns: u64,
 ) -> Result<Vec<ComposedRequest>, ScenarioError> {
-    let session = SessionContext::new(session_values()?);
+    let session = SessionContext::new(size.session_values()?);
     let mut components: Vec<&Component> = registry.components().collect();
     components.sort_by(|a, b| (a.stability(), a.id()).cmp(&(b.stability(), b.id())));
     let mut instructions = ASSISTANT_INSTRUCTIONS.to_owned();
@@ -705,7 +841,7 @@ fn compose_baseline(
     let style = DeliveryStyle::system();
     let mut out = Vec::new();
     for turn in 1..=turns {
-        let step = script(turn);
+        let step = size.script(turn);
         if let Some(text) = &step.instructions {
             instructions.clone_from(text);
         }
@@ -770,6 +906,39 @@ mod tests {
         let composed = compose(Strategy::Cacheline, &registry, 4).unwrap_or_else(|e| panic!("{e}"));
         let composed: Vec<Vec<u8>> = composed.iter().map(ComposedRequest::to_bytes).collect();
         assert_eq!(sent, composed);
+    }
+
+    #[test]
+    fn the_compact_size_plays_the_same_script_smaller() {
+        for turn in 1..=40 {
+            let (full, compact) = (script(turn), ScenarioSize::Compact.script(turn));
+            assert_eq!(full.events(), compact.events(), "turn {turn}");
+            assert_eq!(
+                (&full.question, &full.date, &full.todo, full.plan),
+                (
+                    &compact.question,
+                    &compact.date,
+                    &compact.todo,
+                    compact.plan
+                ),
+                "turn {turn}"
+            );
+            assert_eq!(full.instructions, compact.instructions, "turn {turn}");
+            assert_eq!(full.compaction, compact.compaction, "turn {turn}");
+            let size = |t: &ScriptedTurn| -> usize {
+                t.after.iter().map(|m| m.message().to_string().len()).sum()
+            };
+            assert!(size(&compact) < size(&full), "turn {turn}");
+        }
+        let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+        let bytes = |size: ScenarioSize| -> usize {
+            size.compose(Strategy::Cacheline, &registry, 8)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .iter()
+                .map(|r| r.to_bytes().len())
+                .sum()
+        };
+        assert!(bytes(ScenarioSize::Compact) * 3 < bytes(ScenarioSize::Full));
     }
 
     #[test]

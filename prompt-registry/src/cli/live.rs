@@ -1,5 +1,6 @@
-//! `cacheline bench-live`: the scripted session on a live llama.cpp server, library vs
-//! replace-at-head, and optionally the system-update compliance probe.
+//! `cacheline bench-live`: the scripted session ([`crate::scenario`], compact size) on a
+//! live llama.cpp server, library vs replace-at-head, and optionally the system-update
+//! compliance probe.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,39 +1,42 @@
 //! A multi-turn session measured on a live server: the library's composition against
 //! replace-at-head on the same conversation.
 //!
-//! The conversation runs over the reference components: the date rolls over at turn 4,
-//! the todo list changes every third turn, plan mode is on at turns 3–4, the assistant
-//! instructions are edited at turn 5 (`set_system_prompt`: appended), and the git state and
-//! recalled memories are ephemeral tail output of every request. The assistant's replies
-//! are scripted, so both arms send the same conversation whatever the model generates; the
-//! model only generates a few tokens per request, which is all the time to first token needs.
+//! The conversation is [`crate::scenario`]'s script, the one `cacheline demo` and
+//! `cacheline simulate` use, at [`ScenarioSize::Compact`] ([`SIZE`]): the same events at
+//! the same turns (tool calls after two turns in three, the todo list changing at turn 5,
+//! plan mode on at turns 5–6, the assistant instructions edited at turn 7, the history
+//! compacted before turn 10, the date rolling over at turn 12), with fewer tool schemas, a
+//! short project memory, short tool outputs and short replies. The library's arm is the session
+//! under the given policy ([`ScenarioSize::run_cacheline`]); the replace-at-head arm is
+//! [`Strategy::ReplaceAtHead`] as `cacheline simulate` composes it: every writer in message 0
+//! in the library's prefix order (constant, session, then per-turn writers, the most
+//! charitable order for it), then the history. The assistant's messages are scripted, so
+//! both arms send the same conversation whatever the model generates; the model only
+//! generates a few tokens per request, which is all the time to first token needs.
 //!
 //! Each arm runs alone on the server's single slot (library first, then replace-at-head),
-//! so each request finds the previous request of its own arm in the cache.
+//! starting from a cleared slot, so each request finds the previous request of its own arm
+//! in the cache and nothing else.
 
 use std::io::{self, Write};
 
-use prompt_core::{Content, Extensions, PromptPolicy, SessionContext, SessionOptions, TurnContext};
+use prompt_core::PromptPolicy;
 use serde::Serialize;
-use serde_json::json;
 
 use super::client::{ChatOptions, ChatReply, LiveError, LlamaClient};
 use crate::Registry;
-use crate::reference::{
-    ASSISTANT_INSTRUCTIONS, Environment, GitState, PlanMode, ProjectMemory, RecalledMemories,
-    SkillList, Today, TodoList,
-};
+use crate::scenario::{ScenarioSize, Strategy};
 
 /// One request of the scripted conversation, in both compositions.
 #[derive(Debug, Clone)]
-pub struct ScriptedTurn {
+pub struct ComposedTurn {
     /// Turn number, from 1.
     pub turn: u64,
     /// What changed before this turn.
     pub events: Vec<String>,
     /// The request as the library composes it (prefix, append-only history, tail).
     pub library: Vec<u8>,
-    /// The same turn with every writer rendered into message 0 (replace-at-head).
+    /// The same turn with every writer rendered into message 0 ([`Strategy::ReplaceAtHead`]).
     pub head: Vec<u8>,
 }
 
@@ -200,146 +203,31 @@ impl BenchReport {
     }
 }
 
-const QUESTIONS: [&str; 8] = [
-    "Add a --json flag to the status command.",
-    "Why does the check command exit with 2 on this file?",
-    "Refactor the table printer so columns align with wide characters.",
-    "Write a test for the deny-wins rule.",
-    "Summarize what changed today.",
-    "Is the prefix fingerprint stable across processes?",
-    "Rename the session option to delivery and update the docs.",
-    "What is left on the todo list?",
-];
+/// The size of the scripted session on a live server: small enough for SmolLM2-135M's
+/// context and CPU speed (8 turns stay under 3k tokens).
+pub const SIZE: ScenarioSize = ScenarioSize::Compact;
 
-const REPLIES: [&str; 4] = [
-    "I read src/cli.rs first. The status command builds its table in print_status; I added a --json flag that serializes the same report with serde_json and a test that parses the output.",
-    "The check command exits with 2 when the [prompt] section has an error. Line 4 lists a component id that does not exist, so the policy is rejected; fix the id and it exits with 0.",
-    "Done: the printer now measures display width instead of bytes, and the table test covers a row with CJK characters. The change is twelve lines in one function.",
-    "I wrote the test in tests/core_policy.rs: a component in both prefix_allow and prefix_deny lands in the tail, and the status report names the deny rule as the reason.",
-];
-
-const TODO_ITEMS: [&str; 5] = [
-    "add --json to status",
-    "test deny-wins",
-    "align table columns",
-    "document agent.toml",
-    "benchmark one turn",
-];
-
-fn todo_at(turn: u64) -> Vec<String> {
-    let start = (turn / 3) as usize % TODO_ITEMS.len();
-    (0..3)
-        .map(|i| TODO_ITEMS[(start + i) % TODO_ITEMS.len()].to_owned())
-        .collect()
-}
-
-fn session_values() -> Extensions {
-    Extensions::new()
-        .with(Environment {
-            os: "linux".into(),
-            project_root: "/home/dev/cacheline".into(),
-        })
-        .with(ProjectMemory(
-            "Rust workspace. Run `cargo test --workspace`. Errors use thiserror. Keep README tables measured.".into(),
-        ))
-        .with(SkillList(vec![
-            ("release".into(), "cut a release: changelog, tag, publish".into()),
-            ("bench".into(), "run and record benchmarks".into()),
-        ]))
-}
-
-fn turn_values(turn: u64) -> Extensions {
-    let date = if turn >= 4 {
-        "2026-12-01"
-    } else {
-        "2026-11-30"
-    };
-    Extensions::new()
-        .with(Today(date.into()))
-        .with(TodoList(todo_at(turn)))
-        .with(PlanMode(plan_at(turn)))
-        .with(GitState {
-            branch: "main".into(),
-            dirty: (0..turn % 3).map(|i| format!("src/file{i}.rs")).collect(),
-        })
-        .with(RecalledMemories(vec![format!(
-            "memory relevant to question {turn}"
-        )]))
-}
-
-fn plan_at(turn: u64) -> bool {
-    matches!(turn % 6, 3 | 4)
-}
-
-/// The turn at which the assistant instructions are edited.
-pub const INSTRUCTIONS_EDIT_TURN: u64 = 5;
-
-/// Composes the scripted conversation for `turns` turns, both ways.
+/// Composes `turns` turns of [`crate::scenario`]'s script at [`SIZE`], both ways: through
+/// the library's session under `policy`, and replace-at-head as `cacheline simulate`
+/// composes it.
 pub fn script(
     registry: &Registry,
     policy: &PromptPolicy,
     turns: u64,
-) -> Result<Vec<ScriptedTurn>, LiveError> {
-    let mut session = registry.start_session(
-        policy,
-        SessionContext::new(session_values()),
-        SessionOptions::default(),
-    )?;
-    let baseline_ctx = SessionContext::new(session_values());
-    let mut head_history: Vec<serde_json::Value> = Vec::new();
-    let mut instructions = ASSISTANT_INSTRUCTIONS.to_owned();
+) -> Result<Vec<ComposedTurn>, LiveError> {
     let mut out = Vec::new();
-    for turn in 1..=turns {
-        let mut events = Vec::new();
-        if turn == 4 {
-            events.push("date rolled over".to_owned());
-        }
-        if turn > 1 && todo_at(turn) != todo_at(turn - 1) {
-            events.push("todo list changed".to_owned());
-        }
-        if turn > 1 && plan_at(turn) != plan_at(turn - 1) {
-            events.push(format!(
-                "plan mode {}",
-                if plan_at(turn) { "on" } else { "off" }
-            ));
-        }
-        if turn == INSTRUCTIONS_EDIT_TURN {
-            instructions.push_str(" Answer in at most five sentences unless asked for more.");
-            session.set_system_prompt(&instructions);
-            events.push("assistant instructions edited (system-prompt update)".to_owned());
-        }
-        let question = QUESTIONS[(turn as usize - 1) % QUESTIONS.len()];
-        let library = session.turn(turn_values(turn), question)?.to_bytes();
-
-        let values = turn_values(turn);
-        let turn_ctx = TurnContext::new(&baseline_ctx, &values, turn);
-        let mut head_text = vec![instructions.clone()];
-        for c in registry
-            .components()
-            .filter(|c| c.id().as_str() != "assistant_instructions")
-        {
-            let text = match c.content() {
-                Content::Static(t) => Some(t.to_string()),
-                Content::Session(f) => f(&baseline_ctx),
-                Content::Turn(f) => f(&turn_ctx),
-            };
-            head_text.extend(text);
-        }
-        head_history.push(json!({"role": "user", "content": question}));
-        let mut head = vec![json!({"role": "system", "content": head_text.join("\n\n")})];
-        head.extend(head_history.iter().cloned());
-        let head = serde_json::Value::Array(head).to_string().into_bytes();
-
-        out.push(ScriptedTurn {
-            turn,
-            events,
-            library,
-            head,
+    SIZE.run_cacheline(registry, policy, turns, |step, request| {
+        out.push(ComposedTurn {
+            turn: step.turn,
+            events: step.events().iter().map(ToString::to_string).collect(),
+            library: request.to_bytes(),
+            head: Vec::new(),
         });
-        let reply =
-            json!({"role": "assistant", "content": REPLIES[(turn as usize - 1) % REPLIES.len()]});
-        session.record_assistant(&reply)?;
-        head_history.push(reply);
+        Ok(())
+    })?;
+    let head = SIZE.compose(Strategy::ReplaceAtHead, registry, turns)?;
+    for (turn, head) in out.iter_mut().zip(head) {
+        turn.head = head.to_bytes();
     }
     Ok(out)
 }
@@ -373,6 +261,17 @@ pub fn warm_up(client: &LlamaClient, messages: &[u8], requests: u32) -> Result<(
     Ok(())
 }
 
+/// Leaves a short unrelated prompt in the slot (one uncached request), so that an arm's
+/// first request finds nothing of the warm-up or of the other arm in the cache: both arms
+/// begin with the same instructions, guidelines and tool schemas.
+fn clear_slot(client: &LlamaClient) -> Result<(), LiveError> {
+    client.chat(
+        br#"[{"role":"user","content":"Hello."}]"#,
+        &ChatOptions::greedy_uncached(1),
+    )?;
+    Ok(())
+}
+
 fn common_prefix(a: &[i64], b: &[i64]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -396,7 +295,8 @@ fn run_arm(
 }
 
 /// Composes the scripted conversation and measures it on `client`: the library's arm, then
-/// the replace-at-head arm, each request streamed with `cache_prompt: true`.
+/// the replace-at-head arm, each from a cleared slot, each request streamed with
+/// `cache_prompt: true`.
 pub fn run(
     client: &LlamaClient,
     registry: &Registry,
@@ -408,8 +308,10 @@ pub fn run(
         warm_up(client, &first.head, options.warmup)?;
     }
     let chat = ChatOptions::cached(options.max_tokens);
+    clear_slot(client)?;
     let library: Vec<&[u8]> = script.iter().map(|t| &t.library[..]).collect();
     let library = run_arm(client, &library, &chat)?;
+    clear_slot(client)?;
     let head: Vec<&[u8]> = script.iter().map(|t| &t.head[..]).collect();
     let head = run_arm(client, &head, &chat)?;
     let turns = script
@@ -433,9 +335,14 @@ pub fn run(
 mod tests {
     use super::*;
     use crate::reference::DEFAULT_AGENT_TOML;
+    use crate::scenario::INSTRUCTIONS_EDIT_TURN;
+
+    fn common(a: &[u8], b: &[u8]) -> usize {
+        a.iter().zip(b).take_while(|(x, y)| x == y).count()
+    }
 
     #[test]
-    fn library_requests_extend_each_other_and_head_requests_do_not() {
+    fn library_requests_extend_each_other_and_head_requests_share_only_message_0() {
         let registry = Registry::linked().unwrap();
         let policy = registry
             .load_policy(DEFAULT_AGENT_TOML, "agent.toml")
@@ -444,30 +351,23 @@ mod tests {
         let script = script(&registry, &policy, 8).unwrap();
         assert_eq!(script.len(), 8);
         for pair in script.windows(2) {
-            let common = pair[0]
-                .library
-                .iter()
-                .zip(&pair[1].library)
-                .take_while(|(a, b)| a == b)
-                .count();
             // Everything but the previous request's ephemeral tail and closing bracket.
             assert!(
-                common > pair[0].library.len() * 9 / 10,
+                common(&pair[0].library, &pair[1].library) > pair[0].library.len() * 9 / 10,
                 "turn {}",
                 pair[1].turn
             );
-            let head_common = pair[0]
-                .head
-                .iter()
-                .zip(&pair[1].head)
-                .take_while(|(a, b)| a == b)
-                .count();
+            // Replace-at-head rewrites its per-turn writers at the end of message 0 each
+            // turn, so nothing of the history after it is ever a shared prefix.
+            let head: Vec<&serde_json::value::RawValue> =
+                serde_json::from_slice(&pair[0].head).unwrap();
             assert!(
-                head_common < pair[0].head.len() / 2,
+                common(&pair[0].head, &pair[1].head) < 1 + head[0].get().len(),
                 "turn {}",
                 pair[1].turn
             );
         }
-        assert!(script[4].events.iter().any(|e| e.contains("system-prompt")));
+        let edit = &script[(INSTRUCTIONS_EDIT_TURN - 1) as usize];
+        assert!(edit.events.iter().any(|e| e.contains("instructions")));
     }
 }

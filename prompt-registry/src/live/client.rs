@@ -62,9 +62,12 @@ pub enum LiveError {
         /// Why.
         source: std::io::Error,
     },
-    /// The scripted session could not be composed.
+    /// A request could not be composed.
     #[error(transparent)]
     Compose(#[from] prompt_core::ComposeError),
+    /// The scripted session could not be composed.
+    #[error(transparent)]
+    Scenario(#[from] crate::scenario::ScenarioError),
     /// The registry rejected a component.
     #[error(transparent)]
     Registry(#[from] crate::RegistryError),

@@ -3,8 +3,8 @@
 //! - [`LlamaClient`]: a blocking OpenAI-compatible client. It sends the library's serialized
 //!   request as `messages` with `cache_prompt`, and reads back llama.cpp's `timings`
 //!   (`prompt_n`: tokens re-processed, `cache_n`: tokens reused) and `usage`;
-//! - [`bench`]: a multi-turn session over the reference components, sent as the library
-//!   composes it and as a replace-at-head composition would, turn by turn
+//! - [`bench`](mod@bench): [`crate::scenario`]'s scripted session at its compact size, sent as the
+//!   library composes it and as replace-at-head composes it, turn by turn
 //!   (`cacheline bench-live`);
 //! - [`probe`]: does the model follow a system-prompt update, depending on where it is put.
 //!
