@@ -25,6 +25,19 @@ fn session_with(components: Vec<Component>, src: &str) -> Session {
     Session::start(components, &p, ctx, SessionOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A session over the fixture components with `POLICY` and the given delivery style.
+fn session_delivering(delivery: DeliveryStyle) -> Session {
+    let components = components();
+    let p = policy(POLICY, &components);
+    Session::start(
+        components,
+        &p,
+        SessionContext::default(),
+        SessionOptions { delivery },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn turn_values(date: &str, todo: &[&str], plan: bool) -> Extensions {
     Extensions::new()
         .with(Date(date.into()))
@@ -427,17 +440,10 @@ fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
 
 #[test]
 fn first_user_prefix_has_no_system_message_and_survives_compaction() {
-    let components = components();
-    let p = policy(POLICY, &components);
-    let style = DeliveryStyle::merged_into_user("system-reminder")
-        .with_prefix(prompt_core::PrefixRole::FirstUser);
-    let mut s = Session::start(
-        components,
-        &p,
-        SessionContext::default(),
-        SessionOptions { delivery: style },
-    )
-    .unwrap();
+    let mut s = session_delivering(
+        DeliveryStyle::merged_into_user("system-reminder")
+            .with_prefix(prompt_core::PrefixRole::FirstUser),
+    );
     let r1 = s
         .turn(turn_values("2026-11-30", &[], false), "first")
         .unwrap();
@@ -489,17 +495,10 @@ fn api_kind_picks_the_delivery_style() {
 
 #[test]
 fn first_user_prefix_opens_the_message_even_with_a_deferred_prompt_after_compaction() {
-    let components = components();
-    let p = policy(POLICY, &components);
-    let style = DeliveryStyle::merged_into_user("system-reminder")
-        .with_prefix(prompt_core::PrefixRole::FirstUser);
-    let mut s = Session::start(
-        components,
-        &p,
-        SessionContext::default(),
-        SessionOptions { delivery: style },
-    )
-    .unwrap();
+    let mut s = session_delivering(
+        DeliveryStyle::merged_into_user("system-reminder")
+            .with_prefix(prompt_core::PrefixRole::FirstUser),
+    );
     s.turn(turn_values("2026-11-30", &[], false), "first")
         .unwrap();
     s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
