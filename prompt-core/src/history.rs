@@ -642,6 +642,10 @@ impl History {
     /// Replaces `span` with one summary node (producer `compaction`, `role: "system"`) and
     /// keeps everything after it. Starts a new cache epoch. The removed nodes are returned
     /// so no data is lost.
+    ///
+    /// With [`PrefixRole::FirstUser`] (templates without a system role) the summary is a
+    /// `role: "user"` message; for templates that also demand strict user/assistant
+    /// alternation, choose a span whose kept tail starts with an assistant message.
     pub fn compact(
         &mut self,
         span: Range<usize>,
