@@ -282,12 +282,7 @@ fn divergence_checker_names_message_and_producer() {
 
 #[test]
 fn user_reminder_delivery_puts_updates_in_user_messages() {
-    let components = components();
-    let p = policy(POLICY, &components);
-    let options = SessionOptions {
-        delivery: DeliveryStyle::user_reminder("system-reminder"),
-    };
-    let mut s = Session::start(components, &p, SessionContext::default(), options).unwrap();
+    let mut s = session_delivering(DeliveryStyle::user_reminder("system-reminder"));
     let req = s
         .turn(turn_values("2026-11-30", &["a"], false), "hi")
         .unwrap();
@@ -369,12 +364,7 @@ fn roles(bytes: &[u8]) -> Vec<String> {
 
 #[test]
 fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
-    let components = components();
-    let p = policy(POLICY, &components);
-    let options = SessionOptions {
-        delivery: DeliveryStyle::merged_into_user("system-reminder"),
-    };
-    let mut s = Session::start(components, &p, SessionContext::default(), options).unwrap();
+    let mut s = session_delivering(DeliveryStyle::merged_into_user("system-reminder"));
     let r1 = s
         .turn(turn_values("2026-11-30", &["a"], false), "first")
         .unwrap();

@@ -26,7 +26,7 @@ use crate::divergence::{PrefixCheck, check_prefix_with};
 use crate::hash::{Digest128, Fingerprint};
 use crate::history::{
     Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, PrefixRole, Producer,
-    SystemPromptChange, UpdateRole,
+    SystemPromptChange, UpdateRole, check_message,
 };
 use crate::id::ComponentId;
 use crate::placement::{Persist, Placement};
@@ -290,20 +290,17 @@ impl Session {
         }
 
         // 2. Validate the user message before anything is mutated.
-        let (user_producer, user_json) = match user.into() {
-            UserInput::Text(text) => (
-                Producer::User,
-                serde_json::json!({"role": "user", "content": text}).to_string(),
-            ),
-            UserInput::Message(value) => (Producer::User, value.to_string()),
-            UserInput::Raw(raw) => (Producer::User, raw),
+        let user_json = match user.into() {
+            UserInput::Text(text) => {
+                serde_json::json!({"role": "user", "content": text}).to_string()
+            }
+            UserInput::Message(value) => value.to_string(),
+            UserInput::Raw(raw) => raw,
         };
-        let mut probe = History::default();
-        probe.append_raw(user_producer.clone(), NodeKind::User, &user_json)?;
         let delivery = self.history.delivery();
-        if delivery.role == UpdateRole::MergedIntoUser || delivery.prefix == PrefixRole::FirstUser {
-            check_mergeable(&user_json)?;
-        }
+        let merging =
+            delivery.role == UpdateRole::MergedIntoUser || delivery.prefix == PrefixRole::FirstUser;
+        check_user_message(&user_json, merging)?;
 
         for (i, now) in first_render {
             if let Some(part) = self.prefix_parts.get_mut(i) {
@@ -354,7 +351,7 @@ impl Session {
             }
         }
         self.history
-            .append_raw(user_producer, NodeKind::User, &user_json)?;
+            .append_raw(Producer::User, NodeKind::User, &user_json)?;
         self.turn = turn;
         self.sent = self.history.len();
 
@@ -448,19 +445,23 @@ impl Session {
     }
 }
 
-/// Rejects, before anything is mutated, a user message whose content cannot take merged
-/// text (only a string, an array of parts, or no content can).
-fn check_mergeable(user_json: &str) -> Result<(), HistoryError> {
+/// Rejects, before anything is mutated, a user message that is not a message, or (when
+/// updates are merged into it) whose content cannot take merged text: only a string, an
+/// array of parts, or no content can.
+fn check_user_message(user_json: &str, merging: bool) -> Result<(), HistoryError> {
     let value: Value =
         serde_json::from_str(user_json).map_err(|source| HistoryError::InvalidJson {
             producer: Producer::User,
             source,
         })?;
+    check_message(&Producer::User, &value)?;
     match value.get("content") {
-        None | Some(Value::Null | Value::String(_) | Value::Array(_)) => Ok(()),
-        Some(other) => Err(HistoryError::CannotMerge {
-            found: other.to_string(),
-        }),
+        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) if merging => {
+            Err(HistoryError::CannotMerge {
+                found: other.to_string(),
+            })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -571,6 +572,14 @@ pub struct Request<'s> {
     epoch: u64,
 }
 
+/// Who wrote a message of a request.
+#[derive(Clone, Copy)]
+enum Writer<'a> {
+    Prefix,
+    Node(&'a Producer),
+    Ephemeral(&'a ComponentId),
+}
+
 /// A message's position in a serialized request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageSpan {
@@ -587,18 +596,18 @@ impl<'s> Request<'s> {
         self.prefix.map(|p| &*p.bytes).filter(|b| !b.is_empty())
     }
 
-    fn segments(&self) -> impl Iterator<Item = (&str, String)> + '_ {
-        let prefix = self
-            .prefix_bytes()
-            .map(|b| (b, Producer::Prefix.to_string()));
+    /// The messages in order, each with who wrote it. The writer is borrowed, so streaming
+    /// a request allocates nothing per message.
+    fn segments(&self) -> impl Iterator<Item = (&str, Writer<'_>)> + '_ {
+        let prefix = self.prefix_bytes().map(|b| (b, Writer::Prefix));
         let nodes = self
             .nodes
             .iter()
-            .map(|n| (n.bytes(), n.producer().to_string()));
+            .map(|n| (n.bytes(), Writer::Node(n.producer())));
         let ephemeral = self
             .ephemeral
             .iter()
-            .map(|(id, b)| (b.as_str(), id.to_string()));
+            .map(|(id, b)| (b.as_str(), Writer::Ephemeral(id)));
         prefix.into_iter().chain(nodes).chain(ephemeral)
     }
 
@@ -711,17 +720,14 @@ impl<'s> Request<'s> {
             let range = at..at + bytes.len();
             if range.contains(&offset) || (offset == range.end && index + 1 == self.message_count())
             {
-                let producer = if index == 0 && self.prefix_bytes().is_some() {
-                    self.prefix
-                        .and_then(|p| {
-                            p.parts
-                                .iter()
-                                .find(|(_, r)| r.contains(&(offset - at)))
-                                .map(|(id, _)| id.to_string())
-                        })
-                        .unwrap_or(producer)
-                } else {
-                    producer
+                let producer = match producer {
+                    // Inside the prefix message: the component whose text holds the byte.
+                    Writer::Prefix => self
+                        .prefix
+                        .and_then(|p| p.parts.iter().find(|(_, r)| r.contains(&(offset - at))))
+                        .map_or_else(|| Producer::Prefix.to_string(), |(id, _)| id.to_string()),
+                    Writer::Node(p) => p.to_string(),
+                    Writer::Ephemeral(id) => id.to_string(),
                 };
                 return Some(MessageSpan {
                     index,

@@ -739,7 +739,7 @@ fn merge_into_content(message: &mut Value, pending: &[Pending]) -> Result<(), Hi
     Ok(())
 }
 
-fn check_message(producer: &Producer, value: &Value) -> Result<(), HistoryError> {
+pub(crate) fn check_message(producer: &Producer, value: &Value) -> Result<(), HistoryError> {
     let found = match value {
         Value::Object(map) => match map.get("role") {
             Some(Value::String(_)) => return Ok(()),
