@@ -4,55 +4,15 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-/// Namespaces reserved for components registered at run time.
-///
-/// A namespaced id is `<namespace>:<name>`, for example `skill:code_review` or
-/// `mcp:github`. Built-in components use bare ids.
-pub const NAMESPACES: [&str; 2] = ["skill", "mcp"];
+use crate::id_grammar::{self, IdError};
 
 /// A validated component id.
 ///
-/// Bare ids are lowercase `[a-z0-9_]+`. Namespaced ids are `skill:<name>` or `mcp:<name>`
-/// where `<name>` is lowercase `[a-z0-9_-]+` (hyphens are allowed there because skill folders
-/// and MCP server names commonly use them).
+/// Bare ids are lowercase `[a-z0-9_]+` and not one of the [reserved
+/// ids](crate::RESERVED_IDS). Namespaced ids are `skill:<name>` or `mcp:<name>` where `<name>`
+/// is lowercase `[a-z0-9_-]+`. At most [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ComponentId(Box<str>);
-
-/// Why a string is not a valid [`ComponentId`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IdError {
-    /// The id is empty.
-    #[error("component id is empty")]
-    Empty,
-    /// A character outside the allowed set.
-    #[error(
-        "component id `{id}` has `{ch}` at byte {at}; ids are lowercase `[a-z0-9_]+`, optionally namespaced as `skill:<name>` or `mcp:<name>`"
-    )]
-    InvalidChar {
-        /// The id as given.
-        id: String,
-        /// The offending character.
-        ch: char,
-        /// Its byte offset.
-        at: usize,
-    },
-    /// A namespace other than `skill` or `mcp`.
-    #[error(
-        "component id `{id}` uses unknown namespace `{namespace}`; the namespaces are `skill:` and `mcp:`"
-    )]
-    UnknownNamespace {
-        /// The id as given.
-        id: String,
-        /// The namespace found before the colon.
-        namespace: String,
-    },
-    /// Nothing after the namespace colon.
-    #[error("component id `{id}` has an empty name after its namespace")]
-    EmptyName {
-        /// The id as given.
-        id: String,
-    },
-}
 
 impl ComponentId {
     /// Validates and wraps an id.
@@ -63,11 +23,33 @@ impl ComponentId {
     /// assert!(ComponentId::new("mcp:github-issues").is_ok());
     /// assert!(ComponentId::new("Tool Schemas").is_err());
     /// assert!(ComponentId::new("plugin:x").is_err());
+    /// assert!(ComponentId::new("system_prompt").is_err()); // reserved
     /// ```
     pub fn new(id: impl AsRef<str>) -> Result<Self, IdError> {
         let id = id.as_ref();
-        validate(id)?;
+        id_grammar::check(id)?;
         Ok(Self(id.into()))
+    }
+
+    /// The id of a run-time component from a foreign name (an MCP server's, a skill
+    /// folder's), normalized into the id alphabet by [`normalize_name`](crate::normalize_name):
+    /// `mcp` and `brave.search` give `mcp:brave-search`.
+    ///
+    /// ```
+    /// use prompt_core::ComponentId;
+    /// assert_eq!(ComponentId::namespaced("mcp", "GitHub").unwrap().as_str(), "mcp:github");
+    /// assert_eq!(ComponentId::namespaced("mcp", "brave.search").unwrap().as_str(), "mcp:brave-search");
+    /// assert!(ComponentId::namespaced("mcp", "!!!").is_err());
+    /// assert!(ComponentId::namespaced("plugin", "x").is_err());
+    /// ```
+    pub fn namespaced(namespace: &str, name: &str) -> Result<Self, IdError> {
+        match id_grammar::normalize_name(name) {
+            Some(name) => Self::new(format!("{namespace}:{name}")),
+            None => Err(IdError {
+                id: format!("{namespace}:"),
+                problem: id_grammar::IdProblem::EmptyName,
+            }),
+        }
     }
 
     /// The id as a string.
@@ -79,41 +61,6 @@ impl ComponentId {
     pub fn namespace(&self) -> Option<&str> {
         self.0.split_once(':').map(|(ns, _)| ns)
     }
-}
-
-fn validate(id: &str) -> Result<(), IdError> {
-    if id.is_empty() {
-        return Err(IdError::Empty);
-    }
-    let (name, name_start, allow_hyphen) = match id.split_once(':') {
-        Some((ns, name)) => {
-            if !NAMESPACES.contains(&ns) {
-                return Err(IdError::UnknownNamespace {
-                    id: id.to_owned(),
-                    namespace: ns.to_owned(),
-                });
-            }
-            if name.is_empty() {
-                return Err(IdError::EmptyName { id: id.to_owned() });
-            }
-            (name, ns.len() + 1, true)
-        }
-        None => (id, 0, false),
-    };
-    for (at, ch) in name.char_indices() {
-        let ok = ch.is_ascii_lowercase()
-            || ch.is_ascii_digit()
-            || ch == '_'
-            || (allow_hyphen && ch == '-');
-        if !ok {
-            return Err(IdError::InvalidChar {
-                id: id.to_owned(),
-                ch,
-                at: name_start + at,
-            });
-        }
-    }
-    Ok(())
 }
 
 impl fmt::Display for ComponentId {
@@ -147,39 +94,58 @@ impl Serialize for ComponentId {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ComponentId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::new(&*text).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::id_grammar::IdProblem;
 
     #[test]
     fn accepts_bare_and_namespaced_ids() {
-        for ok in ["date", "tool_schemas", "a1", "skill:pdf", "mcp:git-hub_2"] {
+        for ok in ["date", "tool_schemas", "a1", "skill:pdf", "mcp:git-hub_2", "mcp:user"] {
             assert!(ComponentId::new(ok).is_ok(), "{ok}");
         }
     }
 
     #[test]
     fn rejects_everything_else_with_a_reason() {
-        assert_eq!(ComponentId::new(""), Err(IdError::Empty));
+        let problem = |id: &str| ComponentId::new(id).err().map(|e| e.problem);
+        assert_eq!(problem(""), Some(IdProblem::Empty));
+        assert_eq!(problem("Tool"), Some(IdProblem::InvalidChar { ch: 'T', at: 0 }));
+        assert_eq!(
+            problem("tool-schemas"),
+            Some(IdProblem::InvalidChar { ch: '-', at: 4 })
+        );
         assert!(matches!(
-            ComponentId::new("Tool"),
-            Err(IdError::InvalidChar { ch: 'T', at: 0, .. })
+            problem("plugin:x"),
+            Some(IdProblem::UnknownNamespace { .. })
         ));
-        assert!(matches!(
-            ComponentId::new("tool-schemas"),
-            Err(IdError::InvalidChar { ch: '-', at: 4, .. })
-        ));
-        assert!(matches!(
-            ComponentId::new("plugin:x"),
-            Err(IdError::UnknownNamespace { .. })
-        ));
-        assert!(matches!(
-            ComponentId::new("mcp:"),
-            Err(IdError::EmptyName { .. })
-        ));
-        assert!(matches!(
-            ComponentId::new("mcp:a:b"),
-            Err(IdError::InvalidChar { ch: ':', at: 5, .. })
-        ));
+        assert_eq!(problem("mcp:"), Some(IdProblem::EmptyName));
+        assert_eq!(problem("mcp:a:b"), Some(IdProblem::InvalidChar { ch: ':', at: 5 }));
+        assert_eq!(problem("system_prompt"), Some(IdProblem::Reserved));
+        assert_eq!(problem("user"), Some(IdProblem::Reserved));
+        assert_eq!(
+            problem(&"a".repeat(129)),
+            Some(IdProblem::TooLong { len: 129 })
+        );
+        assert_eq!(problem(&"a".repeat(128)), None);
+    }
+
+    #[test]
+    fn foreign_names_normalize_deterministically() {
+        use crate::id_grammar::normalize_name;
+        assert_eq!(normalize_name("GitHub").as_deref(), Some("github"));
+        assert_eq!(normalize_name("brave.search").as_deref(), Some("brave-search"));
+        assert_eq!(normalize_name("  My  Server! ").as_deref(), Some("my-server"));
+        assert_eq!(normalize_name("über").as_deref(), Some("ber"));
+        assert_eq!(normalize_name("***"), None);
+        assert_eq!(normalize_name(&"x".repeat(10_000)).map(|n| n.len()), Some(129));
+        assert!(ComponentId::namespaced("mcp", &"x".repeat(10_000)).is_err());
     }
 }

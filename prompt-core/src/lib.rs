@@ -50,6 +50,7 @@ mod divergence;
 mod hash;
 mod history;
 mod id;
+mod id_grammar;
 mod messages;
 mod placement;
 mod policy;
@@ -63,7 +64,8 @@ pub use history::{
     ApiKind, Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, PrefixRole,
     Producer, SystemPromptChange, UpdateRole,
 };
-pub use id::{ComponentId, IdError, NAMESPACES};
+pub use id::ComponentId;
+pub use id_grammar::{IdError, IdProblem, MAX_ID_LEN, NAMESPACES, RESERVED_IDS, normalize_name};
 pub use messages::{current_system_prompt, set_system_prompt};
 pub use placement::{Persist, Placement, Stability};
 pub use policy::{

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::component::Component;
-use crate::id::{ComponentId, IdError};
+use crate::id::ComponentId;
+use crate::id_grammar::IdError;
 use crate::placement::Placement;
 
 /// A `prefix_allow` / `prefix_deny` entry: an exact id or a glob.
