@@ -11,13 +11,12 @@
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use prompt_core::divergence::common_prefix_len;
+use prompt_llama::bench::{self, ComposedTurn};
+use prompt_llama::probe::{self, Condition};
+use prompt_llama::{LlamaClient, ServerLocation, locate_server};
+use prompt_reference::scenario::{self, INSTRUCTIONS_EDIT_TURN, ScenarioSize};
 use prompt_registry::Registry;
-use prompt_registry::live::{
-    LlamaClient, ServerLocation, bench, locate_server,
-    probe::{self, Condition},
-};
-use prompt_registry::reference::DEFAULT_AGENT_TOML;
-use prompt_registry::scenario::INSTRUCTIONS_EDIT_TURN;
 
 /// Turns of the scripted session (the assistant instructions are edited at turn 7).
 const TURNS: u64 = 8;
@@ -63,20 +62,32 @@ fn server(test: &str) -> Option<(LlamaClient, MutexGuard<'static, ()>)> {
     None
 }
 
+/// The scripted session at its compact size, both ways, under the built-in agent.toml.
+fn paired() -> Result<Vec<scenario::PairedTurn>, String> {
+    let registry = Registry::linked().map_err(|e| e.to_string())?;
+    let policy = scenario::default_policy(&registry).map_err(|e| e.to_string())?;
+    ScenarioSize::Compact
+        .paired(&registry, &policy, TURNS)
+        .map_err(|e| e.to_string())
+}
+
 fn bench_report(client: &LlamaClient) -> &'static bench::BenchReport {
     let report = BENCH.get_or_init(|| {
-        let registry = Registry::linked().map_err(|e| e.to_string())?;
-        let policy = registry
-            .load_policy(DEFAULT_AGENT_TOML, "<built-in agent.toml>")
-            .map_err(|e| e.to_string())?
-            .policy;
+        let script = paired()?
+            .into_iter()
+            .map(|t| ComposedTurn {
+                turn: t.turn,
+                events: t.events,
+                library: t.library,
+                head: t.head,
+            })
+            .collect();
         // No warm-up: the assertions are on token counts, which a cold server does not change.
         let options = bench::BenchOptions {
-            turns: TURNS,
             warmup: 0,
             ..bench::BenchOptions::default()
         };
-        let report = bench::run(client, &registry, &policy, options).map_err(|e| e.to_string())?;
+        let report = bench::run(client, script, options).map_err(|e| e.to_string())?;
         let mut table = Vec::new();
         let _ = report.write_table(&mut table);
         say(&String::from_utf8_lossy(&table));
@@ -137,7 +148,7 @@ fn message_0_tokens(client: &LlamaClient, request: &[u8]) -> u64 {
             .unwrap_or_else(|e| panic!("tokenizing a request: {e}"))
     };
     let (alone, whole) = (tokens(first.as_bytes()), tokens(request));
-    alone.iter().zip(&whole).take_while(|(a, b)| a == b).count() as u64
+    common_prefix_len(&alone, &whole) as u64
 }
 
 /// Replace-at-head as `cacheline simulate` composes it puts its per-turn writers last in
@@ -150,12 +161,7 @@ fn cache_replace_at_head_reprocesses_its_whole_history() {
         return;
     };
     let report = bench_report(&client);
-    let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
-    let policy = registry
-        .load_policy(DEFAULT_AGENT_TOML, "<built-in agent.toml>")
-        .unwrap_or_else(|e| panic!("{e}"))
-        .policy;
-    let script = bench::script(&registry, &policy, TURNS).unwrap_or_else(|e| panic!("{e}"));
+    let script = paired().unwrap_or_else(|e| panic!("{e}"));
     for (t, composed) in report.turns.iter().zip(&script).skip(1) {
         let h = &t.head;
         let head = message_0_tokens(&client, &composed.head);

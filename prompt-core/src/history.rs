@@ -5,292 +5,21 @@
 //! never by role, so a compaction summary stored as `role: "system"` survives any number of
 //! system-prompt updates.
 
-use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
-use crate::id::ComponentId;
-
-/// Who wrote a node.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "id")]
-pub enum Producer {
-    /// A prompt component (tail updates).
-    Component(ComponentId),
-    /// The system prompt set through `set_system_prompt`.
-    SystemPrompt,
-    /// The user.
-    User,
-    /// The assistant.
-    Assistant,
-    /// A tool result.
-    Tool,
-    /// A compaction summary.
-    Compaction,
-    /// The session's frozen prefix.
-    Prefix,
-}
-
-impl fmt::Display for Producer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Producer::Component(id) => write!(f, "{id}"),
-            Producer::SystemPrompt => f.write_str("system_prompt"),
-            Producer::User => f.write_str("user"),
-            Producer::Assistant => f.write_str("assistant"),
-            Producer::Tool => f.write_str("tool"),
-            Producer::Compaction => f.write_str("compaction"),
-            Producer::Prefix => f.write_str("prefix"),
-        }
-    }
-}
-
-/// What a node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKind {
-    /// A system message (the first system prompt, or the prefix).
-    System,
-    /// A user message.
-    User,
-    /// An assistant message, possibly with `tool_calls` and `reasoning_content`.
-    Assistant,
-    /// A tool result.
-    Tool,
-    /// An update appended after the history: a changed system prompt or tail component.
-    Update,
-    /// A compaction summary.
-    CompactionSummary,
-}
-
-/// How update nodes are delivered to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UpdateRole {
-    /// As a `role: "system"` message of its own: OpenAI-style APIs and ChatML templates that
-    /// render a later system message in place.
-    #[default]
-    System,
-    /// As a `role: "user"` message of its own: APIs with a single system field (Anthropic,
-    /// Gemini) and templates that reject or hoist a later system message.
-    UserReminder,
-    /// Prepended to the content of the next user message, so no message is added: templates
-    /// that demand strict user/assistant alternation. The update is then stored inside that
-    /// user message (ephemeral tail output too: there is no other place for it).
-    MergedIntoUser,
-}
-
-impl UpdateRole {
-    /// The serde name: `system`, `user_reminder` or `merged_into_user`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UpdateRole::System => "system",
-            UpdateRole::UserReminder => "user_reminder",
-            UpdateRole::MergedIntoUser => "merged_into_user",
-        }
-    }
-}
-
-/// Where the session's frozen prefix goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PrefixRole {
-    /// A system message at the head.
-    #[default]
-    System,
-    /// Prepended to the session's first user message: templates that accept no system role.
-    FirstUser,
-}
-
-impl PrefixRole {
-    /// The serde name: `system` or `first_user`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PrefixRole::System => "system",
-            PrefixRole::FirstUser => "first_user",
-        }
-    }
-}
-
-/// The session setting for update delivery: the role, the tag that wraps update text, and
-/// where the prefix goes.
-///
-/// An update reads `<tag from="producer">\ntext\n</tag>`, so the model can tell which
-/// writer changed, and so a `Vec<Value>` conversation can recognise its own updates without
-/// any extra field in the message.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-pub struct DeliveryStyle {
-    /// The role updates travel as.
-    pub role: UpdateRole,
-    /// The wrapping tag name.
-    pub tag: String,
-    /// Where the prefix goes.
-    pub prefix: PrefixRole,
-}
-
-impl Default for DeliveryStyle {
-    fn default() -> Self {
-        Self::system()
-    }
-}
-
-impl DeliveryStyle {
-    /// The default tag.
-    pub const DEFAULT_TAG: &'static str = "system-update";
-
-    /// Updates as system messages.
-    pub fn system() -> Self {
-        Self {
-            role: UpdateRole::System,
-            tag: Self::DEFAULT_TAG.to_owned(),
-            prefix: PrefixRole::System,
-        }
-    }
-
-    /// Updates as user messages wrapped in `tag`.
-    pub fn user_reminder(tag: impl Into<String>) -> Self {
-        Self {
-            role: UpdateRole::UserReminder,
-            tag: tag.into(),
-            prefix: PrefixRole::System,
-        }
-    }
-
-    /// Updates wrapped in `tag` and prepended to the next user message.
-    pub fn merged_into_user(tag: impl Into<String>) -> Self {
-        Self {
-            role: UpdateRole::MergedIntoUser,
-            tag: tag.into(),
-            prefix: PrefixRole::System,
-        }
-    }
-
-    /// The same style with the prefix placed as given.
-    pub fn with_prefix(mut self, prefix: PrefixRole) -> Self {
-        self.prefix = prefix;
-        self
-    }
-
-    /// The wrapped text of an update.
-    pub fn wrap(&self, producer: &Producer, text: &str) -> String {
-        format!(
-            "<{tag} from=\"{producer}\">\n{text}\n</{tag}>",
-            tag = self.tag
-        )
-    }
-
-    /// The text inside a wrapper from `producer`, if `content` is one.
-    pub fn unwrap<'c>(&self, producer: &Producer, content: &'c str) -> Option<&'c str> {
-        let open = format!("<{} from=\"{producer}\">\n", self.tag);
-        let close = format!("\n</{}>", self.tag);
-        content.strip_prefix(&open)?.strip_suffix(&close)
-    }
-
-    /// The update message for `text` from `producer`, as a message of its own. With
-    /// [`UpdateRole::MergedIntoUser`] this is the user message it would be merged into.
-    pub fn message(&self, producer: &Producer, text: &str) -> Value {
-        let role = match self.role {
-            UpdateRole::System => "system",
-            UpdateRole::UserReminder | UpdateRole::MergedIntoUser => "user",
-        };
-        serde_json::json!({ "role": role, "content": self.wrap(producer, text) })
-    }
-}
-
-/// The kind of API or engine a session talks to; it picks the delivery style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApiKind {
-    /// OpenAI Chat Completions and compatible APIs: a later system message is kept in place.
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// Anthropic Messages: one `system` field; every system message is hoisted there.
-    Anthropic,
-    /// Gemini: one `systemInstruction`; same as Anthropic.
-    Gemini,
-    /// llama.cpp's server: depends on the model's chat template (probe it); system by default.
-    LlamaCpp,
-}
-
-impl ApiKind {
-    /// The delivery style for this API.
-    pub fn delivery(self) -> DeliveryStyle {
-        match self {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => DeliveryStyle::system(),
-            ApiKind::Anthropic | ApiKind::Gemini => DeliveryStyle::user_reminder("system-reminder"),
-        }
-    }
-}
-
-/// One appended message, frozen.
-#[derive(Debug, Clone)]
-pub struct Node {
-    id: NodeId,
-    producer: Producer,
-    kind: NodeKind,
-    bytes: Arc<str>,
-    text: Option<Arc<str>>,
-    merged: Arc<[(Producer, Arc<str>)]>,
-    epoch: u64,
-}
-
-impl Node {
-    /// Updates merged into this user message ([`UpdateRole::MergedIntoUser`], or the prefix
-    /// with [`PrefixRole::FirstUser`]): producer and unwrapped text.
-    pub fn merged_updates(&self) -> &[(Producer, Arc<str>)] {
-        &self.merged
-    }
-
-    /// The chained content id.
-    pub fn id(&self) -> NodeId {
-        self.id
-    }
-
-    /// Hash of this node's bytes alone.
-    pub fn content_hash(&self) -> Digest128 {
-        Digest128::of(&[self.bytes.as_bytes()])
-    }
-
-    /// Who wrote it.
-    pub fn producer(&self) -> &Producer {
-        &self.producer
-    }
-
-    /// What it is.
-    pub fn kind(&self) -> NodeKind {
-        self.kind
-    }
-
-    /// Its serialized JSON message, exactly as sent.
-    pub fn bytes(&self) -> &str {
-        &self.bytes
-    }
-
-    /// For update and system-prompt nodes, the producer's unwrapped text.
-    pub fn text(&self) -> Option<&str> {
-        self.text.as_deref()
-    }
-
-    /// The cache epoch it was appended in.
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-
-    /// The message parsed back into a JSON value.
-    pub fn message(&self) -> Result<Value, serde_json::Error> {
-        serde_json::from_str(&self.bytes)
-    }
-}
+use crate::node::{Node, NodeKind, Producer};
 
 /// Why a message cannot be appended or an edit cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// The text is not JSON.
-    #[error("message from {producer} is not valid JSON: {source}")]
+    #[error("message from {producer} is not valid JSON")]
     InvalidJson {
         /// Who sent it.
         producer: Producer,
@@ -352,7 +81,7 @@ pub struct Compaction {
 /// An append-only conversation.
 ///
 /// ```
-/// use prompt_core::{DeliveryStyle, History, SystemPromptChange};
+/// use prompt_core::{DeliveryStyle, History, history::SystemPromptChange};
 /// let mut history = History::new(DeliveryStyle::system());
 /// assert_eq!(history.set_system_prompt("Be brief."), SystemPromptChange::Placed);
 /// history.append_user("hi").unwrap();
@@ -369,6 +98,15 @@ pub struct History {
     total_bytes: usize,
     /// Texts waiting to be merged into the next user message.
     pending: Vec<Pending>,
+}
+
+/// How a deferred text is written into the user message it rides in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// In the delivery style's update wrapper.
+    Wrapped,
+    /// As it is (the frozen prefix).
+    Verbatim,
 }
 
 /// A text that rides in the next user message.
@@ -494,12 +232,11 @@ impl History {
     }
 
     /// Queues a text to be written at the start of the next user message: wrapped as an
-    /// update from `producer`, or as-is when `wrapped` is false (the prefix).
-    pub fn defer(&mut self, producer: Producer, text: &str, wrapped: bool) {
-        let rendered = if wrapped {
-            self.delivery.wrap(&producer, text)
-        } else {
-            text.to_owned()
+    /// update from `producer`, or verbatim (the prefix).
+    pub(crate) fn defer(&mut self, producer: Producer, text: &str, framing: Framing) {
+        let rendered = match framing {
+            Framing::Wrapped => self.delivery.wrap(&producer, text),
+            Framing::Verbatim => text.to_owned(),
         };
         self.pending.push(Pending {
             producer,
@@ -510,15 +247,15 @@ impl History {
 
     /// Like [`History::defer`], but ahead of everything already pending (the prefix must
     /// open the message it rides in).
-    pub fn defer_first(&mut self, producer: Producer, text: &str, wrapped: bool) {
-        self.defer(producer, text, wrapped);
+    pub(crate) fn defer_first(&mut self, producer: Producer, text: &str, framing: Framing) {
+        self.defer(producer, text, framing);
         if let Some(last) = self.pending.pop() {
             self.pending.insert(0, last);
         }
     }
 
     /// Whether a text from `producer` is waiting for the next user message.
-    pub fn has_pending_from(&self, producer: &Producer) -> bool {
+    pub(crate) fn has_pending_from(&self, producer: &Producer) -> bool {
         self.pending.iter().any(|p| &p.producer == producer)
     }
 
@@ -536,7 +273,7 @@ impl History {
     /// `None` is returned.
     pub fn append_update(&mut self, producer: Producer, text: &str) -> Option<NodeId> {
         if self.delivery.role == UpdateRole::MergedIntoUser {
-            self.defer(producer, text, true);
+            self.defer(producer, text, Framing::Wrapped);
             return None;
         }
         let bytes = self.delivery.message(&producer, text).to_string();
@@ -590,7 +327,7 @@ impl History {
             // A later change before the first user message replaces the pending one.
             self.pending
                 .retain(|p| p.producer != Producer::SystemPrompt);
-            self.defer(Producer::SystemPrompt, prompt, false);
+            self.defer(Producer::SystemPrompt, prompt, Framing::Verbatim);
             return SystemPromptChange::Deferred;
         }
         if self.nodes.is_empty() {

@@ -4,13 +4,16 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use crate::id_grammar::{self, IdError};
+use crate::id_grammar;
+pub use crate::id_grammar::{
+    IdError, IdProblem, MAX_ID_LEN, NAMESPACES, RESERVED_IDS, normalize_name,
+};
 
 /// A validated component id.
 ///
 /// Bare ids are lowercase `[a-z0-9_]+` and not one of the [reserved
-/// ids](crate::RESERVED_IDS). Namespaced ids are `skill:<name>` or `mcp:<name>` where `<name>`
-/// is lowercase `[a-z0-9_-]+`. At most [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes.
+/// ids](RESERVED_IDS). Namespaced ids are `skill:<name>` or `mcp:<name>` where `<name>`
+/// is lowercase `[a-z0-9_-]+`. At most [`MAX_ID_LEN`] bytes.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ComponentId(Box<str>);
 
@@ -32,7 +35,7 @@ impl ComponentId {
     }
 
     /// The id of a run-time component from a foreign name (an MCP server's, a skill
-    /// folder's), normalized into the id alphabet by [`normalize_name`](crate::normalize_name):
+    /// folder's), normalized into the id alphabet by [`normalize_name`]:
     /// `mcp` and `brave.search` give `mcp:brave-search`.
     ///
     /// ```
@@ -108,7 +111,14 @@ mod tests {
 
     #[test]
     fn accepts_bare_and_namespaced_ids() {
-        for ok in ["date", "tool_schemas", "a1", "skill:pdf", "mcp:git-hub_2", "mcp:user"] {
+        for ok in [
+            "date",
+            "tool_schemas",
+            "a1",
+            "skill:pdf",
+            "mcp:git-hub_2",
+            "mcp:user",
+        ] {
             assert!(ComponentId::new(ok).is_ok(), "{ok}");
         }
     }
@@ -117,7 +127,10 @@ mod tests {
     fn rejects_everything_else_with_a_reason() {
         let problem = |id: &str| ComponentId::new(id).err().map(|e| e.problem);
         assert_eq!(problem(""), Some(IdProblem::Empty));
-        assert_eq!(problem("Tool"), Some(IdProblem::InvalidChar { ch: 'T', at: 0 }));
+        assert_eq!(
+            problem("Tool"),
+            Some(IdProblem::InvalidChar { ch: 'T', at: 0 })
+        );
         assert_eq!(
             problem("tool-schemas"),
             Some(IdProblem::InvalidChar { ch: '-', at: 4 })
@@ -127,7 +140,10 @@ mod tests {
             Some(IdProblem::UnknownNamespace { .. })
         ));
         assert_eq!(problem("mcp:"), Some(IdProblem::EmptyName));
-        assert_eq!(problem("mcp:a:b"), Some(IdProblem::InvalidChar { ch: ':', at: 5 }));
+        assert_eq!(
+            problem("mcp:a:b"),
+            Some(IdProblem::InvalidChar { ch: ':', at: 5 })
+        );
         assert_eq!(problem("system_prompt"), Some(IdProblem::Reserved));
         assert_eq!(problem("user"), Some(IdProblem::Reserved));
         assert_eq!(
@@ -141,11 +157,20 @@ mod tests {
     fn foreign_names_normalize_deterministically() {
         use crate::id_grammar::normalize_name;
         assert_eq!(normalize_name("GitHub").as_deref(), Some("github"));
-        assert_eq!(normalize_name("brave.search").as_deref(), Some("brave-search"));
-        assert_eq!(normalize_name("  My  Server! ").as_deref(), Some("my-server"));
+        assert_eq!(
+            normalize_name("brave.search").as_deref(),
+            Some("brave-search")
+        );
+        assert_eq!(
+            normalize_name("  My  Server! ").as_deref(),
+            Some("my-server")
+        );
         assert_eq!(normalize_name("über").as_deref(), Some("ber"));
         assert_eq!(normalize_name("***"), None);
-        assert_eq!(normalize_name(&"x".repeat(10_000)).map(|n| n.len()), Some(129));
+        assert_eq!(
+            normalize_name(&"x".repeat(10_000)).map(|n| n.len()),
+            Some(129)
+        );
         assert!(ComponentId::namespaced("mcp", &"x".repeat(10_000)).is_err());
     }
 }

@@ -90,7 +90,10 @@ impl fmt::Display for IdError {
                 "component id `{id}` uses unknown namespace `{namespace}`; the namespaces are `skill:` and `mcp:`"
             ),
             IdProblem::EmptyName => {
-                write!(f, "component id `{id}` has an empty name after its namespace")
+                write!(
+                    f,
+                    "component id `{id}` has an empty name after its namespace"
+                )
             }
             IdProblem::Reserved => write!(
                 f,

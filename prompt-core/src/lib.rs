@@ -13,8 +13,8 @@
 //!   to produce a request whose prefix bytes changed.
 //!
 //! ```
-//! use prompt_core::{Component, ComponentId, Extensions, Placement, PromptPolicy, Session,
-//!                   SessionContext, SessionOptions, PrefixCheck};
+//! use prompt_core::{Component, ComponentId, Extensions, Placement, PrefixCheck, PromptPolicy,
+//!                   Session, SessionContext, SessionOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! struct Date(&'static str);
 //! let components = vec![
@@ -43,32 +43,32 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-mod component;
-mod compose;
-mod context;
-mod divergence;
-mod hash;
-mod history;
-mod id;
+pub mod component;
+pub mod context;
+pub mod delivery;
+pub mod divergence;
+pub mod hash;
+pub mod history;
+pub mod id;
 mod id_grammar;
-mod messages;
-mod placement;
-mod policy;
+pub mod input;
+pub mod messages;
+pub mod node;
+pub mod placement;
+pub mod policy;
+mod prefix;
+pub mod request;
+pub mod session;
 
-pub use component::{Component, Content, SessionRenderer, SourceLocation, TurnRenderer};
-pub use compose::{ComposeError, MessageSpan, Request, Session, SessionOptions, UserInput};
+// The names nearly every user needs; everything else is in the modules above.
+pub use component::Component;
 pub use context::{Extensions, SessionContext, TurnContext};
-pub use divergence::{Divergence, PrefixCheck, check_prefix, message_index_at};
-pub use hash::{Digest128, Fingerprint, NodeId};
-pub use history::{
-    ApiKind, Compaction, DeliveryStyle, History, HistoryError, Node, NodeKind, PrefixRole,
-    Producer, SystemPromptChange, UpdateRole,
-};
+pub use delivery::{ApiKind, DeliveryStyle};
+pub use divergence::PrefixCheck;
+pub use history::History;
 pub use id::ComponentId;
-pub use id_grammar::{IdError, IdProblem, MAX_ID_LEN, NAMESPACES, RESERVED_IDS, normalize_name};
-pub use messages::{current_system_prompt, set_system_prompt};
-pub use placement::{Persist, Placement, Stability};
-pub use policy::{
-    IdPattern, LoadedPolicy, PatternError, PolicyDiagnostic, PolicyErrors, PolicyProblem,
-    PromptPolicy, Reason, RequestSource, Resolution, SourcePosition,
-};
+pub use messages::set_system_prompt;
+pub use placement::{Persist, Placement};
+pub use policy::PromptPolicy;
+pub use request::Request;
+pub use session::{ComposeError, Session, SessionOptions};

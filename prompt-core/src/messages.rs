@@ -7,7 +7,9 @@
 
 use serde_json::Value;
 
-use crate::history::{DeliveryStyle, Producer, SystemPromptChange};
+use crate::delivery::DeliveryStyle;
+use crate::history::SystemPromptChange;
+use crate::node::Producer;
 
 /// The current system prompt of a message list: the newest update this module appended
 /// (recognised by its wrapper), else the content of a leading system message.
@@ -31,11 +33,11 @@ pub fn current_system_prompt<'m>(messages: &'m [Value], style: &DeliveryStyle) -
 /// - changed → appended as an update in `style`; every earlier index is untouched.
 ///
 /// Nothing is ever removed, so a compaction summary stored as `role: "system"` survives.
-/// A plain `Vec` holds no pending state, so with [`crate::UpdateRole::MergedIntoUser`] the
+/// A plain `Vec` holds no pending state, so with [`crate::delivery::UpdateRole::MergedIntoUser`] the
 /// update is appended as a user message of its own rather than merged into the next one.
 ///
 /// ```
-/// use prompt_core::{set_system_prompt, DeliveryStyle, SystemPromptChange};
+/// use prompt_core::{set_system_prompt, DeliveryStyle, history::SystemPromptChange};
 /// use serde_json::json;
 /// let style = DeliveryStyle::system();
 /// let mut messages = vec![];

@@ -41,39 +41,36 @@
 //! only defines components and is never referenced is not linked, and its components are
 //! silently absent. Reference it from the binary: `use my_components as _;`, and assert the
 //! expected count in a test (`Registry::linked()?.len()`).
+//!
+//! This crate defines no component of its own, whatever its features: the reference
+//! components of a coding agent live in the `prompt-reference` crate, which only the
+//! `cacheline` demo binary links.
+#![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-// Lets `#[prompt_component]` (whose expansion names `::prompt_registry`) be used inside
-// this crate too, by the reference components.
-extern crate self as prompt_registry;
-
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod registry;
 mod status;
 
-#[cfg(feature = "cli")]
-pub mod cli;
-#[cfg(feature = "reference")]
-pub mod demo;
-#[cfg(feature = "live")]
-pub mod live;
-#[cfg(feature = "measure")]
-pub mod measure;
-#[cfg(feature = "reference")]
-pub mod reference;
-#[cfg(feature = "reference")]
-pub mod scenario;
-#[cfg(feature = "templates")]
-pub mod template;
-
-pub use prompt_core;
-pub use prompt_core::*;
 pub use prompt_macros::prompt_component;
 pub use registry::{Namespace, Registry, RegistryError};
-pub use status::{ComponentStatus, PromptStatus, StatusReport};
+pub use status::{ComponentStatus, PromptStatus, STATUS_SCHEMA_VERSION, StatusReport};
+
+// The names nearly every user needs, by name; the rest of prompt-core through its modules.
+pub use prompt_core::{
+    ApiKind, Component, ComponentId, ComposeError, DeliveryStyle, Extensions, History, Persist,
+    Placement, PrefixCheck, PromptPolicy, Request, Session, SessionContext, SessionOptions,
+    TurnContext, set_system_prompt,
+};
+pub use prompt_core::{
+    component, context, delivery, divergence, hash, history, id, messages, node, placement, policy,
+    request, session,
+};

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use prompt_core::{
-    Component, ComponentId, ComposeError, Content, IdError, LoadedPolicy, PolicyErrors,
-    PromptPolicy, Session, SessionContext, SessionOptions, SourceLocation,
+    Component, ComponentId, ComposeError, PromptPolicy, Session, SessionContext, SessionOptions,
+    component::Content, component::SourceLocation, id::IdError, policy::LoadedPolicy,
+    policy::PolicyErrors,
 };
 
 use crate::__private::{Registration, Render};
@@ -51,7 +52,7 @@ pub enum RegistryError {
     },
     /// A registration whose id is invalid (only possible for hand-written registrations;
     /// the attribute checks ids at compile time).
-    #[error("{location}: invalid prompt component id: {source}")]
+    #[error("{location}: invalid prompt component id")]
     InvalidId {
         /// Where it was registered.
         location: SourceLocation,

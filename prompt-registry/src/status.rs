@@ -2,12 +2,21 @@
 
 use std::fmt;
 
-use prompt_core::{Component, Persist, Placement, PromptPolicy, Reason, Stability};
+use prompt_core::{
+    Component, Persist, Placement, PromptPolicy, placement::Stability, policy::Reason,
+};
 use serde::Serialize;
 
-/// `{"prompt": {...}}`: the policy in force and one row per component.
+/// The version of the `status --json` document ([`StatusReport`]'s JSON). It changes only
+/// when a key is removed, renamed or changes meaning; added keys keep it. The schema is in
+/// `docs/status-json.md`.
+pub const STATUS_SCHEMA_VERSION: u32 = 1;
+
+/// `{"schema_version": 1, "prompt": {...}}`: the policy in force and one row per component.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusReport {
+    /// [`STATUS_SCHEMA_VERSION`].
+    pub schema_version: u32,
     /// The `[prompt]` section's resolved view.
     pub prompt: PromptStatus,
 }
@@ -74,6 +83,7 @@ impl StatusReport {
             })
             .collect();
         Self {
+            schema_version: STATUS_SCHEMA_VERSION,
             prompt: PromptStatus {
                 default: policy.default,
                 prefix_allow: policy

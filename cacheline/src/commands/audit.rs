@@ -1,0 +1,287 @@
+//! `cacheline audit`: a log of real requests through the provider rules, naming every
+//! cache-breaker.
+
+use std::error::Error;
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+
+use prompt_core::input;
+use prompt_measure::audit::{AuditSummary, Classification, Event, Part, audit_reader};
+use prompt_measure::{AuditConfig, Auditor, O200kBase, RequestAudit, Rule};
+
+use crate::output::{load_prices, pct, progress, thousands};
+
+/// Arguments of `audit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuditArgs {
+    /// JSONL file: one chat request body (or {"request", "response"}) per line; `-` reads
+    /// standard input.
+    file: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Rule standing for the hit rate and the overspend when no response reports usage:
+    /// llama_cpp, vllm, openai, deepseek or anthropic.
+    #[arg(long, default_value = "openai", value_parser = parse_rule)]
+    backend: Rule,
+    /// Earlier requests compared exactly with each new one (the prompts a cache still holds).
+    #[arg(long, default_value_t = 32)]
+    window: usize,
+    /// JSON file overriding price multipliers, e.g. {"openai": {"read": 0.5}}.
+    #[arg(long)]
+    prices: Option<PathBuf>,
+    /// Anthropic's per-model minimum cacheable prefix, in tokens.
+    #[arg(long, default_value_t = 1024)]
+    anthropic_min_tokens: usize,
+    /// Print only the summary (with --json: only the summary object).
+    #[arg(long)]
+    summary_only: bool,
+    /// Exit 0 even when some lines were skipped (by default skipped lines exit 1).
+    #[arg(long)]
+    allow_skipped: bool,
+}
+
+fn parse_rule(s: &str) -> Result<Rule, String> {
+    Rule::from_key(s)
+        .filter(|r| *r != Rule::Limit)
+        .ok_or_else(|| {
+            format!(
+                "unknown backend `{s}`: expected llama_cpp, vllm, openai, deepseek or anthropic"
+            )
+        })
+}
+
+fn divergence_text(r: &RequestAudit) -> String {
+    let Some(d) = &r.divergence else {
+        return "first request".to_owned();
+    };
+    let at = match (d.part, d.message_index) {
+        (Part::Tools, Some(i)) => format!("tools[{i}]"),
+        (Part::Tools, None) => "tools".to_owned(),
+        (_, Some(i)) => format!(
+            "message {i} ({})",
+            d.earlier_role
+                .as_deref()
+                .or(d.role.as_deref())
+                .unwrap_or("?")
+        ),
+        (_, None) => "messages".to_owned(),
+    };
+    let mut s = format!(
+        "{} at {at}, byte {} vs line {}: {}",
+        d.classification.as_str(),
+        d.byte_offset,
+        d.earlier_line,
+        d.detail
+    );
+    if d.tokens_lost > 0 {
+        s.push_str(&format!(
+            "; {:?} → {:?}; {} tokens lost",
+            d.excerpt.earlier,
+            d.excerpt.later,
+            thousands(d.tokens_lost)
+        ));
+    }
+    s
+}
+
+fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::io::Result<()> {
+    if s.requests == 0 {
+        return writeln!(
+            out,
+            "\nsummary: no requests in the log ({} lines skipped); nothing to audit",
+            s.malformed
+        );
+    }
+    writeln!(
+        out,
+        "\nsummary: {} requests, {} lines skipped, {} input tokens ({})",
+        s.requests,
+        s.malformed,
+        thousands(s.tokens),
+        s.tokenizer
+    )?;
+    writeln!(
+        out,
+        "  hit rate {} ({}); physical limit {}; overspend {:.1}% of the ideal ({backend} prices)",
+        pct(s.hit_rate),
+        s.hit_rate_source,
+        pct(s.limit_share),
+        s.overspend_pct
+    )?;
+    let rules: Vec<String> = s
+        .backends
+        .iter()
+        .filter(|(r, _)| **r != Rule::Limit)
+        .map(|(r, b)| {
+            format!(
+                "{r} {} ({} of limit)",
+                pct(b.cached_share),
+                pct(b.limit_share)
+            )
+        })
+        .collect();
+    writeln!(out, "  cached by rule: {}", rules.join(", "))?;
+    let classes: Vec<String> = s
+        .classifications
+        .iter()
+        .map(|(c, n)| format!("{} {n}", c.as_str()))
+        .collect();
+    writeln!(
+        out,
+        "  divergences: {}; new conversations {}",
+        classes.join(", "),
+        s.new_conversations
+    )?;
+    if s.top_breakers.is_empty() {
+        writeln!(
+            out,
+            "no cache-breakers: every request extended an earlier one"
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "top cache-breakers (tokens an append-only client would have reused):"
+    )?;
+    for (i, b) in s.top_breakers.iter().enumerate() {
+        let at = match (b.part, b.classification, b.message_index) {
+            (Part::Tools, _, Some(t)) => format!("tools[{t}]"),
+            (Part::Tools, _, None) => "tools".to_owned(),
+            (_, Classification::HeadRewrite, Some(m)) => {
+                format!("message {m} ({})", b.role.as_deref().unwrap_or("?"))
+            }
+            _ => format!("a {} message", b.role.as_deref().unwrap_or("?")),
+        };
+        writeln!(
+            out,
+            "  {}. {} at {at}: {} tokens lost over {} request{}, first at line {}: {}",
+            i + 1,
+            b.classification.as_str(),
+            thousands(b.tokens_lost),
+            b.requests,
+            if b.requests == 1 { "" } else { "s" },
+            b.first_line,
+            b.detail
+        )?;
+    }
+    Ok(())
+}
+
+pub(crate) fn run(
+    args: &AuditArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
+    let Some(prices) = load_prices(args.prices.as_deref(), err) else {
+        return Ok(2);
+    };
+    let mut config = AuditConfig {
+        backend: args.backend,
+        prices,
+        ..AuditConfig::default()
+    };
+    config.sim.window = args.window.max(1);
+    config.sim.anthropic.min_tokens = args.anthropic_min_tokens;
+    let file = match input::open(&args.file) {
+        Ok(file) => file,
+        Err(e) => {
+            prompt_registry::cli::write_error(err, None, &e);
+            return Ok(2);
+        }
+    };
+    let len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
+    let bar = progress(
+        len,
+        "{spinner} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) {wide_bar}",
+    );
+    let reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
+    let tokenizer = O200kBase::shared()?;
+    let mut auditor = Auditor::new(tokenizer, config);
+    let mut skipped: Vec<(u64, String)> = Vec::new();
+    let mut skipped_count = 0u64;
+    let mut first = true;
+    let per_request = !args.summary_only;
+    if args.json && per_request {
+        write!(out, "{{\"requests\":[")?;
+    } else if per_request {
+        writeln!(
+            out,
+            "{:>6} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}  divergence",
+            "line", "tokens", "llama_cpp", "vllm", "openai", "deepseek", "anthropic", "limit"
+        )?;
+    }
+    audit_reader(reader, &args.file, &mut auditor, |event| match event {
+        Event::Request(r) if !per_request => {
+            let _ = r;
+            Ok(())
+        }
+        Event::Request(r) if args.json => {
+            let sep = if std::mem::take(&mut first) { "" } else { "," };
+            let json = serde_json::to_string(r).map_err(std::io::Error::other)?;
+            bar.suspend(|| write!(out, "{sep}\n{json}"))
+        }
+        Event::Request(r) => {
+            let c = |rule| r.cached.get(&rule).copied().unwrap_or(0);
+            bar.suspend(|| {
+                writeln!(
+                    out,
+                    "{:>6} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}  {}",
+                    r.line,
+                    r.tokens,
+                    c(Rule::LlamaCpp),
+                    c(Rule::Vllm),
+                    c(Rule::OpenAi),
+                    c(Rule::DeepSeek),
+                    c(Rule::Anthropic),
+                    c(Rule::Limit),
+                    divergence_text(r)
+                )
+            })
+        }
+        Event::Skipped(e) => {
+            skipped_count += 1;
+            if skipped.len() < 100 {
+                skipped.push((e.line, e.problem.to_string()));
+            }
+            bar.suspend(|| {
+                writeln!(
+                    err,
+                    "{}:{}: warning: line skipped: {}",
+                    e.path.display(),
+                    e.line,
+                    e.problem
+                )
+            })
+        }
+    })?;
+    bar.finish_and_clear();
+    let summary = auditor.summary();
+    if args.json {
+        let skipped: Vec<serde_json::Value> = skipped
+            .into_iter()
+            .map(|(line, error)| serde_json::json!({"line": line, "error": error}))
+            .collect();
+        if per_request {
+            writeln!(
+                out,
+                "\n],\"skipped\":{},\"summary\":{}}}",
+                serde_json::to_string(&skipped)?,
+                serde_json::to_string_pretty(&summary)?
+            )?;
+        } else {
+            writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
+        }
+    } else {
+        print_summary(&summary, args.backend, out)?;
+    }
+    if skipped_count > 0 && !args.allow_skipped {
+        writeln!(
+            err,
+            "{}: warning: {skipped_count} line(s) skipped; exit 1 (pass --allow-skipped to exit 0)",
+            args.file.display()
+        )?;
+        return Ok(1);
+    }
+    Ok(0)
+}

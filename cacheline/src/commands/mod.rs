@@ -1,0 +1,84 @@
+//! The subcommands. `status` and `check` are the facade's own (`prompt_registry::cli`), so
+//! that an agent embedding them behaves as this binary does.
+
+use std::error::Error;
+use std::ffi::OsString;
+use std::io::{self, Write};
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use prompt_reference::components::DEFAULT_AGENT_TOML;
+use prompt_registry::Registry;
+use prompt_registry::cli::{self, App, CheckArgs, DefaultConfig, StatusArgs};
+
+mod audit;
+mod bench_live;
+mod demo;
+mod probe_template;
+mod simulate;
+
+/// The built-in agent.toml, for the reference components.
+pub(crate) const DEFAULT_CONFIG: DefaultConfig = DefaultConfig {
+    name: "<built-in agent.toml>",
+    text: DEFAULT_AGENT_TOML,
+};
+
+const APP: App = App::new("cacheline", env!("CARGO_PKG_VERSION"))
+    .about("Where every prompt writer lands, and what the prompt cache keeps.")
+    .with_default_config(DEFAULT_CONFIG);
+
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show every registered prompt component, where it lands and why.
+    Status(StatusArgs),
+    /// Validate an agent.toml's `[prompt]` section. Exit 0 clean, 1 warnings with --strict,
+    /// 2 errors.
+    Check(CheckArgs),
+    /// Play a scripted agent session over the reference components and show, per request,
+    /// the bytes the prompt cache keeps, against the old replace-at-head composition.
+    Demo(demo::DemoArgs),
+    /// Simulate what each backend's cache rules serve, per composition strategy, on the
+    /// scripted session (in tokens).
+    Simulate(simulate::SimulateArgs),
+    /// Audit a log of chat requests (JSONL, or `-` for standard input): per-request cache
+    /// reuse and what broke it.
+    Audit(audit::AuditArgs),
+    /// Classify how a chat template treats appended system messages and choose a delivery.
+    ProbeTemplate(probe_template::ProbeArgs),
+    /// Measure cache reuse and time to first token on a live llama.cpp server, library vs
+    /// replace-at-head.
+    BenchLive(bench_live::BenchLiveArgs),
+}
+
+/// Runs the command line `args` (program name first); returns the exit status.
+pub(crate) fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
+    let mut out = io::stdout().lock();
+    let mut err = io::stderr().lock();
+    let parsed = cli::brand(Cli::command(), &APP)
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => return cli::print_clap_error(&e, &mut out, &mut err),
+    };
+    let result = run(cli.command, &mut out, &mut err);
+    cli::finish(result, &mut err)
+}
+
+fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, Box<dyn Error>> {
+    let registry = Registry::linked()?;
+    match command {
+        Command::Status(args) => cli::status(&args, &registry, Some(DEFAULT_CONFIG), out, err),
+        Command::Check(args) => cli::check(&args, &registry, out, err),
+        Command::Demo(args) => demo::run(&args, &registry, out, err),
+        Command::Simulate(args) => simulate::run(&args, &registry, out, err),
+        Command::Audit(args) => audit::run(&args, out, err),
+        Command::ProbeTemplate(args) => probe_template::run(&args, out, err),
+        Command::BenchLive(args) => bench_live::run(&args, &registry, out, err),
+    }
+}

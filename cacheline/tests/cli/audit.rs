@@ -1,0 +1,139 @@
+//! `audit`: a log of real requests, from a file or standard input.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::{cacheline, cacheline_with_stdin};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../prompt-measure/tests/fixtures/audit"
+    ))
+    .join(name)
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_line_number_and_skipped() {
+    let path = fixture("malformed.jsonl");
+    let path = path.to_string_lossy();
+    let (code, out, err) = cacheline(&["audit", &path, "--json"]);
+    // Skipped lines make the run fail unless --allow-skipped says otherwise.
+    assert_eq!(code, 1, "{err}");
+    for line in [2, 3, 5, 6, 8, 9] {
+        assert!(
+            err.contains(&format!("malformed.jsonl:{line}: warning: line skipped: ")),
+            "line {line}:\n{err}"
+        );
+    }
+    assert!(
+        err.contains(":2: warning: line skipped: not a JSON object"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":3: warning: line skipped: \"messages\" is not an array"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":8: warning: line skipped: not UTF-8"),
+        "{err}"
+    );
+    assert!(err.contains("6 line(s) skipped; exit 1"), "{err}");
+    let (code, _, _) = cacheline(&["audit", &path, "--json", "--allow-skipped"]);
+    assert_eq!(code, 0);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let skipped: Vec<u64> = json["skipped"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["line"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(skipped, vec![2, 3, 5, 6, 8, 9]);
+}
+
+#[test]
+fn audit_json_has_the_documented_shape() {
+    let path = fixture("head_rewrite.jsonl");
+    let (code, out, err) = cacheline(&["audit", &path.to_string_lossy(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let summary = &json["summary"];
+    assert_eq!(summary["requests"], 3);
+    for key in ["hit_rate", "limit_share", "overspend_pct"] {
+        assert!(summary[key].is_number(), "summary.{key}: {summary}");
+    }
+    let requests = json["requests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(requests.len(), 3);
+    assert!(requests[0]["divergence"].is_null());
+    assert_eq!(requests[2]["line"], 3);
+    assert!(requests[2]["tokens"].as_u64().unwrap_or(0) > 0);
+    let d = &requests[2]["divergence"];
+    assert_eq!(d["message_index"], 0);
+    assert_eq!(d["byte_offset"], 148);
+    assert_eq!(d["classification"], "head_rewrite");
+    assert_eq!(d["role"], "system");
+    for rule in [
+        "llama_cpp",
+        "vllm",
+        "openai",
+        "deepseek",
+        "anthropic",
+        "limit",
+    ] {
+        assert!(requests[2]["cached"][rule].is_u64(), "{rule}");
+        assert!(
+            summary["backends"][rule]["cached_share"].is_number(),
+            "{rule}"
+        );
+    }
+}
+
+#[test]
+fn audit_text_lists_each_request_and_the_top_cache_breaker() {
+    let path = fixture("head_rewrite.jsonl");
+    let (code, out, err) = cacheline(&["audit", &path.to_string_lossy()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("first request"), "{out}");
+    assert!(
+        out.contains("head_rewrite at message 0 (system), byte 148 vs line 2"),
+        "{out}"
+    );
+    assert!(out.contains("top cache-breakers"), "{out}");
+    assert!(
+        out.contains("1. head_rewrite at message 0 (system)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_missing_log_is_an_error_naming_the_file() {
+    let (code, _, err) = cacheline(&["audit", "/nonexistent/requests.jsonl"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("error: /nonexistent/requests.jsonl: cannot read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_log_says_there_were_no_requests() {
+    let (code, out, err) = cacheline_with_stdin(&["audit", "-"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no requests in the log"), "{out}");
+    assert!(!out.contains("overspend"), "{out}");
+}
+
+#[test]
+fn summary_only_json_prints_only_the_summary() {
+    let log = std::fs::read(fixture("head_rewrite.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = cacheline_with_stdin(&["audit", "-", "--summary-only", "--json"], &log);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(json["requests"], 3, "{json}");
+    assert!(
+        json.get("summary").is_none(),
+        "only the summary object: {json}"
+    );
+    assert!(json["hit_rate"].is_number(), "{json}");
+}

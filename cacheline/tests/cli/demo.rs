@@ -1,0 +1,102 @@
+//! `demo`: the scripted session, byte by byte, against replace-at-head.
+
+use serde_json::Value;
+
+use crate::cacheline;
+
+#[test]
+fn demo_runs_the_scripted_session_and_reuses_the_prefix_every_turn() {
+    let (code, out, err) = cacheline(&["demo", "--turns", "12", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let turns: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let turns = turns.as_array().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(turns.len(), 12);
+    let events: Vec<String> = turns
+        .iter()
+        .flat_map(|t| t["events"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e.as_str().map(str::to_owned))
+        .collect();
+    for expected in [
+        "date rolled over",
+        "todo list changed",
+        "plan mode turned on",
+        "instructions were edited",
+        "compacted",
+        "called read_file",
+    ] {
+        assert!(
+            events.iter().any(|e| e.contains(expected)),
+            "no event {expected}: {events:?}"
+        );
+    }
+    let bytes = |t: &Value, key: &str| {
+        t[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("turn {}: no {key}", t["turn"]))
+    };
+    let fingerprint = &turns[0]["fingerprint"];
+    // Bytes sent again, not served by the previous request's prefix, from turn 2 on.
+    let (mut resent, mut head_resent) = (0, 0);
+    for pair in turns.windows(2) {
+        let (before, t) = (&pair[0], &pair[1]);
+        assert_eq!(
+            &t["fingerprint"], fingerprint,
+            "prefix fingerprint is stable"
+        );
+        let reused = bytes(t, "reused_bytes");
+        let head = bytes(t, "head_rewrite_reused");
+        resent += bytes(t, "request_bytes") - reused;
+        head_resent += bytes(t, "head_rewrite_bytes") - head;
+        let compacted = t["events"].as_array().is_some_and(|e| {
+            e.iter()
+                .any(|e| e.as_str().is_some_and(|e| e.contains("compacted")))
+        });
+        if compacted {
+            // A new cache epoch: the frozen prefix is still reused, nearly as much as the
+            // unchanged start of replace-at-head's system message.
+            assert!(
+                10 * reused >= 9 * head,
+                "turn {}: reused {reused} vs replace-at-head {head}",
+                t["turn"]
+            );
+            continue;
+        }
+        // All of the previous request is reused but its ephemeral tail (git state, memory
+        // recall), and never less than replace-at-head reuses.
+        let lost = bytes(before, "request_bytes") - reused;
+        assert!(
+            lost < 1024,
+            "turn {}: {lost} B of the previous request not reused",
+            t["turn"]
+        );
+        assert!(
+            reused >= head,
+            "turn {}: reused {reused} vs replace-at-head {head}",
+            t["turn"]
+        );
+    }
+    // Replace-at-head re-sends its whole history every turn.
+    assert!(
+        head_resent > 3 * resent,
+        "re-sent: cacheline {resent} B, replace-at-head {head_resent} B"
+    );
+    // The edit of the instructions is appended, never written over message 0.
+    let edit = turns
+        .iter()
+        .find(|t| t["turn"] == 7)
+        .unwrap_or_else(|| panic!("turn 7"));
+    assert!(
+        edit["appended"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n["producer"] == "system_prompt"))
+    );
+    // Replace-at-head rewrites the start of message 0 there and keeps almost nothing.
+    let (reused, head) = (
+        bytes(edit, "reused_bytes"),
+        bytes(edit, "head_rewrite_reused"),
+    );
+    assert!(
+        reused > 5 * head,
+        "turn 7: reused {reused} vs replace-at-head {head}"
+    );
+}

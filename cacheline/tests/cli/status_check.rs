@@ -1,0 +1,165 @@
+//! `status` and `check` of the `cacheline` binary, over the reference components.
+
+use serde_json::Value;
+
+use crate::{cacheline, temp_file};
+use prompt_reference::components::IDS;
+
+#[test]
+fn status_json_lists_every_reference_component_with_resolved_placement() {
+    let (code, out, err) = cacheline(&["status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let components = json["prompt"]["components"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{out}"));
+    let placement = |id: &str| {
+        components
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["placement"].as_str().unwrap_or("").to_owned())
+            .unwrap_or_else(|| panic!("{id} missing from status"))
+    };
+    for id in IDS {
+        let expected = match id {
+            "assistant_instructions"
+            | "guidelines"
+            | "tool_schemas"
+            | "project_memory"
+            | "skills_catalog"
+            | "runtime_environment" => "prefix",
+            _ => "tail",
+        };
+        assert_eq!(placement(id), expected, "{id}");
+    }
+    assert_eq!(json["prompt"]["default"], "tail");
+    assert_eq!(json["prompt"]["prefix_allow"][0], "assistant_instructions");
+    let date = components
+        .iter()
+        .find(|c| c["id"] == "date")
+        .unwrap_or_else(|| panic!("date"));
+    for key in [
+        "declared",
+        "stability",
+        "constant",
+        "reason",
+        "source",
+        "what",
+        "persist",
+    ] {
+        assert!(date.get(key).is_some(), "row lacks {key}: {date}");
+    }
+    assert_eq!(date["stability"], "turn");
+    assert_eq!(date["constant"], false);
+    assert_eq!(date["what"], "Today's date.");
+    assert!(
+        date["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("components.rs:")
+    );
+}
+
+#[test]
+fn check_reports_broken_config_with_line_col_and_exit_2() {
+    let path = temp_file(
+        "broken.toml",
+        "[tools]\nallow = [\"x\"]\n\n[prompt]\nprefix_allow = [\"tool_schema\", \"skill:[a]\"]\ndefualt = \"tail\"\n",
+    );
+    let (code, out, err) = cacheline(&["check", path.to_str().unwrap_or("")]);
+    assert_eq!(code, 2, "out: {out}\nerr: {err}");
+    let shown = path.display().to_string();
+    assert!(
+        err.contains(&format!("{shown}:6:1: error: unknown field `defualt`")),
+        "{err}"
+    );
+    // Fix the unknown key: the pattern errors show, all of them, with positions.
+    let path = temp_file(
+        "broken2.toml",
+        "[prompt]\nprefix_allow = [\"tool_schema\", \"skill:[a]\"]\n",
+    );
+    let (code, _, err) = cacheline(&["check", path.to_str().unwrap_or("")]);
+    assert_eq!(code, 2);
+    let shown = path.display().to_string();
+    assert!(err.contains(&format!("{shown}:2:17: error: `tool_schema` in prefix_allow names no known component; did you mean `tool_schemas`?")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{shown}:2:32: error: malformed pattern `skill:[a]`"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_exit_codes_for_clean_warnings_and_strict() {
+    let clean = temp_file(
+        "clean.toml",
+        "[prompt]\nprefix_allow = [\"tool_schemas\"]\n",
+    );
+    let (code, out, _) = cacheline(&["check", clean.to_str().unwrap_or("")]);
+    assert_eq!(code, 0);
+    assert!(out.contains("ok, 0 warning(s)"), "{out}");
+    let warn = temp_file("warn.toml", "[prompt]\nprefix_allow = [\"mcp:*\"]\n");
+    let (code, _, err) = cacheline(&["check", warn.to_str().unwrap_or("")]);
+    assert_eq!(code, 0);
+    assert!(
+        err.contains(":2:17: warning: pattern `mcp:*` in prefix_allow matches no known component"),
+        "{err}"
+    );
+    let (code, _, _) = cacheline(&["check", "--strict", warn.to_str().unwrap_or("")]);
+    assert_eq!(code, 1);
+    let (code, _, err) = cacheline(&["check", "/nonexistent/agent.toml"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("/nonexistent/agent.toml: cannot read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn status_prefix_needs_allow_deny_wins_and_config_placement_is_honoured() {
+    let config = temp_file(
+        "rules.toml",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"guidelines\", \"date\"]\nprefix_deny = [\"guidelines\"]\n[prompt.placement]\ndate = \"prefix\"\n",
+    );
+    let (code, out, err) = cacheline(&[
+        "status",
+        "--json",
+        "--config",
+        config.to_str().unwrap_or(""),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let row = |id: &str| {
+        json["prompt"]["components"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|c| c["id"] == id))
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} missing"))
+    };
+    // Declared prefix, no allow entry: demoted.
+    let tools = row("tool_schemas");
+    assert_eq!(tools["placement"], "tail");
+    assert_eq!(
+        tools["reason"],
+        "prefix requested by its declaration; demoted to tail: no prefix_allow entry matches"
+    );
+    // Allowed and denied: deny wins.
+    let guidelines = row("guidelines");
+    assert_eq!(guidelines["placement"], "tail");
+    assert!(
+        guidelines["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("denied by prefix_deny `guidelines` (deny wins)")
+    );
+    // Declared tail, config asks prefix, allowed: prefix.
+    let date = row("date");
+    assert_eq!(date["declared"], "tail");
+    assert_eq!(date["placement"], "prefix");
+    assert_eq!(
+        date["reason"],
+        "prefix requested by [prompt.placement]; allowed by prefix_allow `date`"
+    );
+    assert_eq!(row("assistant_instructions")["placement"], "prefix");
+}

@@ -1,0 +1,146 @@
+//! Reading input that comes from users and downloads: bounded, and from regular files only.
+//!
+//! A config, a log or a template is hostile until read. Every reader in the workspace goes
+//! through here, so none of them can be made to allocate without bound (`/dev/zero`), or to
+//! block forever (a FIFO nobody writes to).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// The most an `agent.toml` may hold: 4 MiB. A real one is a few KiB.
+pub const CONFIG_LIMIT: u64 = 4 << 20;
+
+/// Why an input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// Opening or reading failed.
+    #[error("{path}: cannot read")]
+    Io {
+        /// The file (`-` for standard input).
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A directory, device, FIFO or socket.
+    #[error("{path}: not a regular file ({kind}); give a file, or `-` for standard input")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// More than the limit.
+    #[error("{path}: larger than the {limit}-byte limit for this input")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// Not UTF-8.
+    #[error("{path}: not UTF-8 text (first bad byte at offset {offset})")]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the first invalid byte.
+        offset: usize,
+    },
+}
+
+impl InputError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            InputError::Io { path, .. }
+            | InputError::NotRegular { path, .. }
+            | InputError::TooLarge { path, .. }
+            | InputError::NotUtf8 { path, .. } => path,
+        }
+    }
+}
+
+/// Opens `path` for reading if it is a regular file (symlinks are followed); `-` is standard
+/// input. The size is not checked here: see [`read_text`].
+pub fn open(path: &Path) -> Result<Box<dyn Read>, InputError> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(io::stdin()));
+    }
+    let io_error = |source| InputError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    // Check the kind before opening: opening a FIFO for reading blocks until a writer comes.
+    let meta = std::fs::metadata(path).map_err(io_error)?;
+    if !meta.is_file() {
+        return Err(InputError::NotRegular {
+            path: path.to_owned(),
+            kind: kind_of(&meta.file_type()),
+        });
+    }
+    Ok(Box::new(File::open(path).map_err(io_error)?))
+}
+
+fn kind_of(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_char_device() || file_type.is_block_device() {
+            return "a device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
+/// Reads at most `limit` bytes from `reader`; more is [`InputError::TooLarge`].
+pub fn read_limited(mut reader: impl Read, path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    let mut bytes = Vec::new();
+    reader
+        .by_ref()
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|source| InputError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(InputError::TooLarge {
+            path: path.to_owned(),
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reads a UTF-8 text file (or `-`, standard input) of at most `limit` bytes.
+///
+/// ```
+/// use prompt_core::input::{read_text, InputError, CONFIG_LIMIT};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = std::env::temp_dir().join(format!("prompt-core-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// assert!(matches!(read_text(&dir, CONFIG_LIMIT), Err(InputError::NotRegular { .. })));
+/// let file = dir.join("agent.toml");
+/// std::fs::write(&file, "[prompt]\n")?;
+/// assert_eq!(read_text(&file, CONFIG_LIMIT)?, "[prompt]\n");
+/// assert!(matches!(read_text(&file, 4), Err(InputError::TooLarge { limit: 4, .. })));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(()) }
+/// ```
+pub fn read_text(path: &Path, limit: u64) -> Result<String, InputError> {
+    let bytes = read_limited(open(path)?, path, limit)?;
+    String::from_utf8(bytes).map_err(|e| InputError::NotUtf8 {
+        path: path.to_owned(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}

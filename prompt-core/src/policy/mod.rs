@@ -1,0 +1,49 @@
+//! The `[prompt]` section of `agent.toml` and placement resolution.
+//!
+//! Resolution is deny-wins, like `[tools]` permissions: a component lands in the prefix only
+//! if it requested the prefix, matches `prefix_allow`, and matches no `prefix_deny`.
+//!
+//! - [`pattern`](IdPattern): exact ids and globs;
+//! - loading ([`PromptPolicy::from_agent_toml`]): strict, every problem with `file:line:col`;
+//! - resolving ([`PromptPolicy::resolve`]): one [`Resolution`] with its [`Reason`].
+
+use std::collections::BTreeMap;
+
+use crate::id::ComponentId;
+use crate::placement::Placement;
+
+mod load;
+mod pattern;
+mod resolve;
+
+pub use load::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PolicyProblem, SourcePosition};
+pub use pattern::{IdPattern, PatternError};
+pub use resolve::{Reason, RequestSource, Resolution};
+
+/// The resolved `[prompt]` policy.
+///
+/// ```
+/// use prompt_core::{Component, ComponentId, Placement, PromptPolicy};
+/// let instructions = Component::constant(ComponentId::new("assistant_instructions").unwrap(), "Be brief.")
+///     .placement(Placement::Prefix);
+/// let toml = r#"
+/// [tools]
+/// allow = ["read_file"]        # other tables are ignored
+///
+/// [prompt]
+/// prefix_allow = ["assistant_instructions"]
+/// "#;
+/// let loaded = PromptPolicy::from_agent_toml(toml, "agent.toml", [instructions.id()]).unwrap();
+/// assert_eq!(loaded.policy.resolve(&instructions).placement, Placement::Prefix);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptPolicy {
+    /// Placement for components that declare none and have no per-component entry.
+    pub default: Placement,
+    /// Who may land in the prefix.
+    pub prefix_allow: Vec<IdPattern>,
+    /// Who may never land in the prefix; wins over everything.
+    pub prefix_deny: Vec<IdPattern>,
+    /// Per-component placement requests, from `[prompt.placement]`.
+    pub placement: BTreeMap<ComponentId, Placement>,
+}

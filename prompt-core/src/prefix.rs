@@ -1,0 +1,87 @@
+//! The frozen prefix: every prefix component's text, rendered once and serialized once.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::component::Component;
+use crate::delivery::PrefixRole;
+use crate::hash::{Digest128, Fingerprint};
+use crate::id::ComponentId;
+
+/// A prefix component and its text once rendered.
+#[derive(Clone)]
+pub(crate) struct PrefixPart {
+    pub(crate) component: Component,
+    /// Outer `None`: not rendered yet (turn components render at the first turn).
+    pub(crate) rendered: Option<Option<String>>,
+}
+
+/// The frozen prefix message and where each component's text lies in it.
+#[derive(Debug, Clone)]
+pub(crate) struct FrozenPrefix {
+    /// The serialized system message; empty when no component landed in the prefix or
+    /// when the prefix travels in the first user message.
+    pub(crate) bytes: Arc<str>,
+    /// The prefix text (components joined by a blank line).
+    pub(crate) text: Arc<str>,
+    /// Byte range of each component's text within `bytes`.
+    pub(crate) parts: Vec<(ComponentId, Range<usize>)>,
+    pub(crate) fingerprint: Fingerprint,
+}
+
+fn json_string_body(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+pub(crate) fn freeze_prefix(parts: &[PrefixPart], role: PrefixRole) -> FrozenPrefix {
+    let texts: Vec<(&ComponentId, &str)> = parts
+        .iter()
+        .filter_map(|p| match &p.rendered {
+            Some(Some(text)) => Some((p.component.id(), text.as_str())),
+            _ => None,
+        })
+        .collect();
+    if texts.is_empty() {
+        return FrozenPrefix {
+            bytes: Arc::from(""),
+            text: Arc::from(""),
+            parts: Vec::new(),
+            fingerprint: Digest128::of(&[]),
+        };
+    }
+    let text: String = texts
+        .iter()
+        .map(|(_, t)| *t)
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    if role == PrefixRole::FirstUser {
+        let fingerprint = Digest128::of(&[text.as_bytes()]);
+        return FrozenPrefix {
+            bytes: Arc::from(""),
+            text: text.into(),
+            parts: Vec::new(),
+            fingerprint,
+        };
+    }
+    // JSON string escaping is per character, so escaping each part separately gives the
+    // same bytes as escaping the joined text, and tells where each component's bytes lie.
+    let mut bytes = String::from(r#"{"role":"system","content":""#);
+    let mut ranges = Vec::with_capacity(texts.len());
+    for (i, (id, text)) in texts.iter().enumerate() {
+        if i > 0 {
+            bytes.push_str(r"\n\n");
+        }
+        let start = bytes.len();
+        bytes.push_str(&json_string_body(text));
+        ranges.push(((*id).clone(), start..bytes.len()));
+    }
+    bytes.push_str("\"}");
+    let fingerprint = Digest128::of(&[bytes.as_bytes()]);
+    FrozenPrefix {
+        bytes: bytes.into(),
+        text: text.into(),
+        parts: ranges,
+        fingerprint,
+    }
+}

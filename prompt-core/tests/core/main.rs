@@ -1,0 +1,8 @@
+//! prompt-core's integration tests, as one test binary: the `[prompt]` policy, the
+//! append-only history, the composer and its property test.
+
+mod compose;
+mod history;
+mod policy;
+mod props;
+mod support;

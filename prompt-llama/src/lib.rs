@@ -1,0 +1,103 @@
+//! # prompt-llama
+//!
+//! Live measurements on a llama.cpp server (`llama-server`).
+//!
+//! - [`LlamaClient`]: a blocking OpenAI-compatible client. It sends the library's serialized
+//!   request as `messages` with `cache_prompt`, and reads back llama.cpp's `timings`
+//!   (`prompt_n`: tokens re-processed, `cache_n`: tokens reused) and `usage`;
+//! - [`bench`](mod@bench): a conversation sent as the library composes it and as
+//!   replace-at-head composes it, turn by turn (`cacheline bench-live` sends
+//!   `prompt-reference`'s scripted session at its compact size);
+//! - [`probe`]: does the model follow a system-prompt update, depending on where it is put.
+//!
+//! The server URL comes from [`locate_server`]: `CACHELINE_LLAMA_URL`, else the file that
+//! `scripts/llama-server.sh start` writes. See `docs/live-llama.md`.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+use std::path::PathBuf;
+
+pub mod bench;
+mod client;
+pub mod probe;
+
+pub use client::{ChatOptions, ChatReply, LiveError, LlamaClient, Timings, Usage};
+
+/// Environment variable holding the server's base URL.
+pub const URL_ENV: &str = "CACHELINE_LLAMA_URL";
+/// Environment variable naming the file that holds the URL (default: [`default_url_file`]).
+pub const URL_FILE_ENV: &str = "CACHELINE_LLAMA_URL_FILE";
+
+/// Where `scripts/llama-server.sh start` writes the URL when `CACHELINE_LLAMA_URL_FILE` is
+/// unset: `$CACHELINE_CACHE_DIR/llama-server.url`, else
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/cacheline/llama-server.url`.
+pub fn default_url_file() -> Option<PathBuf> {
+    let nonempty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let cache = if let Some(dir) = nonempty("CACHELINE_CACHE_DIR") {
+        PathBuf::from(dir)
+    } else if let Some(xdg) = nonempty("XDG_CACHE_HOME") {
+        PathBuf::from(xdg).join("cacheline")
+    } else {
+        PathBuf::from(nonempty("HOME")?)
+            .join(".cache")
+            .join("cacheline")
+    };
+    Some(cache.join("llama-server.url"))
+}
+
+/// Where the server is, or why none is configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerLocation {
+    /// A URL, and where it came from.
+    Found {
+        /// The base URL.
+        url: String,
+        /// `CACHELINE_LLAMA_URL` or the file it was read from.
+        source: String,
+    },
+    /// No URL: the reason, for a skip message.
+    Absent {
+        /// What was looked at.
+        reason: String,
+    },
+}
+
+/// Finds the server: `CACHELINE_LLAMA_URL`, else the URL file (`CACHELINE_LLAMA_URL_FILE`
+/// or [`default_url_file`]). Does not contact it.
+pub fn locate_server() -> Result<ServerLocation, LiveError> {
+    if let Some(url) = std::env::var(URL_ENV).ok().filter(|u| !u.trim().is_empty()) {
+        return Ok(ServerLocation::Found {
+            url: url.trim().to_owned(),
+            source: URL_ENV.to_owned(),
+        });
+    }
+    let file = match std::env::var_os(URL_FILE_ENV).filter(|v| !v.is_empty()) {
+        Some(path) => Some(PathBuf::from(path)),
+        None => default_url_file(),
+    };
+    let Some(file) = file else {
+        return Ok(ServerLocation::Absent {
+            reason: format!("{URL_ENV} is unset and HOME is unknown"),
+        });
+    };
+    match std::fs::read_to_string(&file) {
+        Ok(text) if !text.trim().is_empty() => Ok(ServerLocation::Found {
+            url: text.trim().to_owned(),
+            source: file.display().to_string(),
+        }),
+        Ok(_) => Ok(ServerLocation::Absent {
+            reason: format!("{URL_ENV} is unset and {} is empty", file.display()),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ServerLocation::Absent {
+            reason: format!(
+                "{URL_ENV} is unset and {} does not exist (run `scripts/llama-server.sh start`)",
+                file.display()
+            ),
+        }),
+        Err(source) => Err(LiveError::UrlFile { path: file, source }),
+    }
+}

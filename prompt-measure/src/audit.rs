@@ -1,0 +1,946 @@
+//! `cacheline audit`: the provider rules over a real request log, and what broke the cache.
+//!
+//! A log is JSON Lines: one OpenAI-style chat request body per line
+//! (`{"model": …, "messages": […], "tools": […]}`), or `{"request": body, "response": …}`,
+//! whose response usage is read with [`Usage::detect`]. Each request becomes segments (the
+//! `tools` array, then each message's JSON exactly as logged), tokenized and replayed through
+//! a bounded [`CacheSim`]. For every request after the first the audit names where it
+//! diverged from the best earlier request (the one in the window sharing the most tokens):
+//! message index, role, byte offset in the messages array as `[m0,m1,…]`, an excerpt of both
+//! sides, and a [`Classification`].
+//!
+//! Anthropic breakpoints are the request's own `cache_control` markers when it has any, else
+//! where the library would place them: after the leading system messages and after the last
+//! message.
+//!
+//! **Memory** is bounded by the configuration, not by the log: the simulator's window and
+//! stores ([`SimConfig`]), the token cache ([`AuditConfig::token_cache`]), at most
+//! [`AuditConfig::max_breakers`] breaker groups, and the current line. Per-request results
+//! are handed to the caller as they are produced.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use prompt_core::PrefixCheck;
+use prompt_core::divergence::{check_prefix, message_index_at};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::meter::{Provider, SessionUsage, Usage};
+use super::sim::{
+    CacheSim, Common, Retained, RuleOutcome, SimConfig, TokenCache, TokenizedRequest,
+};
+use super::tokenizer::Tokenizer;
+use super::{PriceTable, Rule, share};
+
+/// What changed at the divergence point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Classification {
+    /// The first message, or a leading system message, was rewritten in place.
+    HeadRewrite,
+    /// A message was edited, removed or inserted after the first one (a per-turn injected
+    /// message dropped the next turn is a removal, wherever it sat).
+    HistoryEdit,
+    /// The `tools` array changed (added, removed, edited or reordered tools).
+    ToolSchemaChange,
+    /// The same messages in another order, or the same message serialized differently.
+    Reorder,
+    /// The earlier request is a prefix of this one.
+    AppendOnly,
+}
+
+impl Classification {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Classification::HeadRewrite => "head_rewrite",
+            Classification::HistoryEdit => "history_edit",
+            Classification::ToolSchemaChange => "tool_schema_change",
+            Classification::Reorder => "reorder",
+            Classification::AppendOnly => "append_only",
+        }
+    }
+}
+
+/// Which part of the request diverged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// The `messages` array.
+    Messages,
+    /// The `tools` array.
+    Tools,
+}
+
+/// A few bytes of each side around the divergence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Excerpt {
+    /// The earlier request.
+    pub earlier: String,
+    /// This request.
+    pub later: String,
+}
+
+/// Where a request diverged from the best earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Divergence {
+    /// Log line of the earlier request.
+    pub earlier_line: u64,
+    /// What changed.
+    pub classification: Classification,
+    /// Which array.
+    #[serde(rename = "in")]
+    pub part: Part,
+    /// Index of the message (or of the tool, for `tools`) holding the first differing byte.
+    pub message_index: Option<usize>,
+    /// Role of that message in this request.
+    pub role: Option<String>,
+    /// Role of the message at that index in the earlier request.
+    pub earlier_role: Option<String>,
+    /// Byte offset in the array (`[m0,m1,…]` for messages, the logged `tools` array).
+    pub byte_offset: usize,
+    /// The bytes around it.
+    pub excerpt: Excerpt,
+    /// A sentence on what happened.
+    pub detail: String,
+    /// Tokens shared with the earlier request.
+    pub common_tokens: u64,
+    /// Tokens of the earlier request past the divergence: reusable had this request only
+    /// appended to it. 0 for a new conversation.
+    pub tokens_lost: u64,
+    /// This request has no assistant message yet: it starts a conversation, so it continues
+    /// no earlier request and loses nothing (it still shares what it can, such as the
+    /// system prompt).
+    pub new_conversation: bool,
+}
+
+/// Usage a response reported.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Reported {
+    /// The shape recognized.
+    pub provider: Provider,
+    /// The counts.
+    pub usage: Usage,
+    /// Its hit rate.
+    pub hit_rate: f64,
+}
+
+/// The audit of one request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestAudit {
+    /// Line in the log, from 1.
+    pub line: u64,
+    /// Input tokens by the audit's tokenizer.
+    pub tokens: u64,
+    /// Messages.
+    pub messages: usize,
+    /// Tokens a cache could serve, per rule.
+    pub cached: BTreeMap<Rule, u64>,
+    /// Tokens Anthropic's rule would write.
+    pub anthropic_write: u64,
+    /// Usage reported by the logged response, if any.
+    pub reported: Option<Reported>,
+    /// Why a logged response's usage could not be read.
+    pub reported_error: Option<String>,
+    /// `None` for the first request.
+    pub divergence: Option<Divergence>,
+}
+
+/// Why a line was skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum LineProblem {
+    /// Not UTF-8.
+    #[error("not UTF-8 (byte {0})")]
+    NotUtf8(usize),
+    /// Not JSON, or not an object.
+    #[error("not a JSON object: {0}")]
+    Json(serde_json::Error),
+    /// No messages.
+    #[error("no \"messages\" array (nor \"request\".\"messages\")")]
+    NoMessages,
+    /// `messages` is not an array.
+    #[error("\"messages\" is not an array: {0}")]
+    MessagesNotArray(serde_json::Error),
+}
+
+/// A skipped line.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}:{line}: skipped: {problem}")]
+pub struct LineError {
+    /// The log.
+    pub path: PathBuf,
+    /// Line, from 1.
+    pub line: u64,
+    /// Why.
+    pub problem: LineProblem,
+}
+
+/// Why an audit stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The log could not be opened.
+    #[error("{path}: cannot open: {source}")]
+    Open {
+        /// The log.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Reading failed.
+    #[error("{path}:{line}: read error: {source}")]
+    Read {
+        /// The log.
+        path: PathBuf,
+        /// The line being read.
+        line: u64,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The caller's sink failed (writing the report).
+    #[error("writing the report: {0}")]
+    Output(std::io::Error),
+}
+
+/// Audit parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AuditConfig {
+    /// Rules and memory bounds of the simulator.
+    pub sim: SimConfig,
+    /// Tokens per generation of the token cache.
+    pub token_cache: usize,
+    /// The rule whose figures stand for the hit rate and the overspend when no response
+    /// reported usage.
+    pub backend: Rule,
+    /// Prices.
+    pub prices: PriceTable,
+    /// Cache-breakers listed in the summary.
+    pub top: usize,
+    /// Breaker groups tracked (the smallest is dropped when full).
+    pub max_breakers: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            sim: SimConfig::default(),
+            token_cache: 2 << 20,
+            backend: Rule::OpenAi,
+            prices: PriceTable::default(),
+            top: 5,
+            max_breakers: 4096,
+        }
+    }
+}
+
+/// A group of divergences with the same classification, place and role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Breaker {
+    /// What changed.
+    pub classification: Classification,
+    /// Which array.
+    #[serde(rename = "in")]
+    pub part: Part,
+    /// Message (or tool) index, for head rewrites and tool changes; for the other kinds the
+    /// first request's.
+    pub message_index: Option<usize>,
+    /// Role of the earlier request's message there.
+    pub role: Option<String>,
+    /// Tokens lost, summed.
+    pub tokens_lost: u64,
+    /// Requests in the group.
+    pub requests: u64,
+    /// The first request's line.
+    pub first_line: u64,
+    /// The first request's detail.
+    pub detail: String,
+}
+
+/// One rule over the whole log.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RuleSummary {
+    /// Tokens served over input tokens.
+    pub cached_share: f64,
+    /// Over the physical limit's share.
+    pub limit_share: f64,
+    /// Tokens served.
+    pub cached_tokens: u64,
+    /// Tokens written.
+    pub write_tokens: u64,
+}
+
+/// The audit's summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditSummary {
+    /// Requests audited.
+    pub requests: u64,
+    /// Lines skipped.
+    pub malformed: u64,
+    /// Input tokens.
+    pub tokens: u64,
+    /// Hit rate: reported usage when responses carried it, else the configured rule's.
+    pub hit_rate: f64,
+    /// Where `hit_rate` comes from.
+    pub hit_rate_source: String,
+    /// Share of input tokens already sent earlier (the physical limit).
+    pub limit_share: f64,
+    /// Cost above the ideal (every physical-limit token read from cache), in % of the ideal.
+    pub overspend_pct: f64,
+    /// The tokenizer.
+    pub tokenizer: String,
+    /// Per rule.
+    pub backends: BTreeMap<Rule, RuleSummary>,
+    /// Reported usage, summed.
+    pub reported: Option<SessionUsage>,
+    /// Requests per classification (new conversations excepted).
+    pub classifications: BTreeMap<Classification, u64>,
+    /// Requests that start a conversation (no assistant message yet).
+    pub new_conversations: u64,
+    /// The cache-breakers that lost the most tokens.
+    pub top_breakers: Vec<Breaker>,
+    /// What the audit held at the end (its memory bound in action).
+    pub retained: Retained,
+    /// Tokens held by the token cache at the end.
+    pub retained_cache_tokens: usize,
+}
+
+/// What a sink receives.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A request was audited.
+    Request(&'a RequestAudit),
+    /// A line was skipped.
+    Skipped(&'a LineError),
+}
+
+/// Breakers are grouped by classification, array and role; head rewrites and tool changes
+/// also by index (message 0 and message 1 are different breakers), history edits not (the
+/// index of an injected message grows with the history).
+type BreakerKey = (Classification, Part, Option<String>, Option<usize>);
+
+/// Audits requests one line at a time.
+pub struct Auditor<'t> {
+    config: AuditConfig,
+    cache: TokenCache<'t>,
+    sim: CacheSim,
+    requests: u64,
+    malformed: u64,
+    tokens: u64,
+    sums: BTreeMap<Rule, RuleOutcome>,
+    reported: SessionUsage,
+    reported_limit: u64,
+    reported_tokens: u64,
+    classifications: BTreeMap<Classification, u64>,
+    new_conversations: u64,
+    breakers: HashMap<BreakerKey, Breaker>,
+}
+
+impl std::fmt::Debug for Auditor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auditor")
+            .field("requests", &self.requests)
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tools: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    response: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RoleOnly {
+    #[serde(default)]
+    role: Option<String>,
+}
+
+fn role_of(message: &str) -> Option<String> {
+    serde_json::from_str::<RoleOnly>(message).ok()?.role
+}
+
+fn is_system(role: Option<&str>) -> bool {
+    matches!(role, Some("system" | "developer"))
+}
+
+impl<'t> Auditor<'t> {
+    /// An auditor counting tokens with `tokenizer`.
+    pub fn new(tokenizer: &'t dyn Tokenizer, config: AuditConfig) -> Self {
+        Self {
+            cache: TokenCache::new(tokenizer, config.token_cache),
+            sim: CacheSim::new(config.sim),
+            config,
+            requests: 0,
+            malformed: 0,
+            tokens: 0,
+            sums: BTreeMap::new(),
+            reported: SessionUsage::new(),
+            reported_limit: 0,
+            reported_tokens: 0,
+            classifications: BTreeMap::new(),
+            new_conversations: 0,
+            breakers: HashMap::new(),
+        }
+    }
+
+    /// Counts a line skipped by the caller (not UTF-8, unreadable).
+    pub fn skip(&mut self) {
+        self.malformed += 1;
+    }
+
+    /// Audits one line. Blank lines give `Ok(None)`; a malformed line is counted and its
+    /// problem returned.
+    pub fn push_line(
+        &mut self,
+        line: u64,
+        text: &str,
+    ) -> Result<Option<RequestAudit>, LineProblem> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let result = self.audit(line, text);
+        if result.is_err() {
+            self.malformed += 1;
+        }
+        result.map(Some)
+    }
+
+    fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
+        let outer: Body<'_> = serde_json::from_str(text).map_err(LineProblem::Json)?;
+        let (body, response) = match (outer.messages, outer.request) {
+            (Some(_), _) => (outer, None),
+            (None, Some(request)) => {
+                let inner: Body<'_> =
+                    serde_json::from_str(request.get()).map_err(LineProblem::Json)?;
+                (inner, outer.response)
+            }
+            (None, None) => return Err(LineProblem::NoMessages),
+        };
+        let messages: Vec<&RawValue> = match body.messages {
+            Some(m) => serde_json::from_str(m.get()).map_err(LineProblem::MessagesNotArray)?,
+            None => return Err(LineProblem::NoMessages),
+        };
+        let tools = body.tools.map(RawValue::get).filter(|t| *t != "null");
+
+        let lead = usize::from(tools.is_some());
+        let mut texts: Vec<&str> = Vec::with_capacity(lead + messages.len());
+        texts.extend(tools);
+        texts.extend(messages.iter().map(|m| m.get()));
+        let breakpoints = breakpoints(&texts, lead);
+        let request = self
+            .cache
+            .request(&texts, breakpoints)
+            .with_lead(lead)
+            .with_tag(line);
+        let later = request.clone();
+        let seen = self.sim.observe(request);
+
+        let (reported, reported_error) =
+            match response.map(|r| serde_json::from_str::<Value>(r.get())) {
+                None => (None, None),
+                Some(Err(e)) => (None, Some(format!("response is not JSON: {e}"))),
+                Some(Ok(Value::Null)) => (None, None),
+                Some(Ok(v)) => match Usage::detect(&v) {
+                    Ok((provider, usage)) => (
+                        Some(Reported {
+                            provider,
+                            usage,
+                            hit_rate: usage.hit_rate(),
+                        }),
+                        None,
+                    ),
+                    Err(e) => (None, Some(e.to_string())),
+                },
+            };
+
+        let tokens = seen.tokens as u64;
+        self.requests += 1;
+        self.tokens += tokens;
+        for (rule, outcome) in seen.outcomes() {
+            *self.sums.entry(rule).or_default() += outcome;
+        }
+        if let Some(r) = &reported {
+            self.reported.record(r.usage);
+            self.reported_limit += seen.outcome(Rule::Limit).read;
+            self.reported_tokens += tokens;
+        }
+        let divergence = seen
+            .best
+            .as_ref()
+            .map(|best| diverge(&best.earlier, &later, best.common));
+        if let Some(d) = &divergence {
+            if d.new_conversation {
+                self.new_conversations += 1;
+            } else {
+                *self.classifications.entry(d.classification).or_default() += 1;
+            }
+            if d.tokens_lost > 0 {
+                self.record_breaker(line, d);
+            }
+        }
+        Ok(RequestAudit {
+            line,
+            tokens,
+            messages: messages.len(),
+            cached: seen.outcomes().map(|(r, o)| (r, o.read)).collect(),
+            anthropic_write: seen.outcome(Rule::Anthropic).write,
+            reported,
+            reported_error,
+            divergence,
+        })
+    }
+
+    fn record_breaker(&mut self, line: u64, d: &Divergence) {
+        let index = match d.classification {
+            Classification::HeadRewrite | Classification::ToolSchemaChange => d.message_index,
+            _ => None,
+        };
+        let key = (d.classification, d.part, d.earlier_role.clone(), index);
+        if !self.breakers.contains_key(&key) && self.breakers.len() >= self.config.max_breakers {
+            let smallest = self
+                .breakers
+                .iter()
+                .min_by_key(|(_, b)| b.tokens_lost)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = smallest {
+                self.breakers.remove(&k);
+            }
+        }
+        let b = self.breakers.entry(key).or_insert_with(|| Breaker {
+            classification: d.classification,
+            part: d.part,
+            message_index: d.message_index,
+            role: d.earlier_role.clone(),
+            tokens_lost: 0,
+            requests: 0,
+            first_line: line,
+            detail: d.detail.clone(),
+        });
+        b.tokens_lost += d.tokens_lost;
+        b.requests += 1;
+    }
+
+    /// The summary so far.
+    pub fn summary(&self) -> AuditSummary {
+        let limit = self.sums.get(&Rule::Limit).copied().unwrap_or_default();
+        let backends = Rule::ALL
+            .into_iter()
+            .map(|rule| {
+                let o = self.sums.get(&rule).copied().unwrap_or_default();
+                let summary = RuleSummary {
+                    cached_share: share(o.read, self.tokens),
+                    limit_share: share(o.read, limit.read),
+                    cached_tokens: o.read,
+                    write_tokens: o.write,
+                };
+                (rule, summary)
+            })
+            .collect();
+        let prices = self.config.prices.get(self.config.backend);
+        let (hit_rate, source, actual, ideal_share) = if self.reported.requests > 0 {
+            let u = self.reported.total;
+            let input = u.input() as f64;
+            let actual = if input == 0.0 {
+                0.0
+            } else {
+                (prices.miss * u.input_uncached as f64
+                    + prices.read * u.cache_read as f64
+                    + prices.write * u.cache_write as f64)
+                    / input
+            };
+            (
+                u.hit_rate(),
+                format!("reported usage ({} requests)", self.reported.requests),
+                actual,
+                share(self.reported_limit, self.reported_tokens),
+            )
+        } else {
+            let o = self
+                .sums
+                .get(&self.config.backend)
+                .copied()
+                .unwrap_or_default();
+            let actual = if self.tokens == 0 {
+                0.0
+            } else {
+                prices.cost(&o) / self.tokens as f64
+            };
+            (
+                share(o.read, self.tokens),
+                format!("{} rule", self.config.backend),
+                actual,
+                share(limit.read, self.tokens),
+            )
+        };
+        let ideal = prices.miss * (1.0 - ideal_share) + prices.read * ideal_share;
+        let overspend_pct = if ideal > 0.0 {
+            (actual / ideal - 1.0) * 100.0
+        } else {
+            0.0
+        };
+        let mut top: Vec<Breaker> = self.breakers.values().cloned().collect();
+        top.sort_by(|a, b| {
+            b.tokens_lost
+                .cmp(&a.tokens_lost)
+                .then(a.first_line.cmp(&b.first_line))
+        });
+        top.truncate(self.config.top);
+        AuditSummary {
+            requests: self.requests,
+            malformed: self.malformed,
+            tokens: self.tokens,
+            hit_rate,
+            hit_rate_source: source,
+            limit_share: share(limit.read, self.tokens),
+            overspend_pct,
+            tokenizer: self.cache.tokenizer().name().to_owned(),
+            backends,
+            reported: (self.reported.requests > 0).then_some(self.reported),
+            classifications: self.classifications.clone(),
+            new_conversations: self.new_conversations,
+            top_breakers: top,
+            retained: self.sim.retained(),
+            retained_cache_tokens: self.cache.retained_tokens(),
+        }
+    }
+}
+
+/// Explicit `cache_control` markers (at most the last four count), else after the leading
+/// system messages and after the last message.
+fn breakpoints(texts: &[&str], lead: usize) -> Vec<usize> {
+    let explicit: Vec<usize> = texts
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.contains("\"cache_control\""))
+        .map(|(i, _)| i + 1)
+        .collect();
+    if !explicit.is_empty() {
+        return explicit;
+    }
+    let system = texts[lead..]
+        .iter()
+        .take_while(|m| is_system(role_of(m).as_deref()))
+        .count();
+    let mut out = Vec::with_capacity(2);
+    if system > 0 {
+        out.push(lead + system);
+    } else if lead > 0 {
+        out.push(lead);
+    }
+    if texts.len() > out.last().copied().unwrap_or(0) {
+        out.push(texts.len());
+    }
+    out
+}
+
+/// Up to 24 bytes before `offset` and 48 from it.
+fn excerpt(s: &str, offset: usize) -> String {
+    let start = s.floor_char_boundary(offset.saturating_sub(24));
+    let end = s.floor_char_boundary(offset.saturating_add(48));
+    s[start..end].to_owned()
+}
+
+/// Byte offset of message `index` in `[m0,m1,…]`.
+fn message_offset(messages: &[super::sim::Segment], index: usize) -> usize {
+    1 + messages[..index.min(messages.len())]
+        .iter()
+        .map(|m| m.text().len() + 1)
+        .sum::<usize>()
+}
+
+fn same_value(a: &str, b: &str) -> bool {
+    match (
+        serde_json::from_str::<Value>(a),
+        serde_json::from_str::<Value>(b),
+    ) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common) -> Divergence {
+    let new_conversation = !later
+        .messages()
+        .iter()
+        .any(|m| role_of(m.text()).as_deref() == Some("assistant"));
+    let tokens_lost = if new_conversation {
+        0
+    } else {
+        (earlier.len() - common.tokens.min(earlier.len())) as u64
+    };
+    let base =
+        |classification, part, message_index, byte_offset, excerpt, detail: String| Divergence {
+            earlier_line: earlier.tag(),
+            classification,
+            part,
+            message_index,
+            role: None,
+            earlier_role: None,
+            byte_offset,
+            excerpt,
+            detail,
+            common_tokens: common.tokens as u64,
+            tokens_lost,
+            new_conversation,
+        };
+    if earlier.lead() != later.lead() || common.segment < earlier.lead() {
+        let (e, l) = (
+            earlier.segments()[..earlier.lead()]
+                .first()
+                .map_or("", |s| s.text()),
+            later.segments()[..later.lead()]
+                .first()
+                .map_or("", |s| s.text()),
+        );
+        let (offset, detail) = tools_change(e, l);
+        return base(
+            Classification::ToolSchemaChange,
+            Part::Tools,
+            message_index_at(l.as_bytes(), offset),
+            offset,
+            Excerpt {
+                earlier: excerpt(e, offset),
+                later: excerpt(l, offset),
+            },
+            detail,
+        );
+    }
+    let em = earlier.messages();
+    let lm = later.messages();
+    let i = common.segment - earlier.lead();
+    let earlier_len = message_offset(em, em.len()) + usize::from(em.is_empty());
+    if i >= em.len() {
+        // The earlier request is a prefix of this one.
+        let offset = earlier_len.saturating_sub(1);
+        let added = lm.len().saturating_sub(em.len());
+        let detail = if added == 0 && lm.len() == em.len() {
+            format!("identical to line {} (a retry?)", earlier.tag())
+        } else {
+            format!("appends {added} message(s) to line {}", earlier.tag())
+        };
+        let mut d = base(
+            Classification::AppendOnly,
+            Part::Messages,
+            Some(em.len()),
+            offset,
+            Excerpt {
+                earlier: em
+                    .last()
+                    .map_or(String::new(), |m| excerpt(m.text(), m.text().len())),
+                later: lm
+                    .get(em.len())
+                    .map_or(String::new(), |m| excerpt(m.text(), 0)),
+            },
+            detail,
+        );
+        d.role = lm.get(em.len()).and_then(|m| role_of(m.text()));
+        // Extending an earlier request is continuing it, assistant message or not.
+        d.new_conversation = false;
+        return d;
+    }
+    let (e, l) = (em[i].text(), lm.get(i).map_or("", |m| m.text()));
+    let within = match check_prefix(e.as_bytes(), l.as_bytes()) {
+        PrefixCheck::Diverged(d) => d.byte_offset,
+        PrefixCheck::Prefix => e.len(),
+    };
+    let offset = message_offset(em, i) + within;
+    let role = lm.get(i).and_then(|m| role_of(m.text()));
+    let earlier_role = role_of(e);
+    let leading_system = em
+        .iter()
+        .take_while(|m| is_system(role_of(m.text()).as_deref()))
+        .count();
+    let find = |list: &[super::sim::Segment], text: &str| {
+        list.iter()
+            .enumerate()
+            .skip(i + 1)
+            .find(|(_, m)| m.text() == text)
+            .map(|(j, _)| j)
+    };
+    let moved_on = find(lm, e);
+    let moved_back = if l.is_empty() { None } else { find(em, l) };
+    let who = |r: &Option<String>| r.clone().unwrap_or_else(|| "?".to_owned());
+    let (classification, detail) = if lm.len() <= i {
+        (
+            Classification::HistoryEdit,
+            format!(
+                "the earlier request's messages from {i} on are gone ({} removed)",
+                em.len() - i
+            ),
+        )
+    } else if same_value(e, l) {
+        (
+            Classification::Reorder,
+            format!(
+                "message {i} has the same content, serialized differently (key order or whitespace)"
+            ),
+        )
+    } else if i == 0 {
+        (
+            Classification::HeadRewrite,
+            format!("message {i} ({}) was rewritten", who(&earlier_role)),
+        )
+    } else if moved_on.is_some() && moved_back.is_some() {
+        (
+            Classification::Reorder,
+            format!(
+                "messages moved: earlier message {i} ({}) is now later in the request",
+                who(&earlier_role)
+            ),
+        )
+    } else if let Some(j) = moved_back {
+        (
+            Classification::HistoryEdit,
+            format!(
+                "earlier message {i} ({}) was removed{}",
+                who(&earlier_role),
+                if j - i > 1 {
+                    format!(" with the {} after it", j - i - 1)
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    } else if let Some(j) = moved_on {
+        (
+            Classification::HistoryEdit,
+            format!(
+                "{} message(s) inserted before earlier message {i} ({})",
+                j - i,
+                who(&earlier_role)
+            ),
+        )
+    } else if i < leading_system {
+        (
+            Classification::HeadRewrite,
+            format!(
+                "message {i} ({}), in the leading system messages, was rewritten",
+                who(&earlier_role)
+            ),
+        )
+    } else {
+        (
+            Classification::HistoryEdit,
+            format!("message {i} ({}) was edited", who(&earlier_role)),
+        )
+    };
+    let detail = if new_conversation {
+        format!(
+            "a new conversation (no assistant message yet) sharing {} tokens with line {}; {detail}",
+            common.tokens,
+            earlier.tag()
+        )
+    } else {
+        detail
+    };
+    let mut d = base(
+        classification,
+        Part::Messages,
+        Some(i),
+        offset,
+        Excerpt {
+            earlier: excerpt(e, within),
+            later: excerpt(l, within),
+        },
+        detail,
+    );
+    d.role = role;
+    d.earlier_role = earlier_role;
+    d
+}
+
+/// Byte offset of the first difference between two `tools` arrays, and what changed.
+fn tools_change(earlier: &str, later: &str) -> (usize, String) {
+    let offset = match check_prefix(earlier.as_bytes(), later.as_bytes()) {
+        PrefixCheck::Diverged(d) => d.byte_offset,
+        PrefixCheck::Prefix => earlier.len().saturating_sub(1),
+    };
+    let parse = |s: &str| serde_json::from_str::<Vec<Value>>(s).unwrap_or_default();
+    let (e, l) = (parse(earlier), parse(later));
+    let name = |v: &Value| {
+        v.pointer("/function/name")
+            .or_else(|| v.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let detail = if earlier.is_empty() {
+        format!("tools added ({} tools)", l.len())
+    } else if later.is_empty() {
+        "tools removed".to_owned()
+    } else if e.len() == l.len() && e.iter().all(|t| l.contains(t)) {
+        if e.iter().zip(&l).all(|(a, b)| a == b) {
+            "same tools, serialized differently (key order or whitespace)".to_owned()
+        } else {
+            format!(
+                "same tools in a different order: [{}] → [{}]",
+                e.iter().map(name).collect::<Vec<_>>().join(", "),
+                l.iter().map(name).collect::<Vec<_>>().join(", ")
+            )
+        }
+    } else {
+        let added: Vec<String> = l.iter().filter(|t| !e.contains(t)).map(name).collect();
+        let removed: Vec<String> = e.iter().filter(|t| !l.contains(t)).map(name).collect();
+        format!(
+            "tools changed: new or edited [{}], gone or edited [{}]",
+            added.join(", "),
+            removed.join(", ")
+        )
+    };
+    (offset, detail)
+}
+
+/// Streams `reader` (a JSONL log named `path`) through `auditor`, handing each result to
+/// `sink` as soon as it is produced. Stops only on a read error or a sink error.
+pub fn audit_reader<R: BufRead>(
+    mut reader: R,
+    path: &Path,
+    auditor: &mut Auditor<'_>,
+    mut sink: impl FnMut(Event<'_>) -> std::io::Result<()>,
+) -> Result<(), AuditError> {
+    let mut buf = Vec::new();
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        line += 1;
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|source| AuditError::Read {
+                path: path.to_owned(),
+                line,
+                source,
+            })?;
+        if n == 0 {
+            return Ok(());
+        }
+        while matches!(buf.last(), Some(b'\n' | b'\r')) {
+            buf.pop();
+        }
+        let outcome = match std::str::from_utf8(&buf) {
+            Ok(text) => auditor.push_line(line, text),
+            Err(e) => {
+                auditor.skip();
+                Err(LineProblem::NotUtf8(e.valid_up_to()))
+            }
+        };
+        match outcome {
+            Ok(Some(audit)) => sink(Event::Request(&audit)),
+            Ok(None) => Ok(()),
+            Err(problem) => sink(Event::Skipped(&LineError {
+                path: path.to_owned(),
+                line,
+                problem,
+            })),
+        }
+        .map_err(AuditError::Output)?;
+    }
+}

@@ -1,0 +1,384 @@
+//! `cacheline audit` over hand-written logs in `fixtures/audit/` whose divergence points are
+//! known, over malformed input, and over a long generated log in bounded memory.
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use prompt_measure::audit::{
+    AuditSummary, Classification, Event, Part, RequestAudit, audit_reader,
+};
+use prompt_measure::synthetic::{SyntheticLog, write_log};
+use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule, SimConfig};
+use proptest::prelude::*;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/audit")
+        .join(name)
+}
+
+fn tokenizer() -> &'static O200kBase {
+    O200kBase::shared().unwrap_or_else(|e| panic!("{e}"))
+}
+
+struct Audited {
+    requests: Vec<RequestAudit>,
+    skipped: Vec<u64>,
+    summary: AuditSummary,
+}
+
+fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
+    let mut auditor = Auditor::new(tokenizer(), config);
+    let (mut requests, mut skipped) = (Vec::new(), Vec::new());
+    audit_reader(
+        BufReader::new(bytes),
+        Path::new(name),
+        &mut auditor,
+        |event| {
+            match event {
+                Event::Request(r) => requests.push(r.clone()),
+                Event::Skipped(e) => skipped.push(e.line),
+            }
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    Audited {
+        requests,
+        skipped,
+        summary: auditor.summary(),
+    }
+}
+
+fn audit(name: &str) -> Audited {
+    let path = fixture(name);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    audit_bytes(name, &bytes, AuditConfig::default())
+}
+
+/// (earlier line, classification, part, message index, byte offset) of a request.
+fn point(r: &RequestAudit) -> (u64, Classification, Part, Option<usize>, usize) {
+    let d = r
+        .divergence
+        .as_ref()
+        .unwrap_or_else(|| panic!("line {} has no divergence", r.line));
+    (
+        d.earlier_line,
+        d.classification,
+        d.part,
+        d.message_index,
+        d.byte_offset,
+    )
+}
+
+#[test]
+fn a_head_rewrite_is_found_at_message_0_where_the_date_changed() {
+    let a = audit("head_rewrite.jsonl");
+    assert_eq!(a.requests.len(), 3);
+    assert!(a.requests[0].divergence.is_none());
+    assert_eq!(
+        point(&a.requests[1]),
+        (1, Classification::AppendOnly, Part::Messages, Some(2), 232)
+    );
+    let r = &a.requests[2];
+    assert_eq!(
+        point(r),
+        (2, Classification::HeadRewrite, Part::Messages, Some(0), 148)
+    );
+    let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
+    assert_eq!(d.role.as_deref(), Some("system"));
+    assert!(d.excerpt.earlier.contains("2026-11-30"), "{:?}", d.excerpt);
+    assert!(d.excerpt.later.contains("2026-12-01"), "{:?}", d.excerpt);
+    // Everything of line 2 past the date had to be recomputed.
+    assert_eq!(d.tokens_lost, a.requests[1].tokens - d.common_tokens);
+    assert!(d.tokens_lost > 40);
+    let top = &a.summary.top_breakers[0];
+    assert_eq!(top.classification, Classification::HeadRewrite);
+    assert_eq!((top.message_index, top.first_line), (Some(0), 3));
+}
+
+#[test]
+fn a_tool_schema_reorder_is_found_in_the_tools_array() {
+    let a = audit("tool_reorder.jsonl");
+    let r = &a.requests[1];
+    assert_eq!(
+        point(r),
+        (
+            1,
+            Classification::ToolSchemaChange,
+            Part::Tools,
+            Some(0),
+            40
+        )
+    );
+    let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
+    assert!(
+        d.detail.contains("same tools in a different order"),
+        "{}",
+        d.detail
+    );
+    assert!(d.excerpt.earlier.contains("read_file") && d.excerpt.later.contains("grep"));
+    // Nothing but the tools changed: the next request extends this one.
+    assert_eq!(
+        point(&a.requests[2]).1,
+        Classification::AppendOnly,
+        "{:?}",
+        a.requests[2].divergence
+    );
+}
+
+#[test]
+fn a_per_turn_injected_message_is_a_history_edit_where_it_was() {
+    let a = audit("injected_message.jsonl");
+    for (r, (index, offset)) in a.requests[1..].iter().zip([(1, 81), (3, 297)]) {
+        assert_eq!(
+            point(r),
+            (
+                r.line - 1,
+                Classification::HistoryEdit,
+                Part::Messages,
+                Some(index),
+                offset
+            )
+        );
+        let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
+        assert_eq!(d.earlier_role.as_deref(), Some("user"));
+        assert!(d.excerpt.earlier.contains("<context>"), "{:?}", d.excerpt);
+        assert!(d.detail.contains("was removed"), "{}", d.detail);
+        assert!(d.tokens_lost > 0);
+    }
+    assert_eq!(
+        a.summary.classifications.get(&Classification::HistoryEdit),
+        Some(&2)
+    );
+}
+
+#[test]
+fn an_append_only_log_diverges_nowhere_and_loses_nothing() {
+    let a = audit("append_only.jsonl");
+    for (r, (index, offset)) in a.requests[1..].iter().zip([(2, 131), (4, 372), (6, 568)]) {
+        assert_eq!(
+            point(r),
+            (
+                r.line - 1,
+                Classification::AppendOnly,
+                Part::Messages,
+                Some(index),
+                offset
+            )
+        );
+        let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
+        assert_eq!(d.tokens_lost, 0);
+        // Every token of the previous request is reusable, and llama.cpp reuses all of them.
+        let previous = a.requests[(r.line - 2) as usize].tokens;
+        assert_eq!(r.cached.get(&Rule::Limit), Some(&previous));
+        assert_eq!(r.cached.get(&Rule::LlamaCpp), Some(&previous));
+    }
+    assert!(a.summary.top_breakers.is_empty());
+    assert_eq!(
+        a.summary.classifications.get(&Classification::AppendOnly),
+        Some(&3)
+    );
+    // The responses' usage is the hit rate: 128 cached of 180 + 220 prompt tokens.
+    assert_eq!(a.summary.hit_rate_source, "reported usage (2 requests)");
+    assert!((a.summary.hit_rate - 128.0 / 400.0).abs() < 1e-12);
+    assert!(a.requests[0].reported.is_none());
+    assert_eq!(
+        a.requests[2].reported.map(|r| r.usage.cache_read),
+        Some(128)
+    );
+}
+
+#[test]
+fn a_reserialized_message_is_a_reorder() {
+    let a = audit("reserialized.jsonl");
+    assert_eq!(
+        point(&a.requests[1]),
+        (1, Classification::Reorder, Part::Messages, Some(1), 57)
+    );
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_line_number_and_skipped() {
+    let a = audit("malformed.jsonl");
+    assert_eq!(a.skipped, vec![2, 3, 5, 6, 8, 9]);
+    assert_eq!(
+        a.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+        vec![1, 7]
+    );
+    assert_eq!(point(&a.requests[1]).1, Classification::AppendOnly);
+    assert_eq!((a.summary.requests, a.summary.malformed), (2, 6));
+}
+
+#[test]
+fn a_long_log_streams_in_bounded_memory() {
+    let mut log = Vec::new();
+    let spec = SyntheticLog {
+        concurrent: 4,
+        turns: 12,
+        target_bytes: 1 << 20,
+        seed: 7,
+    };
+    let written = write_log(&mut log, &spec).unwrap_or_else(|e| panic!("{e}"));
+    let config = AuditConfig {
+        sim: SimConfig {
+            window: 6,
+            window_tokens: 200_000,
+            block_capacity: 2_000,
+            anthropic_capacity: 50,
+            ..SimConfig::default()
+        },
+        token_cache: 20_000,
+        max_breakers: 8,
+        ..AuditConfig::default()
+    };
+    let a = audit_bytes("synthetic.jsonl", &log, config);
+    assert_eq!(a.summary.requests, written.lines);
+    assert_eq!(a.summary.malformed, 0);
+    let kept = a.summary.retained;
+    assert!(kept.requests <= 6, "{kept:?}");
+    assert!(kept.request_tokens <= 200_000, "{kept:?}");
+    assert!(kept.blocks <= 4_000, "{kept:?}");
+    assert!(kept.anthropic_entries <= 100, "{kept:?}");
+    // A segment larger than the cache's budget is still admitted; the bound is per
+    // generation, two generations.
+    assert!(
+        a.summary.retained_cache_tokens <= 2 * 20_000 + 10_000,
+        "{}",
+        a.summary.retained_cache_tokens
+    );
+    // Each kind of client in the generated log is recognized.
+    for class in [
+        Classification::AppendOnly,
+        Classification::HeadRewrite,
+        Classification::HistoryEdit,
+        Classification::ToolSchemaChange,
+    ] {
+        assert!(
+            a.summary.classifications.get(&class).copied().unwrap_or(0) > 0,
+            "{class:?}: {:?}",
+            a.summary.classifications
+        );
+    }
+    // Interleaved sessions: with the window holding all of them, each request finds its
+    // own session's previous request.
+    assert!(a.summary.limit_share > 0.8, "{}", a.summary.limit_share);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn arbitrary_lines_never_panic(lines in proptest::collection::vec(prop_oneof![
+        any::<String>(),
+        "\\{\"messages\":\\[(\\{\"role\":\"(user|system)\",\"content\":\"[a-z ]{0,20}\"\\},?){0,4}\\]\\}",
+        "\\{\"request\":\\{\"messages\":\\[\\]\\},\"response\":(null|1|\\{\\}|\\{\"usage\":\\{\"prompt_tokens\":-1\\}\\})\\}",
+        "\\{\"tools\":(null|\\[\\]|3),\"messages\":\\[\\{\\}\\]\\}",
+    ], 0..12)) {
+        let text = lines.join("\n");
+        let a = audit_bytes("random.jsonl", text.as_bytes(), AuditConfig::default());
+        prop_assert_eq!(a.summary.requests as usize, a.requests.len());
+        prop_assert_eq!(a.summary.malformed as usize, a.skipped.len());
+        for r in &a.requests {
+            for (rule, cached) in &r.cached {
+                prop_assert!(*cached <= r.tokens, "{}", rule);
+            }
+        }
+    }
+}
+
+/// Writes the generated log used for the figures in docs/measurements.md:
+/// `CACHELINE_SYNTHETIC_LOG=/tmp/log.jsonl CACHELINE_SYNTHETIC_MB=100 cargo test -p
+/// prompt-measure --test measure -- --ignored write_synthetic_log`.
+#[test]
+#[ignore = "writes a large file; run by hand"]
+fn write_synthetic_log() {
+    let path = std::env::var("CACHELINE_SYNTHETIC_LOG")
+        .unwrap_or_else(|_| panic!("set CACHELINE_SYNTHETIC_LOG to the output path"));
+    let mb: u64 = std::env::var("CACHELINE_SYNTHETIC_MB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let file = std::fs::File::create(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = std::io::BufWriter::new(file);
+    let spec = SyntheticLog {
+        target_bytes: mb << 20,
+        ..SyntheticLog::default()
+    };
+    let written = write_log(&mut out, &spec).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(written.bytes >= mb << 20);
+    eprintln!("{path}: {} lines, {} bytes", written.lines, written.bytes);
+}
+
+#[test]
+fn a_new_conversation_shares_the_system_prompt_and_loses_nothing() {
+    let log = concat!(
+        r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the CI."},{"role":"assistant","content":"Done."},{"role":"user","content":"Thanks."}]}"#,
+        "\n",
+        r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Write the changelog."}]}"#,
+        "\n",
+        // A retry of the first turn extends it: append-only, not another new conversation.
+        r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Write the changelog."}]}"#,
+        "\n",
+    );
+    let a = audit_bytes(
+        "two-conversations.jsonl",
+        log.as_bytes(),
+        AuditConfig::default(),
+    );
+    let d = a.requests[1]
+        .divergence
+        .as_ref()
+        .unwrap_or_else(|| panic!("no divergence"));
+    assert!(d.new_conversation);
+    assert_eq!((d.message_index, d.tokens_lost), (Some(1), 0));
+    assert!(
+        d.common_tokens > 0 && d.detail.starts_with("a new conversation"),
+        "{d:?}"
+    );
+    assert_eq!(a.summary.new_conversations, 1);
+    let retry = a.requests[2]
+        .divergence
+        .as_ref()
+        .unwrap_or_else(|| panic!("no divergence"));
+    assert_eq!(
+        (
+            retry.classification,
+            retry.new_conversation,
+            retry.earlier_line
+        ),
+        (Classification::AppendOnly, false, 2)
+    );
+    assert!(retry.detail.contains("a retry?"), "{}", retry.detail);
+    assert_eq!(
+        a.summary
+            .classifications
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![Classification::AppendOnly]
+    );
+    assert!(a.summary.top_breakers.is_empty());
+}
+
+#[test]
+fn an_injected_system_message_right_after_the_prompt_is_a_history_edit_not_a_head_rewrite() {
+    let log = concat!(
+        r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"system","content":"Recalled: the user likes small commits."},{"role":"user","content":"Fix the CI."}]}"#,
+        "\n",
+        r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the CI."},{"role":"assistant","content":"Done."},{"role":"system","content":"Recalled: CI runs clippy."},{"role":"user","content":"Thanks."}]}"#,
+        "\n",
+    );
+    let a = audit_bytes(
+        "injected-system.jsonl",
+        log.as_bytes(),
+        AuditConfig::default(),
+    );
+    let r = &a.requests[1];
+    assert_eq!(
+        point(r),
+        (1, Classification::HistoryEdit, Part::Messages, Some(1), 64)
+    );
+    let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
+    assert_eq!(d.earlier_role.as_deref(), Some("system"));
+    assert_eq!(d.detail, "earlier message 1 (system) was removed");
+}

@@ -1,0 +1,1013 @@
+//! The scripted agent session behind `cacheline demo` and `cacheline simulate`, and the
+//! ways of composing it into requests.
+//!
+//! The script ([`script`]) is one conversation over the reference components: large tool
+//! schemas (the built-in twelve plus [`EXTRA_TOOLS`]), instructions and guidelines, the
+//! project's AGENTS.md ([`PROJECT_MEMORY`]), a skills catalog; tool calls that read files,
+//! grep, edit and run tests. The date rolls over midnight (turns 12 and 33), the todo list
+//! changes every four turns, plan mode toggles (on at turns 5 and 15, off two turns later, …),
+//! memory recall changes with every query, the git state after every edit, the assistant
+//! instructions are edited once (turn 7) and the history is compacted twice (before turns 10
+//! and 24, keeping the last four messages). [`ScriptedTurn::events`] names what changed
+//! before each turn.
+//!
+//! [`ScenarioSize`] sets the bulk of the values, not the script: [`ScenarioSize::Full`] (the
+//! free functions [`script`], [`session_values`], [`compose`], [`run_cacheline`]) is what
+//! `cacheline demo` and `cacheline simulate` measure; [`ScenarioSize::Compact`], the same
+//! events at the same turns with five tool schemas, a one-line project memory and short
+//! tool outputs and replies, is what `cacheline bench-live` sends to a small local model.
+//!
+//! [`compose`] turns the same script into requests under each [`Strategy`]:
+//!
+//! - `replace_at_head`: every writer rendered into one system message, rewritten each turn
+//!   (writers ordered as the library orders the prefix: constant, session, then per-turn; the
+//!   most charitable order for this strategy), then the history;
+//! - `append_system`: the same system text, kept with [`prompt_registry::set_system_prompt`]:
+//!   placed once, and appended whole whenever it changes; volatile values are still inside it,
+//!   so it changes nearly every turn;
+//! - `cacheline`: the real [`prompt_registry::Session`] from [`Registry::start_session`] with
+//!   [`DEFAULT_AGENT_TOML`]: a frozen prefix, persisted tail updates, ephemeral git state and
+//!   memory recall at the end of each request. [`run_cacheline`] drives that session under
+//!   any policy and hands over each [`Request`] as composed.
+//!
+//! Anthropic breakpoints sit where the library would place them: after the first message
+//! (the prefix, or the system message) and after the last message that later requests keep
+//! (for `cacheline`, before the ephemeral tail).
+//!
+//! ```
+//! use prompt_registry::Registry;
+//! use prompt_reference::scenario::{self, Strategy};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::linked()?;
+//! let head = scenario::compose(Strategy::ReplaceAtHead, &registry, 3)?;
+//! let ours = scenario::compose(Strategy::Cacheline, &registry, 3)?;
+//! // Cacheline keeps message 0; replace-at-head rewrites it every turn.
+//! assert_eq!(ours[0].messages[0], ours[2].messages[0]);
+//! assert_ne!(head[0].messages[0], head[1].messages[0]);
+//! assert!(scenario::script(7).events().iter().any(|e| e.to_string().contains("instructions")));
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+
+use prompt_registry::{
+    Component, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Request, SessionContext,
+    SessionOptions, TurnContext, component::Content, policy::PolicyErrors, set_system_prompt,
+};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::components::{
+    ASSISTANT_INSTRUCTIONS, DEFAULT_AGENT_TOML, DEFAULT_TOOLS, Environment, GitState, PlanMode,
+    ProjectMemory, RecalledMemories, SkillList, Today, TodoList, ToolCatalog,
+};
+use prompt_registry::Registry;
+
+/// Tool schemas added to the built-in ones, for a tool list the size of a real coding
+/// agent's.
+pub const EXTRA_TOOLS: &str = include_str!("agent_tools.json");
+
+/// The project's AGENTS.md in the scripted session.
+pub const PROJECT_MEMORY: &str = include_str!("agent_memory.md");
+
+/// Messages kept after the compaction.
+pub const KEEP_AFTER_COMPACTION: usize = 4;
+
+/// The turn before whose request the assistant instructions are edited.
+pub const INSTRUCTIONS_EDIT_TURN: u64 = 7;
+
+/// The project memory of the [`ScenarioSize::Compact`] session.
+pub const COMPACT_PROJECT_MEMORY: &str = "Rust workspace. Run `cargo test --workspace`. Errors use thiserror. Keep README tables measured.";
+
+/// The tool schemas of the [`ScenarioSize::Compact`] session: the built-in tools that the
+/// built-in agent.toml allows, which are the ones the script calls.
+pub const COMPACT_TOOLS: [&str; 5] = ["read_file", "list_dir", "grep", "edit_file", "run_tests"];
+
+/// How large the scripted session's values are. The script of events is the same at every
+/// size: the same questions, dates, todo lists, plan mode, instructions edit, tool calls and
+/// compactions at the same turns; only the bulk changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScenarioSize {
+    /// A real coding agent's session: 24 tool schemas, the whole [`PROJECT_MEMORY`], eight
+    /// skills, 96-line file listings, 14 grep hits, 18 tests and replies of a few sentences.
+    /// What `cacheline demo` and `cacheline simulate` measure.
+    #[default]
+    Full,
+    /// Small enough for a 135M model on a CPU (`cacheline bench-live`): the five
+    /// [`COMPACT_TOOLS`], [`COMPACT_PROJECT_MEMORY`], two skills, 6-line file listings, 3 grep
+    /// hits, 4 tests and one-sentence replies; 8 turns stay under 3k tokens.
+    Compact,
+}
+
+impl ScenarioSize {
+    fn pick<T>(self, full: T, compact: T) -> T {
+        match self {
+            ScenarioSize::Full => full,
+            ScenarioSize::Compact => compact,
+        }
+    }
+
+    /// Lines of a file listing.
+    fn listing_lines(self) -> usize {
+        self.pick(96, 6)
+    }
+
+    /// Hits of a grep.
+    fn grep_hits(self) -> usize {
+        self.pick(14, 3)
+    }
+
+    /// Tests in a test run.
+    fn tests(self) -> usize {
+        self.pick(18, 4)
+    }
+}
+
+/// Why the scripted session could not be composed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The built-in agent.toml does not load against this registry (it lacks the reference
+    /// components).
+    #[error("<built-in agent.toml>: {0}")]
+    Policy(#[from] PolicyErrors),
+    /// The session refused a turn.
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    /// A built-in tool list is not a JSON array.
+    #[error("{origin}: the tool list is not a JSON array: {source}")]
+    Tools {
+        /// Which list.
+        origin: &'static str,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// A composed request is not a JSON array of messages.
+    #[error("turn {turn}: the composed request is not a JSON array: {source}")]
+    Request {
+        /// The turn.
+        turn: u64,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+}
+
+/// How a strategy composes requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Everything in one system message, rewritten each turn: the old behaviour.
+    ReplaceAtHead,
+    /// One system message, updates appended whole; volatile values still inside it.
+    AppendSystem,
+    /// Full policy composition through the library's `Session`.
+    Cacheline,
+}
+
+impl Strategy {
+    /// Every strategy, in report order.
+    pub const ALL: [Strategy; 3] = [
+        Strategy::ReplaceAtHead,
+        Strategy::AppendSystem,
+        Strategy::Cacheline,
+    ];
+
+    /// `replace_at_head`, `append_system` or `cacheline`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::ReplaceAtHead => "replace_at_head",
+            Strategy::AppendSystem => "append_system",
+            Strategy::Cacheline => "cacheline",
+        }
+    }
+}
+
+/// A message recorded after a turn's request.
+#[derive(Debug, Clone)]
+pub enum Recorded {
+    /// An assistant message (text or tool calls).
+    Assistant(Value),
+    /// A tool result.
+    Tool {
+        /// The call it answers.
+        call_id: String,
+        /// Its output.
+        content: String,
+    },
+}
+
+impl Recorded {
+    /// The message, laid out as `Session::record_tool_result` lays it out.
+    pub fn message(&self) -> Value {
+        match self {
+            Recorded::Assistant(v) => v.clone(),
+            Recorded::Tool { call_id, content } => {
+                json!({"role": "tool", "tool_call_id": call_id, "content": content})
+            }
+        }
+    }
+}
+
+/// One turn of the script.
+#[derive(Debug, Clone)]
+pub struct ScriptedTurn {
+    /// Turn number, from 1.
+    pub turn: u64,
+    /// The size of the session's values.
+    pub size: ScenarioSize,
+    /// Today's date.
+    pub date: String,
+    /// The todo list.
+    pub todo: Vec<String>,
+    /// Plan mode.
+    pub plan: bool,
+    /// Modified files.
+    pub dirty: Vec<String>,
+    /// Memories recalled for this query.
+    pub recalled: Vec<String>,
+    /// The user's message.
+    pub question: String,
+    /// New assistant instructions, set before this turn's request.
+    pub instructions: Option<String>,
+    /// A compaction summary: the history is compacted before this turn's request.
+    pub compaction: Option<String>,
+    /// Messages recorded after the request, in order.
+    pub after: Vec<Recorded>,
+}
+
+/// Something that happened before a turn's request, as the script has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The date rolled over midnight; the new date.
+    DateRolledOver(String),
+    /// The todo list changed.
+    TodoChanged,
+    /// Plan mode turned on (`true`) or off (`false`).
+    PlanMode(bool),
+    /// The assistant instructions were edited.
+    InstructionsEdited,
+    /// The history was compacted: a new cache epoch.
+    Compacted,
+    /// The assistant called these tools after the previous request; their results are in
+    /// the history.
+    ToolsCalled(Vec<String>),
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::DateRolledOver(date) => write!(f, "the date rolled over midnight ({date})"),
+            Event::TodoChanged => f.write_str("the todo list changed"),
+            Event::PlanMode(on) => {
+                write!(f, "plan mode turned {}", if *on { "on" } else { "off" })
+            }
+            Event::InstructionsEdited => f.write_str("the assistant instructions were edited"),
+            Event::Compacted => f.write_str("the history was compacted (new cache epoch)"),
+            Event::ToolsCalled(names) => {
+                write!(f, "the assistant called {}", names.join(", "))
+            }
+        }
+    }
+}
+
+impl ScriptedTurn {
+    /// What happened since the previous turn's request, in the order it happened: the
+    /// assistant's tool calls, then the changes made before this request. None for turn 1.
+    pub fn events(&self) -> Vec<Event> {
+        let Some(previous) = self
+            .turn
+            .checked_sub(1)
+            .filter(|t| *t > 0)
+            .map(|t| self.size.script(t))
+        else {
+            return Vec::new();
+        };
+        let mut events = Vec::new();
+        let tools: Vec<String> = previous
+            .after
+            .iter()
+            .filter_map(|m| match m {
+                Recorded::Assistant(v) => v.get("tool_calls").and_then(Value::as_array),
+                Recorded::Tool { .. } => None,
+            })
+            .flatten()
+            .filter_map(|call| call.pointer("/function/name").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        if !tools.is_empty() {
+            events.push(Event::ToolsCalled(tools));
+        }
+        if self.date != previous.date {
+            events.push(Event::DateRolledOver(self.date.clone()));
+        }
+        if self.todo != previous.todo {
+            events.push(Event::TodoChanged);
+        }
+        if self.plan != previous.plan {
+            events.push(Event::PlanMode(self.plan));
+        }
+        if self.instructions.is_some() {
+            events.push(Event::InstructionsEdited);
+        }
+        if self.compaction.is_some() {
+            events.push(Event::Compacted);
+        }
+        events
+    }
+}
+
+/// The turns before which the history is compacted, with the summary that replaces it.
+const COMPACTIONS: [(u64, &str); 2] = [
+    (
+        10,
+        "Summary of turns 1-9: added --json to `status`, found why `cacheline check` exits with 2 (an unknown component id), aligned table columns for wide characters, wrote the deny-wins test, drafted the changelog entry, showed where the prefix fingerprint is computed, renamed `Reason::NotAllowed` and fixed the clippy warnings from CI. Open: the property test for compaction, the benchmark at 2,000 nodes. The user wants small commits and answers of at most five sentences.",
+    ),
+    (
+        24,
+        "Summary of turns 1-23: added --json to `status`, wrote the deny-wins test, aligned table columns for wide characters, fixed the clippy warnings from CI and documented [prompt] in agent.toml. Open: the property test for compaction, the benchmark at 2,000 nodes, the changelog entry. The user wants small commits and answers of at most five sentences.",
+    ),
+];
+
+const QUESTIONS: [&str; 12] = [
+    "Add a --json flag to the status command; keep the table output as it is.",
+    "Why does `cacheline check` exit with 2 on tests/fixtures/agent-toml/bad/unknown.toml?",
+    "The table printer misaligns columns when an id contains wide characters. Fix it.",
+    "Write a test for the deny-wins rule: a component both allowed and denied must land in the tail.",
+    "Summarize what changed today, for the changelog.",
+    "Is the prefix fingerprint stable across processes? Show me where it is computed.",
+    "Rename `Reason::NotAllowed` to `Reason::NotInAllowList` everywhere, docs included.",
+    "The CI run failed on clippy. Look at the log and fix the warnings.",
+    "Add a property test: compaction never changes the prefix bytes.",
+    "Profile one turn with a 2,000-node history; where does the time go?",
+    "Document agent.toml's [prompt] section with an example for MCP servers.",
+    "Review the diff of this branch against the guidelines before I open the PR.",
+];
+
+const TODOS: [&str; 8] = [
+    "add --json to status",
+    "test deny-wins",
+    "align table columns with wide characters",
+    "document agent.toml",
+    "benchmark one turn at 2,000 nodes",
+    "fix clippy warnings on CI",
+    "property test: compaction keeps the prefix",
+    "write the changelog entry",
+];
+
+const FILES: [&str; 6] = [
+    "prompt-registry/src/cli/mod.rs",
+    "prompt-registry/src/status.rs",
+    "prompt-core/src/policy.rs",
+    "prompt-core/src/compose.rs",
+    "prompt-core/src/history.rs",
+    "tests/core_policy.rs",
+];
+
+const CODE: [&str; 24] = [
+    "use std::fmt;",
+    "use std::io::{self, Write};",
+    "",
+    "use serde::Serialize;",
+    "",
+    "/// Where every component lands under a policy, and why.",
+    "#[derive(Debug, Clone, Serialize)]",
+    "pub struct StatusReport {",
+    "    /// The prompt section.",
+    "    pub prompt: PromptStatus,",
+    "}",
+    "",
+    "impl StatusReport {",
+    "    pub fn new<'a>(components: impl Iterator<Item = &'a Component>, policy: &PromptPolicy) -> Self {",
+    "        let mut rows: Vec<ComponentStatus> = components.map(|c| ComponentStatus::of(c, policy)).collect();",
+    "        rows.sort_by(|a, b| (a.placement, &a.id).cmp(&(b.placement, &b.id)));",
+    "        Self { prompt: PromptStatus { components: rows } }",
+    "    }",
+    "",
+    "    pub fn to_json(&self) -> String {",
+    "        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!(\"{{\\\"error\\\": \\\"{e}\\\"}}\"))",
+    "    }",
+    "}",
+    "",
+];
+
+fn file_listing(path: &str, turn: u64, size: ScenarioSize) -> String {
+    let lines = size.listing_lines();
+    let mut out = format!("{path} (lines 1-{lines} of 311)\n");
+    for i in 0..lines {
+        let line = CODE[(i + turn as usize) % CODE.len()];
+        let line = line.replace("StatusReport", &format!("StatusReport{}", i / 24));
+        out.push_str(&format!("{:>4}\t{line}\n", i + 1));
+    }
+    out
+}
+
+fn grep_output(turn: u64, size: ScenarioSize) -> String {
+    (0..size.grep_hits())
+        .map(|i| {
+            let file = FILES[(i + turn as usize) % FILES.len()];
+            format!(
+                "{file}:{}:    let resolution = policy.resolve(&component); // {}",
+                40 + i * 17,
+                TODOS[i % TODOS.len()]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn test_output(turn: u64, size: ScenarioSize) -> String {
+    let tests = size.tests();
+    let mut out = format!(
+        "   Compiling prompt-core v0.1.0 (/home/dev/cacheline/prompt-core)\n   Compiling prompt-registry v0.1.0 (/home/dev/cacheline/prompt-registry)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 14.2s\n     Running tests/core_policy.rs\n\nrunning {tests} tests\n",
+    );
+    for i in 0..tests {
+        let name = [
+            "deny_wins",
+            "glob_matches",
+            "unknown_id_is_an_error",
+            "placement_table",
+        ][i % 4];
+        out.push_str(&format!("test {name}_{i} ... ok\n"));
+    }
+    let failed = turn.is_multiple_of(4);
+    out.push_str(&format!(
+        "\ntest result: {}. {} passed; {} failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.{:02}s\n",
+        if failed { "FAILED" } else { "ok" },
+        tests - usize::from(failed),
+        u8::from(failed),
+        turn % 100
+    ));
+    out
+}
+
+fn tool_call(id: &str, name: &str, arguments: Value) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}})
+}
+
+/// Turn `turn` of the script (from 1), at [`ScenarioSize::Full`].
+pub fn script(turn: u64) -> ScriptedTurn {
+    ScenarioSize::Full.script(turn)
+}
+
+/// The session-frozen values of the script, at [`ScenarioSize::Full`].
+pub fn session_values() -> Result<Extensions, ScenarioError> {
+    ScenarioSize::Full.session_values()
+}
+
+impl ScenarioSize {
+    /// Turn `turn` of the script (from 1), at this size.
+    pub fn script(self, turn: u64) -> ScriptedTurn {
+        let t = turn.max(1) as usize;
+        let question = QUESTIONS[(t - 1) % QUESTIONS.len()];
+        let date = match turn {
+            ..12 => "2026-11-30",
+            12..33 => "2026-12-01",
+            _ => "2026-12-02",
+        };
+        let start = (t - 1) / 4;
+        let todo = (0..3)
+            .map(|i| TODOS[(start + i) % TODOS.len()].to_owned())
+            .collect();
+        let dirty = (0..(t % 4))
+            .map(|i| FILES[(t + i) % FILES.len()].to_owned())
+            .collect();
+        let recalled = vec![
+            format!(
+                "The user prefers small, reviewable commits (relevant to: {}).",
+                question.chars().take(40).collect::<String>()
+            ),
+            format!(
+                "Last time {} was touched, the table tests needed updating.",
+                FILES[t % FILES.len()]
+            ),
+        ];
+        ScriptedTurn {
+            turn,
+            size: self,
+            date: date.to_owned(),
+            todo,
+            plan: matches!(t % 10, 5 | 6),
+            dirty,
+            recalled,
+            question: question.to_owned(),
+            instructions: (turn == INSTRUCTIONS_EDIT_TURN).then(|| {
+                format!(
+                    "{ASSISTANT_INSTRUCTIONS} Answer in at most five sentences unless asked for more."
+                )
+            }),
+            compaction: COMPACTIONS
+                .iter()
+                .find(|(at, _)| *at == turn)
+                .map(|(_, summary)| (*summary).to_owned()),
+            after: self.after(turn, FILES[t % FILES.len()]),
+        }
+    }
+
+    /// What the assistant does after turn `turn`'s request: a reply (turns 1, 4, 7, …),
+    /// reading `file` (turns 2, 5, …), or grep, edit and test runs (turns 3, 6, …).
+    fn after(self, turn: u64, file: &str) -> Vec<Recorded> {
+        let reply =
+            |text: String| Recorded::Assistant(json!({"role": "assistant", "content": text}));
+        match turn.max(1) % 3 {
+            1 => vec![reply(self.pick(
+                format!("Done. I changed {file} in two places and kept the public API as it was. The existing tests pass; I added one case for turn {turn} that fails without the change. Next I would like to update the docs, unless you prefer to review first."),
+                format!("Done: I changed {file} and added a test case for turn {turn}."),
+            ))],
+            2 => {
+                let id = format!("call_{turn}_read");
+                vec![
+                    Recorded::Assistant(json!({"role": "assistant", "content": null,
+                        "reasoning_content": format!("I need to read {file} before changing anything."),
+                        "tool_calls": [tool_call(&id, "read_file", json!({"path": file, "limit": self.listing_lines()}))]})),
+                    Recorded::Tool {
+                        call_id: id,
+                        content: file_listing(file, turn, self),
+                    },
+                    reply(self.pick(
+                        format!("{file} builds the report in `StatusReport::new` and prints it in `fmt`. The change belongs in `new`: rows are sorted there. I will edit it and run the policy tests."),
+                        "The rows are sorted in `StatusReport::new`; I will edit it there.".to_owned(),
+                    )),
+                ]
+            }
+            _ => {
+                let grep = format!("call_{turn}_grep");
+                let edit = format!("call_{turn}_edit");
+                let test = format!("call_{turn}_test");
+                let failed = turn.is_multiple_of(4);
+                vec![
+                    Recorded::Assistant(json!({"role": "assistant", "content": null,
+                        "tool_calls": [tool_call(&grep, "grep", json!({"pattern": "policy.resolve", "path": "."}))]})),
+                    Recorded::Tool {
+                        call_id: grep,
+                        content: grep_output(turn, self),
+                    },
+                    Recorded::Assistant(json!({"role": "assistant", "content": null,
+                        "tool_calls": [
+                            tool_call(&edit, "edit_file", json!({"path": file, "old": "rows.sort_by(|a, b| (a.placement, &a.id).cmp(&(b.placement, &b.id)));", "new": "rows.sort_by(|a, b| a.id.cmp(&b.id));"})),
+                            tool_call(&test, "run_tests", json!({"filter": "core_policy"}))]})),
+                    Recorded::Tool {
+                        call_id: edit,
+                        content: format!("Edited {file}: 1 replacement."),
+                    },
+                    Recorded::Tool {
+                        call_id: test,
+                        content: test_output(turn, self),
+                    },
+                    reply(match (self, failed) {
+                        (ScenarioSize::Full, true) => format!("The edit is in and the policy tests ran (turn {turn}). One test fails: the expected order in the fixture assumed placement-first sorting. I will update the fixture next."),
+                        (ScenarioSize::Full, false) => format!("The edit is in and the policy tests ran (turn {turn}). All {} pass.", self.tests()),
+                        (ScenarioSize::Compact, true) => "Edited; one policy test fails, I will update its fixture.".to_owned(),
+                        (ScenarioSize::Compact, false) => "Edited; the policy tests pass.".to_owned(),
+                    }),
+                ]
+            }
+        }
+    }
+
+    /// The session-frozen values of the script, at this size.
+    pub fn session_values(self) -> Result<Extensions, ScenarioError> {
+        let mut tools: Vec<Value> =
+            serde_json::from_str(DEFAULT_TOOLS).map_err(|source| ScenarioError::Tools {
+                origin: "reference::DEFAULT_TOOLS",
+                source,
+            })?;
+        match self {
+            ScenarioSize::Full => {
+                let extra: Vec<Value> =
+                    serde_json::from_str(EXTRA_TOOLS).map_err(|source| ScenarioError::Tools {
+                        origin: "scenario::EXTRA_TOOLS",
+                        source,
+                    })?;
+                tools.extend(extra);
+            }
+            ScenarioSize::Compact => tools.retain(|t| {
+                t.pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| COMPACT_TOOLS.contains(&name))
+            }),
+        }
+        let skills = [
+            (
+                "release",
+                "cut a release: changelog, version bump, tag, publish",
+            ),
+            (
+                "bench",
+                "run the divan benchmarks and record the figures in docs/",
+            ),
+            ("review", "review a diff against the project guidelines"),
+            (
+                "triage",
+                "reproduce an issue, find the first bad commit, label it",
+            ),
+            (
+                "docs",
+                "write or update reference documentation from the code",
+            ),
+            (
+                "migrate",
+                "move a crate to a new major version of a dependency",
+            ),
+            ("fuzz", "set up and run cargo-fuzz on a parser"),
+            ("ci", "diagnose a failing CI job from its log"),
+        ];
+        let skills = &skills[..self.pick(skills.len(), 2)];
+        Ok(Extensions::new()
+            .with(Environment {
+                os: "linux".into(),
+                project_root: "/home/dev/cacheline".into(),
+            })
+            .with(ProjectMemory(
+                self.pick(PROJECT_MEMORY, COMPACT_PROJECT_MEMORY).to_owned(),
+            ))
+            .with(SkillList(
+                skills
+                    .iter()
+                    .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+                    .collect(),
+            ))
+            .with(ToolCatalog(tools)))
+    }
+}
+
+/// The per-turn values of a scripted turn.
+pub fn turn_values(turn: &ScriptedTurn) -> Extensions {
+    Extensions::new()
+        .with(Today(turn.date.clone()))
+        .with(TodoList(turn.todo.clone()))
+        .with(PlanMode(turn.plan))
+        .with(GitState {
+            branch: "feature/status-json".into(),
+            dirty: turn.dirty.clone(),
+        })
+        .with(RecalledMemories(turn.recalled.clone()))
+}
+
+/// One composed request: its messages, serialized, and its Anthropic breakpoints (message
+/// counts).
+#[derive(Debug, Clone)]
+pub struct ComposedRequest {
+    /// The turn.
+    pub turn: u64,
+    /// The messages, each as sent.
+    pub messages: Vec<String>,
+    /// Breakpoints, as message counts.
+    pub breakpoints: Vec<usize>,
+}
+
+impl ComposedRequest {
+    /// The request as sent, `[m0,m1,…]`; for `cacheline`, byte for byte what
+    /// [`Request::to_bytes`] gave.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let len = self.messages.iter().map(|m| m.len() + 1).sum::<usize>() + 1;
+        let mut out = Vec::with_capacity(len);
+        out.push(b'[');
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(m.as_bytes());
+        }
+        out.push(b']');
+        out
+    }
+}
+
+/// Composes `turns` turns of the script under every strategy, at [`ScenarioSize::Full`], in
+/// [`Strategy::ALL`] order: what `cacheline simulate` replays.
+pub fn compose_all(
+    registry: &Registry,
+    turns: u64,
+) -> Result<Vec<(Strategy, Vec<ComposedRequest>)>, ScenarioError> {
+    Strategy::ALL
+        .into_iter()
+        .map(|strategy| Ok((strategy, compose(strategy, registry, turns)?)))
+        .collect()
+}
+
+/// Composes `turns` turns of the script under `strategy`, at [`ScenarioSize::Full`].
+pub fn compose(
+    strategy: Strategy,
+    registry: &Registry,
+    turns: u64,
+) -> Result<Vec<ComposedRequest>, ScenarioError> {
+    ScenarioSize::Full.compose(strategy, registry, turns)
+}
+
+impl ScenarioSize {
+    /// Composes `turns` turns of the script under `strategy`, at this size (`cacheline`:
+    /// under [`default_policy`]).
+    pub fn compose(
+        self,
+        strategy: Strategy,
+        registry: &Registry,
+        turns: u64,
+    ) -> Result<Vec<ComposedRequest>, ScenarioError> {
+        match strategy {
+            Strategy::Cacheline => {
+                compose_cacheline(self, registry, &default_policy(registry)?, turns)
+            }
+            Strategy::ReplaceAtHead | Strategy::AppendSystem => {
+                compose_baseline(self, strategy, registry, turns)
+            }
+        }
+    }
+
+    /// Plays `turns` turns of the script, at this size, through the library's
+    /// [`prompt_registry::Session`] under `policy`: see [`run_cacheline`].
+    pub fn run_cacheline<F>(
+        self,
+        registry: &Registry,
+        policy: &PromptPolicy,
+        turns: u64,
+        mut each: F,
+    ) -> Result<(), ScenarioError>
+    where
+        F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+    {
+        let mut session = registry.start_session(
+            policy,
+            SessionContext::new(self.session_values()?),
+            SessionOptions::default(),
+        )?;
+        for turn in 1..=turns {
+            let step = self.script(turn);
+            if let Some(text) = &step.instructions {
+                session.set_system_prompt(text);
+            }
+            if let Some(summary) = &step.compaction {
+                let len = session.history().len();
+                if len > KEEP_AFTER_COMPACTION {
+                    session.compact(0..len - KEEP_AFTER_COMPACTION, summary)?;
+                }
+            }
+            let request = session.turn(turn_values(&step), step.question.as_str())?;
+            each(&step, &request)?;
+            for m in &step.after {
+                match m {
+                    Recorded::Assistant(v) => session.record_assistant(v)?,
+                    Recorded::Tool { call_id, content } => {
+                        session.record_tool_result(call_id, content)?
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One turn of the script composed both ways, as `cacheline bench-live` sends it.
+#[derive(Debug, Clone)]
+pub struct PairedTurn {
+    /// Turn number, from 1.
+    pub turn: u64,
+    /// What changed before this turn.
+    pub events: Vec<String>,
+    /// The request as the library composes it (prefix, append-only history, tail).
+    pub library: Vec<u8>,
+    /// The same turn with every writer rendered into message 0 ([`Strategy::ReplaceAtHead`]).
+    pub head: Vec<u8>,
+}
+
+impl ScenarioSize {
+    /// Composes `turns` turns of the script at this size both ways: through the library's
+    /// session under `policy`, and replace-at-head as `cacheline simulate` composes it.
+    pub fn paired(
+        self,
+        registry: &Registry,
+        policy: &PromptPolicy,
+        turns: u64,
+    ) -> Result<Vec<PairedTurn>, ScenarioError> {
+        let mut out = Vec::new();
+        self.run_cacheline(registry, policy, turns, |step, request| {
+            out.push(PairedTurn {
+                turn: step.turn,
+                events: step.events().iter().map(ToString::to_string).collect(),
+                library: request.to_bytes(),
+                head: Vec::new(),
+            });
+            Ok(())
+        })?;
+        let head = self.compose(Strategy::ReplaceAtHead, registry, turns)?;
+        for (turn, head) in out.iter_mut().zip(head) {
+            turn.head = head.to_bytes();
+        }
+        Ok(out)
+    }
+}
+
+fn split_messages(turn: u64, bytes: &[u8]) -> Result<Vec<String>, ScenarioError> {
+    let raw: Vec<&RawValue> =
+        serde_json::from_slice(bytes).map_err(|source| ScenarioError::Request { turn, source })?;
+    Ok(raw.into_iter().map(|m| m.get().to_owned()).collect())
+}
+
+fn compose_cacheline(
+    size: ScenarioSize,
+    registry: &Registry,
+    policy: &PromptPolicy,
+    turns: u64,
+) -> Result<Vec<ComposedRequest>, ScenarioError> {
+    let mut out = Vec::new();
+    size.run_cacheline(registry, policy, turns, |step, request| {
+        let stable = request.message_count() - request.ephemeral().len();
+        let breakpoints = if request.has_prefix() {
+            vec![1, stable]
+        } else {
+            vec![stable]
+        };
+        out.push(ComposedRequest {
+            turn: step.turn,
+            messages: split_messages(step.turn, &request.to_bytes())?,
+            breakpoints,
+        });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`DEFAULT_AGENT_TOML`] loaded against `registry`: the policy `compose` uses.
+pub fn default_policy(registry: &Registry) -> Result<PromptPolicy, ScenarioError> {
+    Ok(registry
+        .load_policy(DEFAULT_AGENT_TOML, "<built-in agent.toml>")?
+        .policy)
+}
+
+/// Plays `turns` turns of the script, at [`ScenarioSize::Full`], through the library's
+/// [`prompt_registry::Session`] under `policy` (the `cacheline` strategy): before each request it
+/// sets the edited instructions and compacts the history as the script says (keeping the
+/// last [`KEEP_AFTER_COMPACTION`] messages), hands the turn and its [`Request`] to `each`,
+/// then records the turn's assistant messages and tool results.
+pub fn run_cacheline<F>(
+    registry: &Registry,
+    policy: &PromptPolicy,
+    turns: u64,
+    each: F,
+) -> Result<(), ScenarioError>
+where
+    F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+{
+    ScenarioSize::Full.run_cacheline(registry, policy, turns, each)
+}
+
+/// Every writer's text for this turn in one string, in the library's prefix order
+/// (constant, session, per-turn; then by id), the instructions as currently edited.
+fn head_text(
+    components: &[&Component],
+    session: &SessionContext,
+    values: &Extensions,
+    turn: u64,
+    instructions: &str,
+) -> String {
+    let ctx = TurnContext::new(session, values, turn);
+    components
+        .iter()
+        .filter_map(|c| {
+            if c.id().as_str() == "assistant_instructions" {
+                return Some(instructions.to_owned());
+            }
+            match c.content() {
+                Content::Static(t) => Some(t.to_string()),
+                Content::Session(f) => f(session),
+                Content::Turn(f) => f(&ctx),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn compose_baseline(
+    size: ScenarioSize,
+    strategy: Strategy,
+    registry: &Registry,
+    turns: u64,
+) -> Result<Vec<ComposedRequest>, ScenarioError> {
+    let session = SessionContext::new(size.session_values()?);
+    let mut components: Vec<&Component> = registry.components().collect();
+    components.sort_by(|a, b| (a.stability(), a.id()).cmp(&(b.stability(), b.id())));
+    let mut instructions = ASSISTANT_INSTRUCTIONS.to_owned();
+    // replace_at_head: the history after the head. append_system: the whole message list.
+    let mut history: Vec<Value> = Vec::new();
+    let style = DeliveryStyle::system();
+    let mut out = Vec::new();
+    for turn in 1..=turns {
+        let step = size.script(turn);
+        if let Some(text) = &step.instructions {
+            instructions.clone_from(text);
+        }
+        if let Some(summary) = &step.compaction {
+            let summary = json!({"role": "system", "content": summary});
+            let keep_from = history.len().saturating_sub(KEEP_AFTER_COMPACTION);
+            let kept = history.split_off(keep_from);
+            history = match strategy {
+                Strategy::AppendSystem => {
+                    let first: Vec<Value> = history.into_iter().take(1).collect();
+                    first.into_iter().chain([summary]).chain(kept).collect()
+                }
+                _ => std::iter::once(summary).chain(kept).collect(),
+            };
+        }
+        let head = head_text(
+            &components,
+            &session,
+            &turn_values(&step),
+            turn,
+            &instructions,
+        );
+        let user = json!({"role": "user", "content": step.question});
+        let messages: Vec<String> = match strategy {
+            Strategy::AppendSystem => {
+                set_system_prompt(&mut history, &head, &style);
+                history.push(user);
+                history.iter().map(Value::to_string).collect()
+            }
+            _ => {
+                history.push(user);
+                std::iter::once(json!({"role": "system", "content": head}))
+                    .chain(history.iter().cloned())
+                    .map(|m| m.to_string())
+                    .collect()
+            }
+        };
+        out.push(ComposedRequest {
+            turn,
+            breakpoints: vec![1, messages.len()],
+            messages,
+        });
+        history.extend(step.after.iter().map(Recorded::message));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_composed_cacheline_request_is_the_sessions_request_byte_for_byte() {
+        let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+        let policy = default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
+        let mut sent = Vec::new();
+        run_cacheline(&registry, &policy, 4, |_, request| {
+            sent.push(request.to_bytes());
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let composed = compose(Strategy::Cacheline, &registry, 4).unwrap_or_else(|e| panic!("{e}"));
+        let composed: Vec<Vec<u8>> = composed.iter().map(ComposedRequest::to_bytes).collect();
+        assert_eq!(sent, composed);
+    }
+
+    #[test]
+    fn the_compact_size_plays_the_same_script_smaller() {
+        for turn in 1..=40 {
+            let (full, compact) = (script(turn), ScenarioSize::Compact.script(turn));
+            assert_eq!(full.events(), compact.events(), "turn {turn}");
+            assert_eq!(
+                (&full.question, &full.date, &full.todo, full.plan),
+                (
+                    &compact.question,
+                    &compact.date,
+                    &compact.todo,
+                    compact.plan
+                ),
+                "turn {turn}"
+            );
+            assert_eq!(full.instructions, compact.instructions, "turn {turn}");
+            assert_eq!(full.compaction, compact.compaction, "turn {turn}");
+            let size = |t: &ScriptedTurn| -> usize {
+                t.after.iter().map(|m| m.message().to_string().len()).sum()
+            };
+            assert!(size(&compact) < size(&full), "turn {turn}");
+        }
+        let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+        let bytes = |size: ScenarioSize| -> usize {
+            size.compose(Strategy::Cacheline, &registry, 8)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .iter()
+                .map(|r| r.to_bytes().len())
+                .sum()
+        };
+        assert!(bytes(ScenarioSize::Compact) * 3 < bytes(ScenarioSize::Full));
+    }
+
+    #[test]
+    fn events_name_what_the_script_changes() {
+        let names = |turn| -> Vec<String> {
+            script(turn)
+                .events()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(names(1).is_empty());
+        assert_eq!(names(2), Vec::<String>::new());
+        assert_eq!(names(3), ["the assistant called read_file"]);
+        assert!(names(5).contains(&"plan mode turned on".to_owned()));
+        assert!(names(7).contains(&"the assistant instructions were edited".to_owned()));
+        assert!(names(10).contains(&"the history was compacted (new cache epoch)".to_owned()));
+        assert!(names(12).contains(&"the date rolled over midnight (2026-12-01)".to_owned()));
+    }
+}

@@ -1,0 +1,459 @@
+//! `status` and `check` over the application's own registry (feature `cli`).
+//!
+//! An agent's binary gets the two commands with its own name and version in `--help` and
+//! `--version`:
+//!
+//! ```no_run
+//! // In my-agent's main.rs: `my-agent status`, `my-agent check agent.toml`.
+//! fn main() -> std::process::ExitCode {
+//!     prompt_registry::cli::run(prompt_registry::cli_app!(), std::env::args_os())
+//! }
+//! ```
+//!
+//! Output follows one convention: results on standard output, diagnostics on standard error
+//! as `file:line:col: error: message` (or `warning:`); exit status 0 (ok), 1 (`--strict` and
+//! warnings) or 2 (errors, usage errors). A closed standard output (`| head`) ends the
+//! program quietly with status 0.
+
+use std::error::Error;
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use prompt_core::PromptPolicy;
+use prompt_core::input::{self, CONFIG_LIMIT};
+use prompt_core::placement::Placement;
+use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
+use serde::Serialize;
+
+use crate::{Registry, STATUS_SCHEMA_VERSION};
+
+/// Who the program is: shown by `--help` and `--version`, and the built-in `agent.toml`
+/// used when none is given.
+#[derive(Debug, Clone, Copy)]
+pub struct App {
+    /// The program's name, e.g. `env!("CARGO_PKG_NAME")`.
+    pub name: &'static str,
+    /// Its version, e.g. `env!("CARGO_PKG_VERSION")`.
+    pub version: &'static str,
+    /// One line for `--help`.
+    pub about: &'static str,
+    /// The `agent.toml` used by `status` when `--config` is absent.
+    pub default_config: Option<DefaultConfig>,
+}
+
+impl App {
+    /// An application with this name and version, no built-in config.
+    pub const fn new(name: &'static str, version: &'static str) -> Self {
+        Self {
+            name,
+            version,
+            about: "Where every prompt writer lands, and why.",
+            default_config: None,
+        }
+    }
+
+    /// The same application with a built-in `agent.toml`.
+    pub const fn with_default_config(mut self, config: DefaultConfig) -> Self {
+        self.default_config = Some(config);
+        self
+    }
+
+    /// The same application with another `--help` line.
+    pub const fn about(mut self, about: &'static str) -> Self {
+        self.about = about;
+        self
+    }
+}
+
+/// [`App`] for the calling crate: its `CARGO_PKG_NAME` and `CARGO_PKG_VERSION`.
+#[macro_export]
+macro_rules! cli_app {
+    () => {
+        $crate::cli::App::new(
+            ::core::env!("CARGO_PKG_NAME"),
+            ::core::env!("CARGO_PKG_VERSION"),
+        )
+    };
+}
+
+/// A built-in agent.toml.
+#[derive(Debug, Clone, Copy)]
+pub struct DefaultConfig {
+    /// The name shown in messages, e.g. `<built-in agent.toml>`.
+    pub name: &'static str,
+    /// The TOML text.
+    pub text: &'static str,
+}
+
+/// Arguments of `status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// agent.toml to read the `[prompt]` section from (default: the built-in one, if any,
+    /// else an empty policy: everything in the tail). `-` reads standard input.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print JSON (schema in docs/status-json.md) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    /// The agent.toml to check; `-` reads standard input.
+    #[arg(default_value = "agent.toml")]
+    pub file: PathBuf,
+    /// Treat warnings as failures (exit 1).
+    #[arg(long)]
+    pub strict: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show every registered prompt component, where it lands and why.
+    Status(StatusArgs),
+    /// Validate an agent.toml's `[prompt]` section. Exit 0 clean, 1 warnings with --strict,
+    /// 2 errors.
+    Check(CheckArgs),
+}
+
+/// Applies `app`'s name, version and about line to a clap command.
+pub fn brand(command: clap::Command, app: &App) -> clap::Command {
+    command
+        .name(app.name)
+        .bin_name(app.name)
+        .version(app.version)
+        .about(app.about)
+}
+
+/// Parses `args` (program name first) and runs `status` or `check` over every component
+/// linked into this binary.
+pub fn run<I, T>(app: App, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut stderr = io::stderr().lock();
+    let registry = match Registry::linked() {
+        Ok(registry) => registry,
+        Err(e) => {
+            write_error(&mut stderr, None, &e);
+            return ExitCode::from(2);
+        }
+    };
+    ExitCode::from(run_with(
+        app,
+        args,
+        &registry,
+        &mut io::stdout().lock(),
+        &mut stderr,
+    ))
+}
+
+/// Parses `args` and runs over `registry`, writing to `out` and `err`; returns the exit
+/// status.
+pub fn run_with<I, T>(
+    app: App,
+    args: I,
+    registry: &Registry,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let parsed = brand(Cli::command(), &app)
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => return print_clap_error(&e, out, err),
+    };
+    let result = match cli.command {
+        Command::Status(args) => status(&args, registry, app.default_config, out, err),
+        Command::Check(args) => check(&args, registry, out, err),
+    };
+    finish(result, err)
+}
+
+/// Prints a clap error or help text where it belongs; returns its exit status.
+pub fn print_clap_error(e: &clap::Error, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let text = e.render().to_string();
+    if e.use_stderr() {
+        let _ = err.write_all(text.as_bytes());
+        2
+    } else {
+        // --help, --version: a closed stdout is not an error.
+        let _ = out.write_all(text.as_bytes());
+        0
+    }
+}
+
+/// The exit status of a command's result: a closed standard output ends quietly with 0;
+/// any other error is printed as `error: message: cause` with status 2.
+pub fn finish(result: Result<u8, Box<dyn Error>>, err: &mut dyn Write) -> u8 {
+    match result {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&*e) => 0,
+        Err(e) => {
+            write_error(err, None, &*e);
+            2
+        }
+    }
+}
+
+/// Whether `e` (or a cause of it) is a write to a closed pipe.
+pub fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        if e.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// Writes `at: error: message: cause: cause` (or `error: …` without a position): the one
+/// error format of every command. Each cause of the chain is printed once.
+pub fn write_error(err: &mut dyn Write, at: Option<&str>, e: &dyn Error) {
+    let mut line = String::new();
+    if let Some(at) = at {
+        line.push_str(at);
+        line.push_str(": ");
+    }
+    line.push_str("error: ");
+    line.push_str(&e.to_string());
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(": ");
+        line.push_str(&c.to_string());
+        cause = c.source();
+    }
+    let _ = writeln!(err, "{line}");
+}
+
+/// Writes one diagnostic of a policy file: `file:line:col: error: message`.
+pub fn write_diagnostic(
+    err: &mut dyn Write,
+    severity: Severity,
+    d: &PolicyDiagnostic,
+) -> io::Result<()> {
+    writeln!(err, "{}: {}: {}", d.position, severity.as_str(), d.problem)
+}
+
+/// How bad a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Loading failed: nothing is promoted.
+    Error,
+    /// Loaded; worth a look (`--strict` fails on it).
+    Warning,
+}
+
+impl Severity {
+    /// `error` or `warning`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// Reads an agent.toml (at most [`CONFIG_LIMIT`] bytes, a regular file or `-`).
+pub fn read_config(path: &Path) -> Result<(String, String), input::InputError> {
+    let text = input::read_text(path, CONFIG_LIMIT)?;
+    let name = if path.as_os_str() == "-" {
+        "<stdin>".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    Ok((name, text))
+}
+
+/// Loads the policy `status` (and `demo`) use: `config`, else the built-in one, else the
+/// empty policy. Diagnostics are printed; `None` when loading failed.
+pub fn load_policy(
+    config: Option<&Path>,
+    registry: &Registry,
+    default_config: Option<DefaultConfig>,
+    err: &mut dyn Write,
+) -> Result<Option<PromptPolicy>, Box<dyn Error>> {
+    let (name, text) = match (config, default_config) {
+        (Some(path), _) => match read_config(path) {
+            Ok(read) => read,
+            Err(e) => {
+                write_error(err, None, &e);
+                return Ok(None);
+            }
+        },
+        (None, Some(d)) => (d.name.to_owned(), d.text.to_owned()),
+        (None, None) => return Ok(Some(PromptPolicy::default())),
+    };
+    match registry.load_policy(&text, &name) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                write_diagnostic(err, Severity::Warning, w)?;
+            }
+            Ok(Some(loaded.policy))
+        }
+        Err(PolicyErrors(errors)) => {
+            for e in &errors {
+                write_diagnostic(err, Severity::Error, e)?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// `status`: every component, where it lands and why.
+pub fn status(
+    args: &StatusArgs,
+    registry: &Registry,
+    default_config: Option<DefaultConfig>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
+    let Some(policy) = load_policy(args.config.as_deref(), registry, default_config, err)? else {
+        return Ok(2);
+    };
+    let report = registry.status(&policy);
+    if args.json {
+        writeln!(out, "{}", report.to_json())?;
+    } else {
+        writeln!(out, "{report}")?;
+    }
+    Ok(0)
+}
+
+/// One diagnostic in `check --json`.
+#[derive(Debug, Serialize)]
+struct JsonDiagnostic<'a> {
+    severity: Severity,
+    file: &'a str,
+    line: usize,
+    column: usize,
+    message: String,
+}
+
+impl<'a> JsonDiagnostic<'a> {
+    fn of(severity: Severity, d: &'a PolicyDiagnostic) -> Self {
+        Self {
+            severity,
+            file: &d.position.origin,
+            line: d.position.line,
+            column: d.position.column,
+            message: d.problem.to_string(),
+        }
+    }
+}
+
+/// `check --json`.
+#[derive(Debug, Serialize)]
+struct CheckReport<'a> {
+    schema_version: u32,
+    file: &'a str,
+    ok: bool,
+    diagnostics: Vec<JsonDiagnostic<'a>>,
+    components: usize,
+    prefix: Vec<String>,
+}
+
+/// `check`: validates an agent.toml against the registry. Exit 0 clean, 1 warnings with
+/// `--strict`, 2 errors.
+pub fn check(
+    args: &CheckArgs,
+    registry: &Registry,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
+    let (name, text) = match read_config(&args.file) {
+        Ok(read) => read,
+        Err(e) => {
+            write_error(err, None, &e);
+            return Ok(2);
+        }
+    };
+    let loaded: Result<LoadedPolicy, PolicyErrors> = registry.load_policy(&text, &name);
+    let (errors, warnings, prefix) = match &loaded {
+        Ok(loaded) => {
+            let report = registry.status(&loaded.policy);
+            let prefix: Vec<String> = report
+                .prompt
+                .components
+                .iter()
+                .filter(|c| c.placement == Placement::Prefix)
+                .map(|c| c.id.clone())
+                .collect();
+            (&[][..], &loaded.warnings[..], prefix)
+        }
+        Err(PolicyErrors(errors)) => (&errors[..], &[][..], Vec::new()),
+    };
+    let code = if !errors.is_empty() {
+        2
+    } else if args.strict && !warnings.is_empty() {
+        1
+    } else {
+        0
+    };
+    if args.json {
+        let diagnostics = errors
+            .iter()
+            .map(|d| JsonDiagnostic::of(Severity::Error, d))
+            .chain(
+                warnings
+                    .iter()
+                    .map(|d| JsonDiagnostic::of(Severity::Warning, d)),
+            )
+            .collect();
+        let report = CheckReport {
+            schema_version: STATUS_SCHEMA_VERSION,
+            file: &name,
+            ok: code == 0,
+            diagnostics,
+            components: registry.len(),
+            prefix,
+        };
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(code);
+    }
+    for e in errors {
+        write_diagnostic(err, Severity::Error, e)?;
+    }
+    for w in warnings {
+        write_diagnostic(err, Severity::Warning, w)?;
+    }
+    if errors.is_empty() {
+        writeln!(
+            out,
+            "{name}: ok, {} warning(s); {} components, {} in the prefix",
+            warnings.len(),
+            registry.len(),
+            prefix.len()
+        )?;
+    } else {
+        writeln!(
+            err,
+            "{name}: {} error(s); nothing is promoted",
+            errors.len()
+        )?;
+    }
+    Ok(code)
+}
