@@ -2,8 +2,7 @@
 
 use std::collections::HashSet;
 
-use prompt_core::{ComponentId, Persist, Placement};
-
+use crate::id_grammar;
 use crate::text::suggest_id;
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
@@ -13,6 +12,25 @@ use syn::{Expr, ExprLit, Lit, LitStr, Token};
 
 const VALID: &str = "the arguments are `placement = \"prefix\" | \"tail\"`, `id = \"...\"`, \
                      `what = \"...\"` and `persist = \"history\" | \"ephemeral\"`";
+
+/// Where a component's text lands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Above the history, rendered once per session.
+    Prefix,
+    /// After the history.
+    Tail,
+}
+
+/// Whether a tail component's updates are kept in the history.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Persist {
+    /// Appended to the history (the default).
+    #[default]
+    History,
+    /// Sent at the end of one request only.
+    Ephemeral,
+}
 
 /// The parsed arguments. Each field is `None` when the argument is absent or invalid; invalid
 /// arguments have already been reported.
@@ -135,12 +153,12 @@ impl Args {
                 }
             }
             "id" => {
-                let problem = match ComponentId::new(&text) {
-                    Ok(id) if id.namespace().is_some() => format!(
+                let problem = match id_grammar::check(&text) {
+                    Ok(()) if text.contains(':') => format!(
                         "component id `{text}` is namespaced; the `skill:` and `mcp:` namespaces \
                          are for components registered at run time"
                     ),
-                    Ok(_) => {
+                    Ok(()) => {
                         self.id = Some(lit);
                         return Ok(());
                     }

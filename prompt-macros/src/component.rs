@@ -1,7 +1,6 @@
 //! Checks the annotated item and expands to the item plus its registration.
 
 use proc_macro2::{Ident, Span, TokenStream};
-use prompt_core::{ComponentId, Persist, Placement};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{
@@ -9,7 +8,8 @@ use syn::{
     LitStr, Meta, PathArguments, ReturnType, Safety, StaticMutability, Type,
 };
 
-use crate::args::Args;
+use crate::args::{Args, Persist, Placement};
+use crate::id_grammar;
 use crate::text::{first_doc_line, snake_case};
 
 const PREFIX_TEXT: &str = "prefix text must be a `&'static str` constant or a session renderer fn";
@@ -384,8 +384,8 @@ fn default_id(args: &Args, ident: &Ident, errors: &mut Vec<syn::Error>) -> Optio
         return args.id.clone(); // Reported while parsing if invalid.
     }
     let id = snake_case(&ident.to_string());
-    match ComponentId::new(&id) {
-        Ok(_) => Some(LitStr::new(&id, ident.span())),
+    match id_grammar::check(&id) {
+        Ok(()) => Some(LitStr::new(&id, ident.span())),
         Err(err) => {
             errors.push(syn::Error::new(
                 ident.span(),

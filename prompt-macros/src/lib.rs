@@ -48,6 +48,13 @@
 
 mod args;
 mod component;
+// The id grammar is shared with `prompt-core` as a source file, so that this crate depends on
+// syn, quote and proc-macro2 only. Its run-time helpers (`normalize_name`) are not used here;
+// its formatting belongs to prompt-core, so `cargo fmt -p prompt-macros` leaves it alone.
+#[allow(dead_code)]
+#[rustfmt::skip]
+#[path = "../../prompt-core/src/id_grammar.rs"]
+mod id_grammar;
 mod text;
 
 use proc_macro::TokenStream;
