@@ -1,9 +1,9 @@
 //! The component-id grammar: which strings are ids, which are reserved, and how a foreign
 //! name (an MCP server's, a skill folder's) is normalized into one.
 //!
-//! This file depends on nothing but `core` and `alloc`, because `prompt-macros` compiles it
-//! too (`#[path]` module, as serde_derive shares code with serde): the attribute checks ids
-//! at compile time without linking the runtime crate and its dependencies.
+//! This file depends on nothing but the standard library, because `prompt-macros` compiles
+//! it too (`#[path]` module, as serde_derive shares code with serde): the attribute checks
+//! ids at compile time without linking the runtime crate and its dependencies.
 
 use std::fmt;
 
@@ -20,6 +20,7 @@ pub const NAMESPACES: [&str; 2] = ["skill", "mcp"];
 pub const RESERVED_IDS: [&str; 10] = [
     "assistant",
     "compaction",
+    "developer",
     "foreign",
     "prefix",
     "system",
@@ -27,7 +28,6 @@ pub const RESERVED_IDS: [&str; 10] = [
     "tool",
     "tools",
     "user",
-    "developer",
 ];
 
 /// The longest id accepted, in bytes. Ids appear in every update wrapper and status row;
@@ -76,10 +76,17 @@ impl fmt::Display for IdError {
         let id = &self.id;
         match &self.problem {
             IdProblem::Empty => f.write_str("component id is empty"),
-            IdProblem::TooLong { len } => write!(
-                f,
-                "component id `{id}…` is {len} bytes long; ids are at most {MAX_ID_LEN} bytes"
-            ),
+            IdProblem::TooLong { len } => {
+                let mut cut = id.len().min(24);
+                while !id.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                write!(
+                    f,
+                    "component id `{}…` is {len} bytes long; ids are at most {MAX_ID_LEN} bytes",
+                    &id[..cut]
+                )
+            }
             IdProblem::InvalidChar { ch, at } => write!(
                 f,
                 "component id `{id}` has `{}` at byte {at}; ids are lowercase `[a-z0-9_]+`, optionally namespaced as `skill:<name>` or `mcp:<name>`",
