@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::json;
 use crate::node::Producer;
 
 /// How update nodes are delivered to the model.
@@ -132,11 +133,20 @@ impl DeliveryStyle {
     /// The update message for `text` from `producer`, as a message of its own. With
     /// [`UpdateRole::MergedIntoUser`] this is the user message it would be merged into.
     pub fn message(&self, producer: &Producer, text: &str) -> Value {
-        let role = match self.role {
+        serde_json::json!({ "role": self.update_role(), "content": self.wrap(producer, text) })
+    }
+
+    /// [`DeliveryStyle::message`], serialized as the library stores it (`role` first).
+    pub(crate) fn message_json(&self, producer: &Producer, text: &str) -> String {
+        json::text_message(self.update_role(), &self.wrap(producer, text))
+    }
+
+    /// The role of an update message of its own: `system` or `user`.
+    fn update_role(&self) -> &'static str {
+        match self.role {
             UpdateRole::System => "system",
             UpdateRole::UserReminder | UpdateRole::MergedIntoUser => "user",
-        };
-        serde_json::json!({ "role": role, "content": self.wrap(producer, text) })
+        }
     }
 }
 

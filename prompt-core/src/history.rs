@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
+use crate::json;
 use crate::node::{Node, NodeKind, Producer};
 
 /// Why a message cannot be appended or an edit cannot be made.
@@ -261,10 +262,10 @@ impl History {
 
     /// Appends a plain user message.
     pub fn append_user(&mut self, content: &str) -> Result<NodeId, HistoryError> {
-        self.append_value(
+        self.append_raw(
             Producer::User,
             NodeKind::User,
-            &serde_json::json!({"role": "user", "content": content}),
+            &json::text_message("user", content),
         )
     }
 
@@ -276,7 +277,7 @@ impl History {
             self.defer(producer, text, Framing::Wrapped);
             return None;
         }
-        let bytes = self.delivery.message(&producer, text).to_string();
+        let bytes = self.delivery.message_json(&producer, text);
         Some(self.push(
             producer,
             NodeKind::Update,
@@ -331,7 +332,7 @@ impl History {
             return SystemPromptChange::Deferred;
         }
         if self.nodes.is_empty() {
-            let bytes = serde_json::json!({"role": "system", "content": prompt}).to_string();
+            let bytes = json::text_message("system", prompt);
             self.push(
                 Producer::SystemPrompt,
                 NodeKind::System,
@@ -404,7 +405,7 @@ impl History {
             PrefixRole::System => "system",
             PrefixRole::FirstUser => "user",
         };
-        let bytes = serde_json::json!({"role": role, "content": summary}).to_string();
+        let bytes = json::text_message(role, summary);
         let summary_id = self.push(
             Producer::Compaction,
             NodeKind::CompactionSummary,

@@ -52,6 +52,7 @@ pub mod history;
 pub mod id;
 mod id_grammar;
 pub mod input;
+mod json;
 pub mod messages;
 pub mod node;
 pub mod placement;

@@ -7,6 +7,7 @@ use crate::component::Component;
 use crate::delivery::PrefixRole;
 use crate::hash::{Digest128, Fingerprint};
 use crate::id::ComponentId;
+use crate::json;
 
 /// A prefix component and its text once rendered.
 #[derive(Clone)]
@@ -30,7 +31,7 @@ pub(crate) struct FrozenPrefix {
 }
 
 fn json_string_body(text: &str) -> String {
-    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    let quoted = json::quote(text);
     quoted[1..quoted.len() - 1].to_owned()
 }
 

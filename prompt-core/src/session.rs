@@ -28,6 +28,7 @@ use crate::history::{
     Compaction, Framing, History, HistoryError, SystemPromptChange, check_message,
 };
 use crate::id::ComponentId;
+use crate::json;
 use crate::node::{Node, NodeKind, Producer};
 use crate::placement::{Persist, Placement};
 use crate::policy::{PromptPolicy, Resolution};
@@ -273,9 +274,7 @@ impl Session {
 
         // 2. Validate the user message before anything is mutated.
         let user_json = match user.into() {
-            UserInput::Text(text) => {
-                serde_json::json!({"role": "user", "content": text}).to_string()
-            }
+            UserInput::Text(text) => json::text_message("user", &text),
             UserInput::Message(value) => value.to_string(),
             UserInput::Raw(raw) => raw,
         };
@@ -324,11 +323,7 @@ impl Session {
                     self.history.defer(producer, &text, Framing::Wrapped);
                 }
                 Persist::Ephemeral => {
-                    let bytes = self
-                        .history
-                        .delivery()
-                        .message(&producer, &text)
-                        .to_string();
+                    let bytes = self.history.delivery().message_json(&producer, &text);
                     ephemeral.push((slot.component.id().clone(), bytes));
                 }
             }
@@ -370,10 +365,11 @@ impl Session {
         tool_call_id: &str,
         content: &str,
     ) -> Result<(), ComposeError> {
-        let message =
-            serde_json::json!({"role": "tool", "tool_call_id": tool_call_id, "content": content});
-        self.history
-            .append_value(Producer::Tool, NodeKind::Tool, &message)?;
+        self.history.append_raw(
+            Producer::Tool,
+            NodeKind::Tool,
+            &json::tool_message(tool_call_id, content),
+        )?;
         Ok(())
     }
 
