@@ -2,5 +2,28 @@
 //!
 //! This library holds the documentation checked as doctests: every Rust block of README.md
 //! and of `docs/*.md` compiles and runs here, where every crate of the workspace is a
-//! dependency.
+//! dependency. `tests.rs`'s `docs` module checks that every document is listed below, and
+//! loads every TOML example against the registry it describes.
 #![forbid(unsafe_code)]
+
+/// README.md's Rust blocks.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub mod readme {}
+
+/// Every `docs/*.md`, by file name.
+#[cfg(doctest)]
+pub mod docs {
+    #[doc = include_str!("../docs/agent-toml.md")]
+    pub mod agent_toml {}
+    #[doc = include_str!("../docs/benchmarks.md")]
+    pub mod benchmarks {}
+    #[doc = include_str!("../docs/live-llama.md")]
+    pub mod live_llama {}
+    #[doc = include_str!("../docs/measurements.md")]
+    pub mod measurements {}
+    #[doc = include_str!("../docs/status-json.md")]
+    pub mod status_json {}
+    #[doc = include_str!("../docs/templates.md")]
+    pub mod templates {}
+}

@@ -1,5 +1,7 @@
-//! Cross-crate scenarios, as one test binary: the scripted session measured by the
-//! simulator, and the live suite against a real llama.cpp server.
+//! Cross-crate scenarios, as one test binary: the scripted session as every strategy
+//! composes it, the live suite against a real llama.cpp server, and the checks that keep
+//! README.md and docs/ true.
 
+mod docs;
 mod live_llama;
 mod scenario;

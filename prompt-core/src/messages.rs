@@ -33,7 +33,7 @@ pub fn current_system_prompt<'m>(messages: &'m [Value], style: &DeliveryStyle) -
 /// - changed → appended as an update in `style`; every earlier index is untouched.
 ///
 /// Nothing is ever removed, so a compaction summary stored as `role: "system"` survives.
-/// A plain `Vec` holds no pending state, so with [`crate::delivery::UpdateRole::MergedIntoUser`] the
+/// A plain `Vec` holds no pending state, so with [`UpdateRole::MergedIntoUser`](crate::delivery::UpdateRole::MergedIntoUser) the
 /// update is appended as a user message of its own rather than merged into the next one.
 ///
 /// ```

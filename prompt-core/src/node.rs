@@ -74,8 +74,8 @@ pub struct Node {
 }
 
 impl Node {
-    /// Updates merged into this user message ([`UpdateRole::MergedIntoUser`], or the prefix
-    /// with [`PrefixRole::FirstUser`]): producer and unwrapped text.
+    /// Updates merged into this user message ([`UpdateRole::MergedIntoUser`](crate::delivery::UpdateRole::MergedIntoUser), or the prefix
+    /// with [`PrefixRole::FirstUser`](crate::delivery::PrefixRole::FirstUser)): producer and unwrapped text.
     pub fn merged_updates(&self) -> &[(Producer, Arc<str>)] {
         &self.merged
     }

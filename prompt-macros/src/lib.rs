@@ -83,7 +83,11 @@ use crate::parse::Component;
 
 /// Declares a prompt component and registers it with the cacheline registry.
 ///
-/// See the [crate documentation](crate) for the arguments and the accepted items.
+/// `#[prompt_component(placement = "prefix" | "tail", id = "...", what = "...", persist =
+/// "history" | "ephemeral")]` on a `const`/`static` `&'static str`, or on a fn taking
+/// `&SessionContext` (rendered once per session) or `&TurnContext` (rendered each turn) and
+/// returning `String` or `Option<String>`. The whole reference (every argument, what each
+/// signature means, every compile error) is on the front page of `prompt_registry`.
 #[proc_macro_attribute]
 pub fn prompt_component(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);

@@ -1,9 +1,10 @@
 //! # prompt-registry: the cacheline facade
 //!
-//! Declare each prompt writer with `#[prompt_component]`; every component linked into the
-//! binary is collected into a [`Registry`]; the operator's `agent.toml` `[prompt]` section
-//! decides, deny-wins, who may land in the cached prefix; [`Registry::status`] says where
-//! each writer lands and why; sessions compose through [`prompt_core`].
+//! Declare each prompt writer with [`#[prompt_component]`](macro@prompt_component); every
+//! component linked into the binary is collected into a [`Registry`]; the operator's
+//! `agent.toml` `[prompt]` section decides, deny-wins, who may land in the cached prefix;
+//! [`Registry::status`] says where each writer lands and why; sessions compose through
+//! [`prompt_core`], whose everyday names this crate re-exports.
 //!
 //! ```
 //! use prompt_registry::{prompt_component, Extensions, Registry, SessionContext, SessionOptions, TurnContext};
@@ -35,6 +36,56 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## `#[prompt_component]` reference
+//!
+//! ### Arguments
+//!
+//! | argument | values | default |
+//! |---|---|---|
+//! | `placement` | `"prefix"` (above the history, byte-identical for the whole session) or `"tail"` (after the history) | none: the policy's `default`, which is `tail` |
+//! | `id` | a bare id: lowercase `[a-z0-9_]+`, at most 128 bytes, not reserved | the item's name in snake_case |
+//! | `what` | a one-line description, shown by `status` | the first line of the doc comment |
+//! | `persist` | tail only: `"history"` (each changed output is appended once and stays) or `"ephemeral"` (sent at the end of this request only) | `"history"` |
+//!
+//! A declaration is a request: the operator's `[prompt]` section decides, and a component
+//! reaches the prefix only through a `prefix_allow` entry that no `prefix_deny` entry beats.
+//! The reserved ids name the library's own producers (`assistant`, `compaction`,
+//! `developer`, `foreign`, `prefix`, `system`, `system_prompt`, `tool`, `tools`, `user`); the
+//! `skill:` and `mcp:` namespaces are for components registered at run time
+//! ([`Registry::register_dynamic`]).
+//!
+//! ### Items, and what each signature means
+//!
+//! | item | stability | may be in the prefix |
+//! |---|---|---|
+//! | `const NAME: &str = "...";` or `static NAME: &str = "...";` | constant: compile-time text | yes |
+//! | `fn name(session: &SessionContext) -> String` (or `Option<String>`) | session: rendered once, when the session starts, from session-frozen values | yes |
+//! | `fn name(turn: &TurnContext) -> String` (or `Option<String>`) | turn: rendered every turn | no: a compile error with `placement = "prefix"` |
+//!
+//! `Option<String>` returns `None` when the component has nothing to say. The item is
+//! emitted unchanged and stays callable. A crate that only defines components must be
+//! linked: `use my_components as _;`.
+//!
+//! ### Compile errors, one line each
+//!
+//! Each is a `ui-tests/fail/*.rs` case with its reviewed compiler output. Independent
+//! mistakes are reported together; an attribute with a mistake registers nothing, so there
+//! are no follow-on errors.
+//!
+//! - `prefix_turn_renderer`: a `&TurnContext` renderer with `placement = "prefix"`: per-turn content cannot be in the prefix.
+//! - `prefix_static_mut`, `tail_static_mut`: a `static mut` can change at run time.
+//! - `prefix_non_str_type`, `tail_non_str_type`: a `const`/`static` that is not a `&'static str`.
+//! - `const_not_const_expr`: a `const` whose value is computed at run time (the compiler's own error).
+//! - `unknown_argument`, `duplicate_argument`, `argument_without_value`, `non_literal_argument`, `malformed_arguments`, `malformed_arguments_no_follow_on`: the argument list.
+//! - `unknown_placement`, `unknown_persist`, `persist_on_prefix`: argument values.
+//! - `invalid_id`, `invalid_default_id`, `reserved_id`, `reserved_default_id`, `id_too_long`: the id grammar, for `id = "..."` and for the name it defaults to.
+//! - `missing_what`, `empty_what`: every component has a one-line description.
+//! - `no_parameters`, `two_parameters`, `variadic_renderer`, `parameter_by_value`, `parameter_mut_ref`, `unknown_context`, `context_via_alias`: a renderer takes exactly `&SessionContext` or `&TurnContext`.
+//! - `missing_return_type`, `wrong_return_type`, `return_type_shadowed`: a renderer returns `String` or `Option<String>`.
+//! - `async_renderer`, `unsafe_renderer`, `extern_renderer`, `generic_renderer`, `method_renderer`: a renderer is a plain, safe, synchronous, non-generic free fn.
+//! - `unsupported_items`: the attribute goes on a `const`, a `static` or a fn, nothing else.
+//! - `several_mistakes`: all of a component's mistakes in one compilation.
+//!
 //! ## The linking rule
 //!
 //! `inventory` collects registrations from every crate *linked* into the binary. A crate that
@@ -45,6 +96,11 @@
 //! This crate defines no component of its own, whatever its features: the reference
 //! components of a coding agent live in the `prompt-reference` crate, which only the
 //! `cacheline` demo binary links.
+//!
+//! ## Features
+//!
+//! - `cli`: [`cli::run`], the `status` and `check` commands over the application's own
+//!   registry, with the application's name and version.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),

@@ -28,7 +28,8 @@
 //! assert_eq!(report.delivery.label(), "user_reminder");
 //! let style = report.delivery_style().unwrap();
 //! assert_eq!((style.role, style.prefix), (UpdateRole::MergedIntoUser, PrefixRole::FirstUser));
-//! ```#![forbid(unsafe_code)]
+//! ```
+#![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)

@@ -44,3 +44,23 @@ fn ui() {
     t.pass("pass/*.rs");
     t.compile_fail("fail/*.rs");
 }
+
+/// The facade's front page lists every compile-fail case: the reference cannot fall behind
+/// the attribute.
+#[test]
+fn every_compile_error_is_in_the_facade_reference() {
+    let front = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prompt-registry/src/lib.rs");
+    let front = std::fs::read_to_string(&front)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", front.display()));
+    for case in cases("fail") {
+        let stem = Path::new(&case)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            front.contains(&format!("`{stem}`")),
+            "prompt-registry's front page does not list the compile error `{stem}`"
+        );
+    }
+}

@@ -38,16 +38,50 @@ fn status_json_lists_every_reference_component_with_resolved_placement() {
         .iter()
         .find(|c| c["id"] == "date")
         .unwrap_or_else(|| panic!("date"));
-    for key in [
-        "declared",
-        "stability",
-        "constant",
-        "reason",
-        "source",
-        "what",
-        "persist",
-    ] {
-        assert!(date.get(key).is_some(), "row lacks {key}: {date}");
+    // docs/status-json.md, schema version 1: every key on every row, with its type.
+    assert_eq!(json["schema_version"], 1);
+    assert!(json["prompt"]["prefix_deny"].is_array());
+    let one_of =
+        |value: &Value, allowed: &[&str]| value.as_str().is_some_and(|v| allowed.contains(&v));
+    for row in components {
+        let placement = ["prefix", "tail"];
+        assert!(row["id"].is_string(), "{row}");
+        assert!(one_of(&row["placement"], &placement), "{row}");
+        assert!(
+            row["declared"].is_null() || one_of(&row["declared"], &placement),
+            "{row}"
+        );
+        assert!(one_of(&row["requested"], &placement), "{row}");
+        assert!(
+            one_of(&row["stability"], &["constant", "session", "turn"]),
+            "{row}"
+        );
+        assert_eq!(row["constant"], row["stability"] == "constant", "{row}");
+        if row["placement"] == "prefix" {
+            assert!(row["persist"].is_null(), "{row}");
+        } else {
+            assert!(one_of(&row["persist"], &["history", "ephemeral"]), "{row}");
+        }
+        assert!(row["reason"].is_string(), "{row}");
+        assert!(
+            one_of(
+                &row["rule"]["rule"],
+                &["tail_requested", "allowed", "denied", "not_allowed"]
+            ),
+            "{row}"
+        );
+        assert!(
+            one_of(
+                &row["rule"]["source"],
+                &["config", "declaration", "default"]
+            ),
+            "{row}"
+        );
+        assert!(
+            row["source"].as_str().is_some_and(|s| s.contains(".rs:")),
+            "{row}"
+        );
+        assert!(row["what"].as_str().is_some_and(|w| !w.is_empty()), "{row}");
     }
     assert_eq!(date["stability"], "turn");
     assert_eq!(date["constant"], false);

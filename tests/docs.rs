@@ -1,0 +1,209 @@
+//! The documentation cannot rot: every document's Rust blocks are doctests (`lib.rs`), and
+//! every TOML example is loaded against the registry it describes, with the outcome its
+//! text claims asserted.
+//!
+//! A TOML example is followed by an annotation that says what the text claims:
+//!
+//! ```text
+//! <!-- expect: prefix: assistant_instructions, tool_schemas; tail: date; reason date: tail requested -->
+//! <!-- expect: runtime: mcp:github; error 3:1: unknown field -->
+//! ```
+//!
+//! Clauses, separated by `;`: `runtime: ids` (run-time components registered first, as a
+//! skill loader or an MCP client would), `undeclared: ids` (built-in components that declare
+//! nothing), `ok` (no error, no warning), `prefix: ids`, `tail: ids`, `reason ID: text`
+//! (the status reason contains the text), `error L:C: text` and `warning L:C: text` (a
+//! diagnostic at that position whose message contains the text).
+
+use std::path::{Path, PathBuf};
+
+use prompt_registry::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
+use prompt_registry::{Component, ComponentId, Namespace, Placement, Registry};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// README.md and every `docs/*.md`, sorted.
+fn documents() -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap_or_else(|e| panic!("docs/: {e}"))
+        .map(|entry| entry.unwrap_or_else(|e| panic!("docs/: {e}")).path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    docs.insert(0, root().join("README.md"));
+    docs
+}
+
+#[test]
+fn every_document_is_compiled_as_doctests() {
+    let lib = std::fs::read_to_string(root().join("tests/lib.rs"))
+        .unwrap_or_else(|e| panic!("tests/lib.rs: {e}"));
+    for doc in documents() {
+        let name = doc
+            .strip_prefix(root())
+            .unwrap_or(&doc)
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            lib.contains(&format!("include_str!(\"../{name}\")")),
+            "{name} is not included in tests/lib.rs, so its Rust blocks are never compiled"
+        );
+    }
+}
+
+/// One TOML example and its annotation.
+struct Example {
+    at: String,
+    toml: String,
+    expect: String,
+}
+
+/// The TOML blocks of `text`, each with the `<!-- expect: ... -->` that follows it.
+fn examples(path: &Path, text: &str) -> Vec<Example> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim_start().starts_with("```toml") {
+            let start = i + 1;
+            let mut end = start;
+            while end < lines.len() && !lines[end].trim_start().starts_with("```") {
+                end += 1;
+            }
+            let toml = lines[start..end.min(lines.len())].join("\n");
+            let mut next = end + 1;
+            while next < lines.len() && lines[next].trim().is_empty() {
+                next += 1;
+            }
+            let at = format!("{}:{}", path.display(), start);
+            let expect = lines
+                .get(next)
+                .and_then(|l| l.trim().strip_prefix("<!-- expect:"))
+                .and_then(|l| l.strip_suffix("-->"))
+                .map(str::trim)
+                .unwrap_or_else(|| panic!("{at}: a TOML example without `<!-- expect: ... -->`"))
+                .to_owned();
+            out.push(Example { at, toml, expect });
+            i = next;
+        }
+        i += 1;
+    }
+    out
+}
+
+fn ids(list: &str) -> Vec<&str> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn registry_for(example: &Example) -> Registry {
+    let mut registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+    for clause in example.expect.split(';').map(str::trim) {
+        if let Some(list) = clause.strip_prefix("runtime:") {
+            for id in ids(list) {
+                let id = ComponentId::new(id).unwrap_or_else(|e| panic!("{}: {e}", example.at));
+                let namespace = match id.namespace() {
+                    Some("skill") => Namespace::Skill,
+                    _ => Namespace::Mcp,
+                };
+                let component = Component::session(id, |_| Some("Run-time guidance.".to_owned()));
+                registry
+                    .register_dynamic(namespace, component)
+                    .unwrap_or_else(|e| panic!("{}: {e}", example.at));
+            }
+        } else if let Some(list) = clause.strip_prefix("undeclared:") {
+            for id in ids(list) {
+                let id = ComponentId::new(id).unwrap_or_else(|e| panic!("{}: {e}", example.at));
+                registry
+                    .register(Component::turn(id, |_| Some("It is sunny.".to_owned())))
+                    .unwrap_or_else(|e| panic!("{}: {e}", example.at));
+            }
+        }
+    }
+    registry
+}
+
+/// `error 3:15: text` / `warning 3:15: text` against the diagnostics.
+fn find_diagnostic(example: &Example, diagnostics: &[PolicyDiagnostic], spec: &str, kind: &str) {
+    let (position, text) = spec.split_once(": ").unwrap_or((spec, ""));
+    let found = diagnostics.iter().any(|d| {
+        format!("{}:{}", d.position.line, d.position.column) == position.trim()
+            && d.problem.to_string().contains(text.trim())
+    });
+    let listed: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    assert!(
+        found,
+        "{}: the text claims {kind} {spec}; the loader said: {listed:#?}",
+        example.at
+    );
+}
+
+fn check(example: &Example) {
+    let registry = registry_for(example);
+    let loaded: Result<LoadedPolicy, PolicyErrors> =
+        registry.load_policy(&example.toml, "agent.toml");
+    for clause in example.expect.split(';').map(str::trim) {
+        if let Some(spec) = clause.strip_prefix("error ") {
+            let errors = match &loaded {
+                Err(PolicyErrors(errors)) => errors,
+                Ok(_) => panic!("{}: the text claims an error; it loaded", example.at),
+            };
+            find_diagnostic(example, errors, spec, "error");
+            continue;
+        }
+        let loaded = match &loaded {
+            Ok(loaded) => loaded,
+            Err(e) => panic!("{}: the text claims it loads; it did not:\n{e}", example.at),
+        };
+        let status = registry.status(&loaded.policy);
+        let row = |id: &str| {
+            status
+                .component(id)
+                .unwrap_or_else(|| panic!("{}: no component `{id}`", example.at))
+        };
+        if clause == "ok" {
+            let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+            assert!(warnings.is_empty(), "{}: warnings {warnings:?}", example.at);
+        } else if let Some(list) = clause.strip_prefix("prefix:") {
+            for id in ids(list) {
+                assert_eq!(row(id).placement, Placement::Prefix, "{}: {id}", example.at);
+            }
+        } else if let Some(list) = clause.strip_prefix("tail:") {
+            for id in ids(list) {
+                assert_eq!(row(id).placement, Placement::Tail, "{}: {id}", example.at);
+            }
+        } else if let Some(rest) = clause.strip_prefix("reason ") {
+            let (id, text) = rest
+                .split_once(": ")
+                .unwrap_or_else(|| panic!("{}: `reason ID: text`", example.at));
+            let reason = &row(id.trim()).reason;
+            assert!(
+                reason.contains(text.trim()),
+                "{}: {id}'s reason is {reason:?}, the text claims {text:?}",
+                example.at
+            );
+        } else if let Some(spec) = clause.strip_prefix("warning ") {
+            find_diagnostic(example, &loaded.warnings, spec, "warning");
+        } else if !(clause.starts_with("runtime:") || clause.starts_with("undeclared:")) {
+            panic!("{}: unknown clause {clause:?}", example.at);
+        }
+    }
+}
+
+#[test]
+fn every_toml_example_loads_as_its_text_says() {
+    let mut checked = 0;
+    for doc in documents() {
+        let text =
+            std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{}: {e}", doc.display()));
+        for example in examples(&doc, &text) {
+            check(&example);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "only {checked} TOML examples found");
+}
