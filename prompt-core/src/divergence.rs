@@ -15,7 +15,9 @@ pub struct MessageSpan {
     pub range: Range<usize>,
 }
 
-/// Where a later request diverges from an earlier one.
+/// Where a later request (or its rendering) stops matching an earlier one: the one type for
+/// this concept. The audit's cache-break report and the template probe's instability report
+/// embed it and add what they know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Divergence {
     /// First byte offset where they differ (or where the earlier one goes on past the later).
@@ -24,7 +26,56 @@ pub struct Divergence {
     /// a JSON array of messages.
     pub message_index: Option<usize>,
     /// Who wrote that message, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub producer: Option<String>,
+    /// The bytes around the offset on each side.
+    pub excerpt: Excerpt,
+}
+
+/// A few bytes of each side around a divergence: up to [`Excerpt::BEFORE`] bytes before the
+/// offset and [`Excerpt::AFTER`] from it, cut at character boundaries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Excerpt {
+    /// The earlier text.
+    pub earlier: String,
+    /// The later text.
+    pub later: String,
+}
+
+impl Excerpt {
+    /// Bytes shown before the offset.
+    pub const BEFORE: usize = 24;
+    /// Bytes shown from the offset on.
+    pub const AFTER: usize = 48;
+
+    /// Both sides around `offset`.
+    ///
+    /// ```
+    /// use prompt_core::divergence::Excerpt;
+    /// let e = Excerpt::around(b"You are terse.", b"You are verbose.", 8);
+    /// assert_eq!((e.earlier.as_str(), e.later.as_str()), ("You are terse.", "You are verbose."));
+    /// ```
+    pub fn around(earlier: &[u8], later: &[u8], offset: usize) -> Self {
+        Self {
+            earlier: Self::of(earlier, offset),
+            later: Self::of(later, offset),
+        }
+    }
+
+    /// One side around `offset`, as text (invalid UTF-8 shown as U+FFFD).
+    pub fn of(text: &[u8], offset: usize) -> String {
+        // Back off to the start of a UTF-8 sequence, so a character is never cut.
+        let boundary = |mut i: usize| {
+            i = i.min(text.len());
+            while i > 0 && i < text.len() && text[i] & 0xC0 == 0x80 {
+                i -= 1;
+            }
+            i
+        };
+        let start = boundary(offset.saturating_sub(Self::BEFORE));
+        let end = boundary(offset.saturating_add(Self::AFTER));
+        String::from_utf8_lossy(&text[start..end.max(start)]).into_owned()
+    }
 }
 
 /// The outcome of a prefix check.
@@ -114,6 +165,7 @@ pub(crate) fn check_prefix_with(
         byte_offset: common,
         message_index: span.as_ref().map(|s| s.index),
         producer: span.map(|s| s.producer).filter(|p| !p.is_empty()),
+        excerpt: Excerpt::around(earlier, later, common),
     })
 }
 

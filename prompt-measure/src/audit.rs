@@ -24,7 +24,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use prompt_core::PrefixCheck;
-use prompt_core::divergence::{check_prefix, message_index_at};
+use prompt_core::divergence::{Divergence, Excerpt, check_prefix, message_index_at};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -76,18 +76,12 @@ pub enum Part {
     Tools,
 }
 
-/// A few bytes of each side around the divergence.
+/// Where a request diverged from the best earlier one, what changed there, and what it cost.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Excerpt {
-    /// The earlier request.
-    pub earlier: String,
-    /// This request.
-    pub later: String,
-}
-
-/// Where a request diverged from the best earlier one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Divergence {
+pub struct CacheBreak {
+    /// Where (byte offset in the array, message or tool index, excerpts).
+    #[serde(flatten)]
+    pub at: Divergence,
     /// Log line of the earlier request.
     pub earlier_line: u64,
     /// What changed.
@@ -95,16 +89,10 @@ pub struct Divergence {
     /// Which array.
     #[serde(rename = "in")]
     pub part: Part,
-    /// Index of the message (or of the tool, for `tools`) holding the first differing byte.
-    pub message_index: Option<usize>,
     /// Role of that message in this request.
     pub role: Option<String>,
     /// Role of the message at that index in the earlier request.
     pub earlier_role: Option<String>,
-    /// Byte offset in the array (`[m0,m1,…]` for messages, the logged `tools` array).
-    pub byte_offset: usize,
-    /// The bytes around it.
-    pub excerpt: Excerpt,
     /// A sentence on what happened.
     pub detail: String,
     /// Tokens shared with the earlier request.
@@ -147,7 +135,7 @@ pub struct RequestAudit {
     /// Why a logged response's usage could not be read.
     pub reported_error: Option<String>,
     /// `None` for the first request.
-    pub divergence: Option<Divergence>,
+    pub divergence: Option<CacheBreak>,
 }
 
 /// Why a line was skipped.
@@ -499,9 +487,9 @@ impl<'t> Auditor<'t> {
         })
     }
 
-    fn record_breaker(&mut self, line: u64, d: &Divergence) {
+    fn record_breaker(&mut self, line: u64, d: &CacheBreak) {
         let index = match d.classification {
-            Classification::HeadRewrite | Classification::ToolSchemaChange => d.message_index,
+            Classification::HeadRewrite | Classification::ToolSchemaChange => d.at.message_index,
             _ => None,
         };
         let key = (d.classification, d.part, d.earlier_role.clone(), index);
@@ -518,7 +506,7 @@ impl<'t> Auditor<'t> {
         let b = self.breakers.entry(key).or_insert_with(|| Breaker {
             classification: d.classification,
             part: d.part,
-            message_index: d.message_index,
+            message_index: d.at.message_index,
             role: d.earlier_role.clone(),
             tokens_lost: 0,
             requests: 0,
@@ -642,13 +630,6 @@ fn breakpoints(texts: &[&str], lead: usize) -> Vec<usize> {
     out
 }
 
-/// Up to 24 bytes before `offset` and 48 from it.
-fn excerpt(s: &str, offset: usize) -> String {
-    let start = s.floor_char_boundary(offset.saturating_sub(24));
-    let end = s.floor_char_boundary(offset.saturating_add(48));
-    s[start..end].to_owned()
-}
-
 /// Byte offset of message `index` in `[m0,m1,…]`.
 fn message_offset(messages: &[super::sim::Segment], index: usize) -> usize {
     1 + messages[..index.min(messages.len())]
@@ -667,7 +648,7 @@ fn same_value(a: &str, b: &str) -> bool {
     }
 }
 
-fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common) -> Divergence {
+fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common) -> CacheBreak {
     let new_conversation = !later
         .messages()
         .iter()
@@ -678,15 +659,18 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
         (earlier.len() - common.tokens.min(earlier.len())) as u64
     };
     let base =
-        |classification, part, message_index, byte_offset, excerpt, detail: String| Divergence {
+        |classification, part, message_index, byte_offset, excerpt, detail: String| CacheBreak {
+            at: Divergence {
+                byte_offset,
+                message_index,
+                producer: None,
+                excerpt,
+            },
             earlier_line: earlier.tag(),
             classification,
             part,
-            message_index,
             role: None,
             earlier_role: None,
-            byte_offset,
-            excerpt,
             detail,
             common_tokens: common.tokens as u64,
             tokens_lost,
@@ -707,10 +691,7 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
             Part::Tools,
             message_index_at(l.as_bytes(), offset),
             offset,
-            Excerpt {
-                earlier: excerpt(e, offset),
-                later: excerpt(l, offset),
-            },
+            Excerpt::around(e.as_bytes(), l.as_bytes(), offset),
             detail,
         );
     }
@@ -733,12 +714,12 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
             Some(em.len()),
             offset,
             Excerpt {
-                earlier: em
-                    .last()
-                    .map_or(String::new(), |m| excerpt(m.text(), m.text().len())),
+                earlier: em.last().map_or(String::new(), |m| {
+                    Excerpt::of(m.text().as_bytes(), m.text().len())
+                }),
                 later: lm
                     .get(em.len())
-                    .map_or(String::new(), |m| excerpt(m.text(), 0)),
+                    .map_or(String::new(), |m| Excerpt::of(m.text().as_bytes(), 0)),
             },
             detail,
         );
@@ -847,10 +828,7 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
         Part::Messages,
         Some(i),
         offset,
-        Excerpt {
-            earlier: excerpt(e, within),
-            later: excerpt(l, within),
-        },
+        Excerpt::around(e.as_bytes(), l.as_bytes(), within),
         detail,
     );
     d.role = role;

@@ -51,7 +51,7 @@ pub mod simulate;
 pub mod synthetic;
 mod tokenizer;
 
-pub use audit::{AuditConfig, AuditError, Auditor, Divergence, RequestAudit};
+pub use audit::{AuditConfig, AuditError, Auditor, CacheBreak, RequestAudit};
 pub use meter::{MeterError, Provider, SessionUsage, Usage};
 pub use sim::{
     AnthropicRule, CacheSim, Observation, RuleOutcome, Segment, SimConfig, TokenCache,

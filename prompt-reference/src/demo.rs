@@ -15,7 +15,7 @@ use prompt_registry::node::{NodeKind, Producer};
 use prompt_registry::{Component, ComponentId, Namespace, PromptPolicy, Registry, RegistryError};
 use serde::Serialize;
 
-use crate::scenario::{self, ScenarioError, Strategy};
+use crate::scenario::{ScenarioError, ScenarioSize};
 
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]
@@ -117,11 +117,10 @@ pub fn run_with_progress(
     mut progress: impl FnMut(u64),
 ) -> Result<Vec<DemoTurn>, DemoError> {
     let registry = with_mcp_server(registry)?;
-    let mut out = Vec::new();
     let mut previous = Vec::new();
     let mut seen: HashSet<Producer> = HashSet::new();
     let mut epoch = 0;
-    scenario::run_cacheline(&registry, policy, turns, |step, request| {
+    let paired = ScenarioSize::Full.paired_with(&registry, policy, turns, |step, request| {
         let bytes = request.to_bytes();
         if request.epoch() != epoch {
             epoch = request.epoch();
@@ -133,7 +132,7 @@ pub fn run_with_progress(
             }
         }
         progress(step.turn);
-        out.push(DemoTurn {
+        let turn = DemoTurn {
             turn: step.turn,
             events: step.events().iter().map(ToString::to_string).collect(),
             request_bytes: bytes.len(),
@@ -156,18 +155,19 @@ pub fn run_with_progress(
                 .map(|(id, _)| id.to_string())
                 .collect(),
             fingerprint: request.prefix_fingerprint().to_string(),
-        });
+        };
         previous = bytes;
-        Ok(())
+        Ok(turn)
     })?;
-    let head = scenario::compose(Strategy::ReplaceAtHead, &registry, turns)?;
     let mut previous = Vec::new();
-    for (t, request) in out.iter_mut().zip(head) {
-        let bytes = request.to_bytes();
+    let mut out = Vec::with_capacity(paired.len());
+    for (mut t, head) in paired {
+        let bytes = head.to_bytes();
         t.head_rewrite_bytes = bytes.len();
         t.head_rewrite_reused = common_prefix_len(&previous, &bytes);
         previous = bytes;
         progress(turns.saturating_add(t.turn));
+        out.push(t);
     }
     Ok(out)
 }

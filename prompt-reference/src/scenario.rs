@@ -780,21 +780,39 @@ impl ScenarioSize {
         policy: &PromptPolicy,
         turns: u64,
     ) -> Result<Vec<PairedTurn>, ScenarioError> {
-        let mut out = Vec::new();
+        self.paired_with(registry, policy, turns, |step, request| {
+            Ok((step.turn, step.events(), request.to_bytes()))
+        })?
+        .into_iter()
+        .map(|((turn, events, library), head)| {
+            Ok(PairedTurn {
+                turn,
+                events: events.iter().map(ToString::to_string).collect(),
+                library,
+                head: head.to_bytes(),
+            })
+        })
+        .collect()
+    }
+
+    /// The one driver of "the library against replace-at-head": plays the script through the
+    /// library's session under `policy`, handing each turn and its [`Request`] to `each`,
+    /// then composes the same turns replace-at-head; returns each turn's result beside the
+    /// baseline's request.
+    pub fn paired_with<T>(
+        self,
+        registry: &Registry,
+        policy: &PromptPolicy,
+        turns: u64,
+        mut each: impl FnMut(&ScriptedTurn, &Request<'_>) -> Result<T, ScenarioError>,
+    ) -> Result<Vec<(T, ComposedRequest)>, ScenarioError> {
+        let mut library = Vec::new();
         self.run_cacheline(registry, policy, turns, |step, request| {
-            out.push(PairedTurn {
-                turn: step.turn,
-                events: step.events().iter().map(ToString::to_string).collect(),
-                library: request.to_bytes(),
-                head: Vec::new(),
-            });
+            library.push(each(step, request)?);
             Ok(())
         })?;
         let head = self.compose(Strategy::ReplaceAtHead, registry, turns)?;
-        for (turn, head) in out.iter_mut().zip(head) {
-            turn.head = head.to_bytes();
-        }
-        Ok(out)
+        Ok(library.into_iter().zip(head).collect())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use prompt_core::divergence::common_prefix_len;
+use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
 use prompt_core::{
     Component, ComponentId, DeliveryStyle, Extensions, Persist, Placement, PromptPolicy, Session,
     SessionContext, SessionOptions, delivery::PrefixRole, delivery::UpdateRole,
@@ -116,17 +116,15 @@ impl HeadSystem {
 /// Where a rendered turn stops being a prefix of the next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TemplateDivergence {
-    /// The first differing byte of the earlier render.
-    pub byte_offset: usize,
+    /// Where, in the rendered text: the first differing byte of the earlier render, and the
+    /// text around it on each side.
+    #[serde(flatten)]
+    pub at: Divergence,
     /// Where that byte lies: `head`, `user_1`, `assistant_1`, `update_1`, `user_2`,
     /// `assistant_2` or `after_last_message`.
     pub region: String,
     /// Why, in a few words.
     pub reason: String,
-    /// The earlier render from the offset (a few dozen bytes).
-    pub earlier: String,
-    /// The later render from the offset.
-    pub later: String,
 }
 
 /// The outcome of one prefix scenario.
@@ -344,7 +342,7 @@ impl fmt::Display for ProbeReport {
             } => writeln!(
                 f,
                 "prefix_stable: no: {scenario}: byte {} ({}): {}",
-                divergence.byte_offset, divergence.region, divergence.reason
+                divergence.at.byte_offset, divergence.region, divergence.reason
             )?,
             PrefixStability::Unknown { reason } => writeln!(f, "prefix_stable: unknown: {reason}")?,
         }
@@ -379,7 +377,7 @@ impl fmt::Display for ProbeReport {
                 ScenarioOutcome::Diverged(d) => {
                     format!(
                         "diverged at byte {} ({}): {}",
-                        d.byte_offset, d.region, d.reason
+                        d.at.byte_offset, d.region, d.reason
                     )
                 }
                 ScenarioOutcome::NotRendered { error } => format!("not rendered: {error}"),
@@ -488,18 +486,6 @@ fn end_of(text: &str, marker: &str) -> Option<usize> {
 
 fn lcp(a: &str, b: &str) -> usize {
     common_prefix_len(a.as_bytes(), b.as_bytes())
-}
-
-fn excerpt(text: &str, offset: usize) -> String {
-    let mut start = offset.min(text.len());
-    while !text.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = (start + 48).min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[start..end].to_owned()
 }
 
 fn blank(s: &str) -> bool {
@@ -800,11 +786,14 @@ fn compare(
     let region = region_at(&earlier_text, common);
     let reason = reason_for(&kind, &region, &earlier_text, &later_text);
     ScenarioOutcome::Diverged(TemplateDivergence {
-        byte_offset: common,
+        at: Divergence {
+            byte_offset: common,
+            message_index: None,
+            producer: None,
+            excerpt: Excerpt::around(earlier_text.as_bytes(), later_text.as_bytes(), common),
+        },
         region,
         reason,
-        earlier: excerpt(&earlier_text, common),
-        later: excerpt(&later_text, common),
     })
 }
 
@@ -994,8 +983,8 @@ pub fn verify_style(template: &ChatTemplate, style: &DeliveryStyle) -> Result<()
                 "turn {} is not a prefix of turn {} through its user message: diverges at byte {common} ({:?} vs {:?})",
                 k + 1,
                 k + 2,
-                excerpt(earlier, common),
-                excerpt(later, common)
+                Excerpt::of(earlier.as_bytes(), common),
+                Excerpt::of(later.as_bytes(), common)
             ));
         }
     }

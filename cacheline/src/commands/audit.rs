@@ -55,7 +55,7 @@ fn divergence_text(r: &RequestAudit) -> String {
     let Some(d) = &r.divergence else {
         return "first request".to_owned();
     };
-    let at = match (d.part, d.message_index) {
+    let at = match (d.part, d.at.message_index) {
         (Part::Tools, Some(i)) => format!("tools[{i}]"),
         (Part::Tools, None) => "tools".to_owned(),
         (_, Some(i)) => format!(
@@ -70,15 +70,15 @@ fn divergence_text(r: &RequestAudit) -> String {
     let mut s = format!(
         "{} at {at}, byte {} vs line {}: {}",
         d.classification.as_str(),
-        d.byte_offset,
+        d.at.byte_offset,
         d.earlier_line,
         d.detail
     );
     if d.tokens_lost > 0 {
         s.push_str(&format!(
             "; {:?} → {:?}; {} tokens lost",
-            d.excerpt.earlier,
-            d.excerpt.later,
+            d.at.excerpt.earlier,
+            d.at.excerpt.later,
             thousands(d.tokens_lost)
         ));
     }

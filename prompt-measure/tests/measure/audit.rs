@@ -66,8 +66,8 @@ fn point(r: &RequestAudit) -> (u64, Classification, Part, Option<usize>, usize) 
         d.earlier_line,
         d.classification,
         d.part,
-        d.message_index,
-        d.byte_offset,
+        d.at.message_index,
+        d.at.byte_offset,
     )
 }
 
@@ -87,8 +87,16 @@ fn a_head_rewrite_is_found_at_message_0_where_the_date_changed() {
     );
     let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
     assert_eq!(d.role.as_deref(), Some("system"));
-    assert!(d.excerpt.earlier.contains("2026-11-30"), "{:?}", d.excerpt);
-    assert!(d.excerpt.later.contains("2026-12-01"), "{:?}", d.excerpt);
+    assert!(
+        d.at.excerpt.earlier.contains("2026-11-30"),
+        "{:?}",
+        d.at.excerpt
+    );
+    assert!(
+        d.at.excerpt.later.contains("2026-12-01"),
+        "{:?}",
+        d.at.excerpt
+    );
     // Everything of line 2 past the date had to be recomputed.
     assert_eq!(d.tokens_lost, a.requests[1].tokens - d.common_tokens);
     assert!(d.tokens_lost > 40);
@@ -117,7 +125,7 @@ fn a_tool_schema_reorder_is_found_in_the_tools_array() {
         "{}",
         d.detail
     );
-    assert!(d.excerpt.earlier.contains("read_file") && d.excerpt.later.contains("grep"));
+    assert!(d.at.excerpt.earlier.contains("read_file") && d.at.excerpt.later.contains("grep"));
     // Nothing but the tools changed: the next request extends this one.
     assert_eq!(
         point(&a.requests[2]).1,
@@ -143,7 +151,11 @@ fn a_per_turn_injected_message_is_a_history_edit_where_it_was() {
         );
         let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
         assert_eq!(d.earlier_role.as_deref(), Some("user"));
-        assert!(d.excerpt.earlier.contains("<context>"), "{:?}", d.excerpt);
+        assert!(
+            d.at.excerpt.earlier.contains("<context>"),
+            "{:?}",
+            d.at.excerpt
+        );
         assert!(d.detail.contains("was removed"), "{}", d.detail);
         assert!(d.tokens_lost > 0);
     }
@@ -330,7 +342,7 @@ fn a_new_conversation_shares_the_system_prompt_and_loses_nothing() {
         .as_ref()
         .unwrap_or_else(|| panic!("no divergence"));
     assert!(d.new_conversation);
-    assert_eq!((d.message_index, d.tokens_lost), (Some(1), 0));
+    assert_eq!((d.at.message_index, d.tokens_lost), (Some(1), 0));
     assert!(
         d.common_tokens > 0 && d.detail.starts_with("a new conversation"),
         "{d:?}"
