@@ -117,16 +117,48 @@ pub struct CheckArgs {
 #[derive(Debug, Parser)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: RegistryCommand,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
+/// The facade's commands. A binary with more commands flattens them into its own
+/// subcommands (`#[command(flatten)]`) and hands them to [`RegistryCommand::run`].
+#[derive(Debug, Clone, Subcommand)]
+pub enum RegistryCommand {
     /// Show every registered prompt component, where it lands and why.
     Status(StatusArgs),
     /// Validate an agent.toml's `[prompt]` section. Exit 0 clean, 1 warnings with --strict,
     /// 2 errors.
     Check(CheckArgs),
+}
+
+impl RegistryCommand {
+    /// Runs the command over `registry`.
+    pub fn run(
+        &self,
+        registry: &Registry,
+        default_config: Option<DefaultConfig>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<u8, Box<dyn Error>> {
+        match self {
+            RegistryCommand::Status(args) => status(args, registry, default_config, out, err),
+            RegistryCommand::Check(args) => check(args, registry, out, err),
+        }
+    }
+}
+
+/// Parses `args` into `C` with `app`'s name, version and about line; on a usage error or
+/// `--help`/`--version`, prints it and returns the exit status instead.
+pub fn parse<C, I, T>(app: &App, args: I, out: &mut dyn Write, err: &mut dyn Write) -> Result<C, u8>
+where
+    C: CommandFactory + FromArgMatches,
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    brand(C::command(), app)
+        .try_get_matches_from(args)
+        .and_then(|matches| C::from_arg_matches(&matches))
+        .map_err(|e| print_clap_error(&e, out, err))
 }
 
 /// Applies `app`'s name, version and about line to a clap command.
@@ -175,17 +207,11 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let parsed = brand(Cli::command(), &app)
-        .try_get_matches_from(args)
-        .and_then(|matches| Cli::from_arg_matches(&matches));
-    let cli = match parsed {
+    let cli: Cli = match parse(&app, args, out, err) {
         Ok(cli) => cli,
-        Err(e) => return print_clap_error(&e, out, err),
+        Err(code) => return code,
     };
-    let result = match cli.command {
-        Command::Status(args) => status(&args, registry, app.default_config, out, err),
-        Command::Check(args) => check(&args, registry, out, err),
-    };
+    let result = cli.command.run(registry, app.default_config, out, err);
     finish(result, err)
 }
 

@@ -5,10 +5,10 @@ use std::error::Error;
 use std::ffi::OsString;
 use std::io::{self, Write};
 
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use prompt_reference::components::DEFAULT_AGENT_TOML;
 use prompt_registry::Registry;
-use prompt_registry::cli::{self, App, CheckArgs, DefaultConfig, StatusArgs};
+use prompt_registry::cli::{self, App, DefaultConfig, RegistryCommand};
 
 mod audit;
 mod bench_live;
@@ -34,11 +34,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Show every registered prompt component, where it lands and why.
-    Status(StatusArgs),
-    /// Validate an agent.toml's `[prompt]` section. Exit 0 clean, 1 warnings with --strict,
-    /// 2 errors.
-    Check(CheckArgs),
+    /// `status` and `check`.
+    #[command(flatten)]
+    Registry(RegistryCommand),
     /// Play a scripted agent session over the reference components and show, per request,
     /// the bytes the prompt cache keeps, against the old replace-at-head composition.
     Demo(demo::DemoArgs),
@@ -59,12 +57,9 @@ enum Command {
 pub(crate) fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
     let mut out = io::stdout().lock();
     let mut err = io::stderr().lock();
-    let parsed = cli::brand(Cli::command(), &APP)
-        .try_get_matches_from(args)
-        .and_then(|matches| Cli::from_arg_matches(&matches));
-    let cli = match parsed {
+    let cli: Cli = match cli::parse(&APP, args, &mut out, &mut err) {
         Ok(cli) => cli,
-        Err(e) => return cli::print_clap_error(&e, &mut out, &mut err),
+        Err(code) => return code,
     };
     let result = run(cli.command, &mut out, &mut err);
     cli::finish(result, &mut err)
@@ -73,8 +68,7 @@ pub(crate) fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
 fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, Box<dyn Error>> {
     let registry = Registry::linked()?;
     match command {
-        Command::Status(args) => cli::status(&args, &registry, Some(DEFAULT_CONFIG), out, err),
-        Command::Check(args) => cli::check(&args, &registry, out, err),
+        Command::Registry(command) => command.run(&registry, Some(DEFAULT_CONFIG), out, err),
         Command::Demo(args) => demo::run(&args, &registry, out, err),
         Command::Simulate(args) => simulate::run(&args, &registry, out, err),
         Command::Audit(args) => audit::run(&args, out, err),
