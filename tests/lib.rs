@@ -18,6 +18,8 @@ pub mod docs {
     pub mod agent_toml {}
     #[doc = include_str!("../docs/benchmarks.md")]
     pub mod benchmarks {}
+    #[doc = include_str!("../docs/history.md")]
+    pub mod history {}
     #[doc = include_str!("../docs/live-llama.md")]
     pub mod live_llama {}
     #[doc = include_str!("../docs/measurements.md")]

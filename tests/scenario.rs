@@ -74,3 +74,26 @@ fn library_requests_extend_each_other_and_head_requests_share_only_message_0() {
     let edit = &script[(INSTRUCTIONS_EDIT_TURN - 1) as usize];
     assert!(edit.events.iter().any(|e| e.contains("instructions")));
 }
+
+/// The demo's instructions edit (turn 7) outlives the compaction before turn 10: every
+/// later request still carries it.
+#[test]
+fn the_edited_instructions_survive_the_scripted_compactions() {
+    let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+    let edited = scenario::script(INSTRUCTIONS_EDIT_TURN)
+        .instructions
+        .unwrap_or_else(|| panic!("turn {INSTRUCTIONS_EDIT_TURN} edits the instructions"));
+    let tail = edited
+        .rsplit_once(". ")
+        .map_or(edited.as_str(), |(_, tail)| tail)
+        .to_owned();
+    let requests =
+        scenario::compose(Composition::Cacheline, &registry, 30).unwrap_or_else(|e| panic!("{e}"));
+    for request in &requests[INSTRUCTIONS_EDIT_TURN as usize - 1..] {
+        assert!(
+            request.messages.iter().any(|m| m.contains(&tail)),
+            "turn {}: the edited instructions are gone",
+            request.turn
+        );
+    }
+}

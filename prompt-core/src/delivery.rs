@@ -142,7 +142,7 @@ impl DeliveryStyle {
     }
 
     /// The role of an update message of its own: `system` or `user`.
-    fn update_role(&self) -> &'static str {
+    pub fn update_role(&self) -> &'static str {
         match self.role {
             UpdateRole::System => "system",
             UpdateRole::UserReminder | UpdateRole::MergedIntoUser => "user",

@@ -11,19 +11,51 @@ use crate::delivery::DeliveryStyle;
 use crate::history::SystemPromptChange;
 use crate::node::Producer;
 
-/// The current system prompt of a message list: the newest update this module appended
-/// (recognised by its wrapper), else the content of a leading system message.
-pub fn current_system_prompt<'m>(messages: &'m [Value], style: &DeliveryStyle) -> Option<&'m str> {
-    let from_update = messages.iter().rev().find_map(|m| {
-        let content = m.get("content")?.as_str()?;
-        style.unwrap(&Producer::SystemPrompt, content)
+/// The current system prompt of a message list: the newest update this module appended,
+/// else the text of a leading system message.
+///
+/// An update is recognised only where this module writes one: a message after the first,
+/// in the style's own update role (`system`, or `user` for the user-reminder styles), whose
+/// whole content is the style's wrapper from `system_prompt`. A tool result or (with the
+/// system style) a user message quoting the wrapper is not an update. The leading system
+/// message is read as it is, never unwrapped: a prompt that itself looks like a wrapper is
+/// still that prompt. Content may be a string or an array of text parts (joined as they
+/// are), as agents that store OpenAI content parts have it.
+pub fn current_system_prompt(messages: &[Value], style: &DeliveryStyle) -> Option<String> {
+    let update_role = style.update_role();
+    let from_update = messages.iter().skip(1).rev().find_map(|m| {
+        if m.get("role")?.as_str()? != update_role {
+            return None;
+        }
+        let content = content_text(m.get("content")?)?;
+        style
+            .unwrap(&Producer::SystemPrompt, &content)
+            .map(str::to_owned)
     });
     from_update.or_else(|| {
         let first = messages.first()?;
         (first.get("role")?.as_str()? == "system")
-            .then(|| first.get("content")?.as_str())
+            .then(|| content_text(first.get("content")?))
             .flatten()
     })
+}
+
+/// The text of a message content: a string, or an array of text parts joined as they are.
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(parts) => parts
+            .iter()
+            .map(
+                |part| match (part.get("type")?.as_str()?, part.get("text")?.as_str()) {
+                    ("text", Some(text)) => Some(text),
+                    _ => None,
+                },
+            )
+            .collect::<Option<Vec<&str>>>()
+            .map(|texts| texts.concat()),
+        _ => None,
+    }
 }
 
 /// Sets the system prompt of `messages` without rewriting any message already there.
@@ -55,7 +87,7 @@ pub fn set_system_prompt(
     prompt: &str,
     style: &DeliveryStyle,
 ) -> SystemPromptChange {
-    if current_system_prompt(messages, style) == Some(prompt) {
+    if current_system_prompt(messages, style).as_deref() == Some(prompt) {
         return SystemPromptChange::Unchanged;
     }
     if messages.is_empty() {

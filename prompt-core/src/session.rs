@@ -24,9 +24,7 @@ use crate::context::{Extensions, SessionContext, TurnContext};
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::divergence::common_prefix_len;
 use crate::hash::Fingerprint;
-use crate::history::{
-    Compaction, Framing, History, HistoryError, SystemPromptChange, check_message,
-};
+use crate::history::{Compaction, Framing, History, HistoryError, SystemPromptChange};
 use crate::id::ComponentId;
 use crate::json;
 use crate::node::{Node, NodeKind, Producer};
@@ -281,7 +279,8 @@ impl Session {
         let delivery = self.history.delivery();
         let merging =
             delivery.role == UpdateRole::MergedIntoUser || delivery.prefix == PrefixRole::FirstUser;
-        check_user_message(&user_json, merging)?;
+        self.history
+            .check_merging(&Producer::User, NodeKind::User, &user_json, merging)?;
 
         for (i, now) in first_render {
             if let Some(part) = self.prefix_parts.get_mut(i) {
@@ -421,26 +420,6 @@ impl Session {
             let producer = Producer::Component(slot.component.id().clone());
             slot.last = self.history.last_update_from(&producer).map(Arc::from);
         }
-    }
-}
-
-/// Rejects, before anything is mutated, a user message that is not a message, or (when
-/// updates are merged into it) whose content cannot take merged text: only a string, an
-/// array of parts, or no content can.
-fn check_user_message(user_json: &str, merging: bool) -> Result<(), HistoryError> {
-    let value: Value =
-        serde_json::from_str(user_json).map_err(|source| HistoryError::InvalidJson {
-            producer: Producer::User,
-            source,
-        })?;
-    check_message(&Producer::User, &value)?;
-    match value.get("content") {
-        Some(other @ (Value::Bool(_) | Value::Number(_) | Value::Object(_))) if merging => {
-            Err(HistoryError::CannotMerge {
-                found: other.to_string(),
-            })
-        }
-        _ => Ok(()),
     }
 }
 

@@ -59,6 +59,19 @@ pub enum RegistryError {
         /// Why.
         source: IdError,
     },
+    /// A namespaced component given to [`Registry::register`].
+    #[error(
+        "{location}: `{id}` is a run-time {namespace} component; register it with Registry::register_dynamic(Namespace::{namespace_title}, ..), which drops its own placement so only [prompt] can promote it",
+        namespace_title = title(namespace)
+    )]
+    NamespacedBuiltIn {
+        /// The id.
+        id: ComponentId,
+        /// Its namespace.
+        namespace: String,
+        /// Where it was registered.
+        location: SourceLocation,
+    },
     /// A run-time component whose id is not in the namespace it was registered under.
     #[error(
         "{location}: run-time {namespace} component `{id}` must be named `{namespace}:<name>`; it cannot take a built-in id or another namespace's id"
@@ -71,6 +84,15 @@ pub enum RegistryError {
         /// Where it was registered.
         location: SourceLocation,
     },
+}
+
+/// `skill` → `Skill`, for the name of the [`Namespace`] variant in messages.
+fn title(namespace: &str) -> String {
+    let mut chars = namespace.chars();
+    chars
+        .next()
+        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+        .unwrap_or_default()
 }
 
 /// Every prompt component of the program, in a deterministic order (by id).
@@ -118,8 +140,17 @@ impl Registry {
     }
 
     /// Adds a built-in component given as a plain value (for agents that build some
-    /// components at run time but own their ids). Duplicate ids are rejected.
+    /// components at run time but own their ids). Duplicate ids are rejected, and so are
+    /// namespaced ids: a `skill:` or `mcp:` component enters only through
+    /// [`Registry::register_dynamic`], which applies the run-time rules.
     pub fn register(&mut self, component: Component) -> Result<(), RegistryError> {
+        if let Some(namespace) = component.id().namespace() {
+            return Err(RegistryError::NamespacedBuiltIn {
+                id: component.id().clone(),
+                namespace: namespace.to_owned(),
+                location: component.source().clone(),
+            });
+        }
         self.insert(component)
     }
 

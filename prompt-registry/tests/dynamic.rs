@@ -134,3 +134,30 @@ fn dynamic_components_default_to_tail_and_reach_prefix_only_through_config() {
         skill.reason
     );
 }
+
+/// A namespaced component enters only through `register_dynamic`: `register` cannot be used
+/// to keep a skill's own prefix declaration.
+#[test]
+fn namespaced_ids_enter_only_through_register_dynamic() {
+    let mut r = registry();
+    let err = r
+        .register(Component::constant(id("skill:x"), "Skill text.").placement(Placement::Prefix))
+        .err()
+        .unwrap_or_else(|| panic!("must be rejected"));
+    assert!(
+        matches!(err, RegistryError::NamespacedBuiltIn { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("register_dynamic(Namespace::Skill"),
+        "{err}"
+    );
+    assert!(r.get("skill:x").is_none());
+    r.register_dynamic(
+        Namespace::Skill,
+        Component::constant(id("skill:x"), "Skill text.").placement(Placement::Prefix),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.get("skill:x").and_then(Component::declared), None);
+}

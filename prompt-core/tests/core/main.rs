@@ -2,6 +2,7 @@
 //! append-only history, the composer and its property test.
 
 mod compose;
+mod hardening;
 mod history;
 mod policy;
 mod props;

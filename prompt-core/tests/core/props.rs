@@ -113,8 +113,8 @@ proptest! {
                     s.set_system_prompt(&format!("Instructions v{v}"));
                 }
                 Op::Compact { keep_last } => {
-                    let len = s.history().len();
-                    let end = len.saturating_sub(usize::from(keep_last));
+                    let end = s.history().safe_cut(0, usize::from(keep_last));
+                    prop_assert!(s.history().len() - end >= usize::from(keep_last).min(s.history().len()));
                     s.compact(0..end, "Summary so far.").map_err(|e| TestCaseError::fail(e.to_string()))?;
                     seen.clear();
                 }
