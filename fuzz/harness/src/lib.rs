@@ -6,6 +6,12 @@
 //! `cargo test` without nightly.
 #![forbid(unsafe_code)]
 
+mod history_ops;
+mod vec_system_prompt;
+
+pub use history_ops::history_ops;
+pub use vec_system_prompt::vec_system_prompt;
+
 /// A fuzz target: its name (the `fuzz/fuzz_targets/<name>.rs` file and corpus folder) and
 /// its body.
 pub struct Target {
@@ -16,4 +22,13 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: &[Target] = &[];
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "history_ops",
+        run: history_ops,
+    },
+    Target {
+        name: "vec_system_prompt",
+        run: vec_system_prompt,
+    },
+];
