@@ -77,6 +77,7 @@ fn bench_report(client: &LlamaClient) -> &'static bench::BenchReport {
             .into_iter()
             .map(|t| ComposedTurn {
                 turn: t.turn,
+                label: t.label,
                 events: t.events,
                 library: t.library,
                 head: t.head,
@@ -105,8 +106,13 @@ fn cache_library_session_reprocesses_only_new_tokens() {
         return;
     };
     let report = bench_report(&client);
-    assert_eq!(report.turns.len() as u64, TURNS);
-    let edit = &report.turns[(INSTRUCTIONS_EDIT_TURN - 1) as usize];
+    let user_requests = report.turns.iter().filter(|t| t.label == t.turn.to_string());
+    assert_eq!(user_requests.count() as u64, TURNS);
+    let edit = report
+        .turns
+        .iter()
+        .find(|t| t.label == INSTRUCTIONS_EDIT_TURN.to_string())
+        .unwrap_or_else(|| panic!("no turn {INSTRUCTIONS_EDIT_TURN}"));
     assert!(
         edit.events.iter().any(|e| e.contains("instructions")),
         "the system prompt is edited on the way: {:?}",
@@ -117,8 +123,8 @@ fn cache_library_session_reprocesses_only_new_tokens() {
         let l = &t.library;
         assert!(
             l.prompt_n <= l.new_tokens + SLACK,
-            "turn {}: re-processed {} tokens, but only {} are new (events: {:?})",
-            t.turn,
+            "request {}: re-processed {} tokens, but only {} are new (events: {:?})",
+            t.label,
             l.prompt_n,
             l.new_tokens,
             t.events
@@ -129,8 +135,8 @@ fn cache_library_session_reprocesses_only_new_tokens() {
         let kept = l.prompt_tokens - l.new_tokens;
         assert!(
             kept * 5 >= previous.prompt_tokens * 4,
-            "turn {}: only {kept} tokens of the previous {}-token request are a prefix of this one: the library should only append",
-            t.turn,
+            "request {}: only {kept} tokens of the previous {}-token request are a prefix of this one: the library should only append",
+            t.label,
             previous.prompt_tokens
         );
     }
@@ -153,7 +159,8 @@ fn message_0_tokens(client: &LlamaClient, request: &[u8]) -> u64 {
 
 /// Replace-at-head as `cacheline simulate` composes it puts its per-turn writers last in
 /// message 0 (the most charitable order), so the cache keeps most of message 0; but those
-/// writers change every turn, so the whole history after them is re-processed every turn.
+/// writers change every turn, so the whole history after them is re-processed at every
+/// turn's first request. (A turn's continuations keep its message 0.)
 #[test]
 fn cache_replace_at_head_reprocesses_its_whole_history() {
     let Some((client, _guard)) = server("cache_replace_at_head_reprocesses_its_whole_history")
@@ -163,6 +170,9 @@ fn cache_replace_at_head_reprocesses_its_whole_history() {
     let report = bench_report(&client);
     let script = paired().unwrap_or_else(|e| panic!("{e}"));
     for (t, composed) in report.turns.iter().zip(&script).skip(1) {
+        if t.label != t.turn.to_string() {
+            continue; // a continuation
+        }
         let h = &t.head;
         let head = message_0_tokens(&client, &composed.head);
         assert!(

@@ -15,6 +15,7 @@ fn the_cacheline_strategy_never_rewrites_a_sent_byte_and_the_baseline_does() {
         scenario::compose(Composition::Cacheline, &registry, 30).unwrap_or_else(|e| panic!("{e}"));
     let compactions: Vec<u64> = requests
         .iter()
+        .filter(|r| !r.continuation)
         .map(|r| r.turn)
         .filter(|t| scenario::script(*t).compaction.is_some())
         .collect();
@@ -28,8 +29,9 @@ fn the_cacheline_strategy_never_rewrites_a_sent_byte_and_the_baseline_does() {
         );
         let stable = a.breakpoints[1];
         let earlier = array(&a.messages[..stable]);
-        // A turn that follows a compaction (10, 24) starts a new cache epoch.
-        if scenario::script(b.turn).compaction.is_none() {
+        // The user request of a turn that follows a compaction (10, 24) starts a new cache
+        // epoch; every other request, continuations included, extends the previous one.
+        if b.continuation || scenario::script(b.turn).compaction.is_none() {
             assert!(
                 check_prefix(earlier.as_bytes(), array(&b.messages).as_bytes()).is_prefix(),
                 "turn {} rewrote bytes of turn {}",
@@ -40,8 +42,12 @@ fn the_cacheline_strategy_never_rewrites_a_sent_byte_and_the_baseline_does() {
     }
     let head = scenario::compose(Composition::ReplaceAtHead, &registry, 5)
         .unwrap_or_else(|e| panic!("{e}"));
+    // Every turn rewrites message 0 (the per-turn writers are in it); within a turn its
+    // continuations keep it.
+    let user_requests: Vec<_> = head.iter().filter(|r| !r.continuation).collect();
     assert!(
-        head.windows(2)
+        user_requests
+            .windows(2)
             .all(|p| p[0].messages[0] != p[1].messages[0])
     );
 }
@@ -53,7 +59,9 @@ fn library_requests_extend_each_other_and_head_requests_share_only_message_0() {
     let script = ScenarioSize::Compact
         .paired(&registry, &policy, 8)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(script.len(), 8);
+    let turns: Vec<u64> = script.iter().map(|t| t.turn).collect();
+    assert_eq!(turns.iter().max(), Some(&8));
+    assert!(script.len() > 8, "tool calls are played as continuations");
     for pair in script.windows(2) {
         // Everything but the previous request's ephemeral tail and closing bracket.
         assert!(
@@ -62,7 +70,11 @@ fn library_requests_extend_each_other_and_head_requests_share_only_message_0() {
             pair[1].turn
         );
         // Replace-at-head rewrites its per-turn writers at the end of message 0 each
-        // turn, so nothing of the history after it is ever a shared prefix.
+        // turn, so nothing of the history after it is a shared prefix from one turn to the
+        // next (a continuation keeps the turn's message 0).
+        if pair[0].turn == pair[1].turn {
+            continue;
+        }
         let head: Vec<&serde_json::value::RawValue> =
             serde_json::from_slice(&pair[0].head).unwrap();
         assert!(
@@ -89,7 +101,7 @@ fn the_edited_instructions_survive_the_scripted_compactions() {
         .to_owned();
     let requests =
         scenario::compose(Composition::Cacheline, &registry, 30).unwrap_or_else(|e| panic!("{e}"));
-    for request in &requests[INSTRUCTIONS_EDIT_TURN as usize - 1..] {
+    for request in requests.iter().filter(|r| r.turn >= INSTRUCTIONS_EDIT_TURN) {
         assert!(
             request.messages.iter().any(|m| m.contains(&tail)),
             "turn {}: the edited instructions are gone",

@@ -633,6 +633,66 @@ impl History {
     }
 }
 
+impl History {
+    /// The tool calls of the last assistant message that calls tools and have no result
+    /// after it, in call order.
+    pub fn open_tool_calls(&self) -> Vec<String> {
+        let Some(at) = self
+            .nodes
+            .iter()
+            .rposition(|n| n.kind == NodeKind::Assistant)
+        else {
+            return Vec::new();
+        };
+        let (calls, _) = tool_links(&self.nodes[at]);
+        let answered: Vec<String> = self.nodes[at + 1..]
+            .iter()
+            .filter_map(|n| tool_links(n).1)
+            .collect();
+        calls
+            .into_iter()
+            .filter(|c| !answered.contains(c))
+            .collect()
+    }
+
+    /// Writes the pending texts after the content of the last node, a tool result not yet
+    /// sent (at or after `unsent`), by replacing that node: how a continuation delivers
+    /// merged updates without a message of their own. Nothing pending: nothing changes.
+    pub(crate) fn merge_pending_into_last(&mut self, unsent: usize) -> Result<(), HistoryError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let Some(last) = self.nodes.last() else {
+            return Ok(());
+        };
+        if self.nodes.len() <= unsent || last.kind != NodeKind::Tool {
+            // No unsent result to carry them: they wait for the next user message.
+            return Ok(());
+        }
+        let object = RawObject::parse(&last.bytes).map_err(|_| HistoryError::CannotMerge {
+            found: "a tool result that is not a JSON object".to_owned(),
+        })?;
+        let tail = self
+            .pending
+            .iter()
+            .map(|p| p.rendered.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let content = appended_content(object.get("content").map(RawValue::get), &tail)?;
+        let bytes = object.with("content", &content);
+        let merged: Arc<[(Producer, Arc<str>)]> = self
+            .pending
+            .drain(..)
+            .map(|p| (p.producer, p.text))
+            .collect();
+        if let Some(old) = self.nodes.pop() {
+            self.total_bytes -= old.bytes.len();
+            self.push(old.producer, old.kind, bytes, old.text, merged);
+        }
+        Ok(())
+    }
+}
+
 /// The node kinds that carry a system prompt.
 const SYSTEM_PROMPT_KINDS: &[NodeKind] = &[NodeKind::System, NodeKind::Update];
 
@@ -796,6 +856,33 @@ fn neutralized_content(content: &RawValue, tag: &str) -> Option<String> {
         })
         .collect();
     changed.then(|| format!("[{}]", parts.join(",")))
+}
+
+/// A message's content (raw JSON, `None` when absent) with `tail` written after it: after a
+/// string's text, as a last text part of an array, or as the whole content.
+fn appended_content(content: Option<&str>, tail: &str) -> Result<String, HistoryError> {
+    match content.map(str::trim) {
+        None | Some("null") => Ok(json::quote(tail)),
+        Some(raw) if raw.starts_with('"') => {
+            let text: String =
+                serde_json::from_str(raw).map_err(|_| HistoryError::CannotMerge {
+                    found: "a malformed string".to_owned(),
+                })?;
+            Ok(json::quote(&format!("{text}\n\n{tail}")))
+        }
+        Some(raw) if raw.starts_with('[') && raw.ends_with(']') => {
+            let part = format!(r#"{{"type":"text","text":{}}}"#, json::quote(tail));
+            let body = raw[..raw.len() - 1].trim_end();
+            Ok(if body == "[" {
+                format!("[{part}]")
+            } else {
+                format!("{body},{part}]")
+            })
+        }
+        Some(other) => Err(HistoryError::CannotMerge {
+            found: other.chars().take(40).collect(),
+        }),
+    }
 }
 
 /// A message's content (raw JSON, `None` when absent) with `head` written at its start:

@@ -24,15 +24,6 @@ pub(crate) fn text_message(role: &str, content: &str) -> String {
     format!(r#"{{"role":{},"content":{}}}"#, quote(role), quote(content))
 }
 
-/// `{"role":"tool","tool_call_id":ID,"content":CONTENT}`.
-pub(crate) fn tool_message(call_id: &str, content: &str) -> String {
-    format!(
-        r#"{{"role":"tool","tool_call_id":{},"content":{}}}"#,
-        quote(call_id),
-        quote(content)
-    )
-}
-
 /// A JSON object read as its keys, in order, and its values as raw text.
 #[derive(Debug)]
 pub(crate) struct RawObject<'a> {
@@ -217,10 +208,6 @@ mod tests {
         assert_eq!(
             text_message("user", "say \"hi\"\n"),
             r#"{"role":"user","content":"say \"hi\"\n"}"#
-        );
-        assert_eq!(
-            tool_message("c1", "ok"),
-            r#"{"role":"tool","tool_call_id":"c1","content":"ok"}"#
         );
     }
 

@@ -60,6 +60,7 @@ pub mod policy;
 mod prefix;
 pub mod request;
 pub mod session;
+pub mod tools;
 
 // The names nearly every user needs; everything else is in the modules above.
 pub use component::Component;

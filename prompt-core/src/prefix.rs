@@ -8,6 +8,7 @@ use crate::delivery::PrefixRole;
 use crate::hash::{Digest128, Fingerprint};
 use crate::id::ComponentId;
 use crate::json;
+use crate::tools::ToolSet;
 
 /// A prefix component and its text once rendered.
 #[derive(Clone)]
@@ -35,7 +36,22 @@ fn json_string_body(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
-pub(crate) fn freeze_prefix(parts: &[PrefixPart], role: PrefixRole) -> FrozenPrefix {
+/// The prefix fingerprint: the tools field and the prefix, as sent. Both are frozen for the
+/// session and both are above the history, so both are in the key of the cached prefix.
+pub(crate) fn fingerprint(tools: &ToolSet, prefix: &[u8]) -> Fingerprint {
+    Digest128::of(&[
+        b"tools\0",
+        tools.openai_json().as_bytes(),
+        b"\0prefix\0",
+        prefix,
+    ])
+}
+
+pub(crate) fn freeze_prefix(
+    parts: &[PrefixPart],
+    role: PrefixRole,
+    tools: &ToolSet,
+) -> FrozenPrefix {
     let texts: Vec<(&ComponentId, &str)> = parts
         .iter()
         .filter_map(|p| match &p.rendered {
@@ -48,7 +64,7 @@ pub(crate) fn freeze_prefix(parts: &[PrefixPart], role: PrefixRole) -> FrozenPre
             bytes: Arc::from(""),
             text: Arc::from(""),
             parts: Vec::new(),
-            fingerprint: Digest128::of(&[]),
+            fingerprint: fingerprint(tools, b""),
         };
     }
     let text: String = texts
@@ -57,7 +73,7 @@ pub(crate) fn freeze_prefix(parts: &[PrefixPart], role: PrefixRole) -> FrozenPre
         .collect::<Vec<_>>()
         .join("\n\n");
     if role == PrefixRole::FirstUser {
-        let fingerprint = Digest128::of(&[text.as_bytes()]);
+        let fingerprint = fingerprint(tools, text.as_bytes());
         return FrozenPrefix {
             bytes: Arc::from(""),
             text: text.into(),
@@ -78,7 +94,7 @@ pub(crate) fn freeze_prefix(parts: &[PrefixPart], role: PrefixRole) -> FrozenPre
         ranges.push(((*id).clone(), start..bytes.len()));
     }
     bytes.push_str("\"}");
-    let fingerprint = Digest128::of(&[bytes.as_bytes()]);
+    let fingerprint = fingerprint(tools, bytes.as_bytes());
     FrozenPrefix {
         bytes: bytes.into(),
         text: text.into(),

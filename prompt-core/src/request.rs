@@ -3,20 +3,23 @@
 use std::io::{self, Write};
 
 use crate::divergence::{MessageSpan, PrefixCheck, check_prefix_with};
-use crate::hash::{Digest128, Fingerprint};
+use crate::hash::Fingerprint;
 use crate::id::ComponentId;
 use crate::node::{Node, Producer};
 use crate::prefix::FrozenPrefix;
+use crate::tools::ToolSet;
 
 /// One composed request: a zero-copy view over the frozen prefix and history nodes plus
 /// this turn's ephemeral messages. Serialized, it is a JSON array of chat messages.
 pub struct Request<'s> {
     pub(crate) prefix: Option<&'s FrozenPrefix>,
+    pub(crate) tools: &'s ToolSet,
     pub(crate) nodes: &'s [Node],
     pub(crate) history_bytes: usize,
     pub(crate) new_from: usize,
     pub(crate) ephemeral: Vec<(ComponentId, String)>,
     pub(crate) turn: u64,
+    pub(crate) sequence: u64,
     pub(crate) epoch: u64,
 }
 
@@ -119,10 +122,39 @@ impl<'s> Request<'s> {
         out
     }
 
-    /// The prefix fingerprint (an OpenAI `prompt_cache_key` or a router key).
+    /// The prefix fingerprint: the tools field and the frozen prefix (the input of an
+    /// OpenAI `prompt_cache_key` or a router key). It is the first 128 bits of SHA-256 over
+    /// `tools\0`, the tools field as [`ToolSet::openai_json`] writes it (`[]` for none),
+    /// `\0prefix\0`, and the prefix message as sent (its text, when it rides in the first
+    /// user message).
     pub fn prefix_fingerprint(&self) -> Fingerprint {
-        self.prefix
-            .map_or_else(|| Digest128::of(&[]), |p| p.fingerprint)
+        self.prefix.map_or_else(
+            || crate::prefix::fingerprint(self.tools, b""),
+            |p| p.fingerprint,
+        )
+    }
+
+    /// The tools sent in the request's `tools` field, frozen for the session.
+    pub fn tools(&self) -> &'s ToolSet {
+        self.tools
+    }
+
+    /// The frozen prefix text (the components' texts joined by a blank line); empty when
+    /// no component is in the prefix. Wire formats with a system field put it there.
+    pub fn prefix_text(&self) -> &'s str {
+        self.prefix.map_or("", |p| &p.text)
+    }
+
+    /// The request's number in the session, counting turns and continuations from 1.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Whether this request continues after tool results (no new user message).
+    pub fn is_continuation(&self) -> bool {
+        self.new_nodes()
+            .last()
+            .is_some_and(|n| n.kind() != crate::node::NodeKind::User)
     }
 
     /// The turn this request belongs to, counting from 1.

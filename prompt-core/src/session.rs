@@ -1,5 +1,10 @@
 //! The session: renders the prefix once and appends everything else.
 //!
+//! An agent's loop in four calls: [`Session::turn`] composes the request for a user message;
+//! [`Session::record_assistant`] keeps the reply; when the reply called tools,
+//! [`Session::record_tool`] keeps each result and [`Session::continuation`] composes the next
+//! request without a user message; [`Session::compact`] summarizes the past when it grows.
+//!
 //! Request layout, in this order:
 //! 1. the **prefix**: one system message holding every component resolved to the prefix,
 //!    ordered by stability (constant, then session, then turn) and then by id, joined by a
@@ -32,6 +37,7 @@ use crate::placement::{Persist, Placement};
 use crate::policy::{PromptPolicy, Resolution};
 use crate::prefix::{FrozenPrefix, PrefixPart, freeze_prefix};
 use crate::request::Request;
+use crate::tools::ToolSet;
 
 /// Why a session cannot start or a turn cannot be composed.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +74,28 @@ pub enum ComposeError {
     /// A message could not be appended.
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// The assistant called tools whose results are not recorded yet: nothing may come
+    /// between a tool call and its results.
+    #[error(
+        "the assistant's tool calls {open:?} have no results yet; record them with Session::record_tool, then compose with Session::continuation"
+    )]
+    UnansweredToolCalls {
+        /// The call ids without a result.
+        open: Vec<String>,
+    },
+    /// A tool result for a call the assistant did not make (or already answered).
+    #[error("tool result for `{call_id}` answers no open tool call (open: {open:?})")]
+    UnknownToolCall {
+        /// The id given.
+        call_id: String,
+        /// The calls waiting for a result.
+        open: Vec<String>,
+    },
+    /// `continuation` with no tool result recorded since the last request.
+    #[error(
+        "nothing to continue: no tool result was recorded since the last request; a new user message goes through Session::turn"
+    )]
+    NothingToContinue,
 }
 
 /// A user turn's message.
@@ -100,9 +128,9 @@ impl From<Value> for UserInput {
 }
 
 #[derive(Clone)]
-struct TailSlot {
-    component: Component,
-    last: Option<Arc<str>>,
+pub(crate) struct TailSlot {
+    pub(crate) component: Component,
+    pub(crate) last: Option<Arc<str>>,
 }
 
 /// Options for a session.
@@ -110,6 +138,8 @@ struct TailSlot {
 pub struct SessionOptions {
     /// How update nodes are delivered.
     pub delivery: DeliveryStyle,
+    /// The tools sent in every request's `tools` field, frozen for the session.
+    pub tools: ToolSet,
 }
 
 impl SessionOptions {
@@ -118,8 +148,106 @@ impl SessionOptions {
     pub fn for_api(kind: crate::delivery::ApiKind) -> Self {
         Self {
             delivery: kind.delivery(),
+            tools: ToolSet::empty(),
         }
     }
+
+    /// The same options with these tools.
+    pub fn with_tools(mut self, tools: ToolSet) -> Self {
+        self.tools = tools;
+        self
+    }
+}
+
+/// A tool result: what the tool returned for one call, in any shape a provider accepts.
+///
+/// Stored as `{"role":"tool","tool_call_id":…,"name":…,"content":…,"is_error":true}` (`name`
+/// and `is_error` only when given); each wire format maps it to its own shape.
+///
+/// ```
+/// use prompt_core::session::ToolResult;
+/// use serde_json::json;
+/// let text = ToolResult::text("call_1", "fn main() {}").name("read_file");
+/// assert_eq!(text.to_json(),
+///     r#"{"role":"tool","tool_call_id":"call_1","name":"read_file","content":"fn main() {}"}"#);
+/// let failed = ToolResult::text("call_2", "no such file").error();
+/// assert!(failed.to_json().ends_with(r#","is_error":true}"#));
+/// let parts = ToolResult::parts("call_3", &json!([{"type": "text", "text": "a"}]));
+/// assert!(parts.to_json().contains(r#""content":[{"text":"a","type":"text"}]"#));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    call_id: String,
+    name: Option<String>,
+    /// The `content` value, as JSON text.
+    content: String,
+    is_error: bool,
+}
+
+impl ToolResult {
+    /// A text result.
+    pub fn text(call_id: impl Into<String>, text: &str) -> Self {
+        Self {
+            call_id: call_id.into(),
+            name: None,
+            content: json::quote(text),
+            is_error: false,
+        }
+    }
+
+    /// A result of content parts (`[{"type":"text",…},{"type":"image_url",…}]`).
+    pub fn parts(call_id: impl Into<String>, parts: &Value) -> Self {
+        Self {
+            call_id: call_id.into(),
+            name: None,
+            content: parts.to_string(),
+            is_error: false,
+        }
+    }
+
+    /// The tool's name, for providers that want it beside the call id (Gemini).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Marks the result as a failure (Anthropic's `is_error`).
+    pub fn error(mut self) -> Self {
+        self.is_error = true;
+        self
+    }
+
+    /// The call this answers.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The message, as stored.
+    pub fn to_json(&self) -> String {
+        let mut out = format!(
+            r#"{{"role":"tool","tool_call_id":{}"#,
+            json::quote(&self.call_id)
+        );
+        if let Some(name) = &self.name {
+            out.push_str(r#","name":"#);
+            out.push_str(&json::quote(name));
+        }
+        out.push_str(r#","content":"#);
+        out.push_str(&self.content);
+        if self.is_error {
+            out.push_str(r#","is_error":true"#);
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// What the next request is composed for.
+enum Next {
+    /// A user turn, with its message (validated).
+    User(String),
+    /// A continuation after tool results.
+    Continuation,
 }
 
 /// A composing session.
@@ -148,15 +276,21 @@ impl SessionOptions {
 /// ```
 #[derive(Clone)]
 pub struct Session {
-    context: Arc<SessionContext>,
-    prefix_parts: Vec<PrefixPart>,
-    prefix: Option<FrozenPrefix>,
-    tails: Vec<TailSlot>,
-    history: History,
-    resolutions: Vec<(ComponentId, Resolution)>,
-    turn: u64,
+    pub(crate) context: Arc<SessionContext>,
+    pub(crate) prefix_parts: Vec<PrefixPart>,
+    pub(crate) prefix: Option<FrozenPrefix>,
+    pub(crate) tails: Vec<TailSlot>,
+    pub(crate) history: History,
+    pub(crate) resolutions: Vec<(ComponentId, Resolution)>,
+    pub(crate) tools: ToolSet,
+    /// User turns composed so far.
+    pub(crate) turn: u64,
+    /// Requests composed so far (turns and continuations).
+    pub(crate) requests: u64,
     /// History nodes before this index were in an earlier request (or survived a compaction).
-    sent: usize,
+    pub(crate) sent: usize,
+    /// A system prompt set while tool calls wait for their results: appended after them.
+    pub(crate) pending_prompt: Option<String>,
 }
 
 impl Session {
@@ -212,8 +346,11 @@ impl Session {
             tails,
             history: History::new(options.delivery),
             resolutions,
+            tools: options.tools,
             turn: 0,
+            requests: 0,
             sent: 0,
+            pending_prompt: None,
         })
     }
 
@@ -237,21 +374,74 @@ impl Session {
         self.turn
     }
 
-    /// The prefix fingerprint, once the first turn has frozen the prefix.
+    /// Requests composed so far: turns and continuations.
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// The tools frozen for the session.
+    pub fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// The prefix fingerprint (frozen prefix and tools), once the first turn has frozen the
+    /// prefix.
     pub fn prefix_fingerprint(&self) -> Option<Fingerprint> {
         self.prefix.as_ref().map(|p| p.fingerprint)
+    }
+
+    /// The current system prompt: one set while tool calls wait for their results, else the
+    /// history's.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.pending_prompt
+            .as_deref()
+            .or_else(|| self.history.system_prompt())
+    }
+
+    /// The tool calls of the last assistant message that have no result yet.
+    pub fn open_tool_calls(&self) -> Vec<String> {
+        self.history.open_tool_calls()
     }
 
     /// Composes the next request: checks the prefix, appends changed tail updates and the
     /// user message, and adds ephemeral output at the end.
     ///
-    /// On error nothing is appended and the turn counter does not advance.
+    /// On error nothing is appended and the turn counter does not advance. Refused while
+    /// the assistant's tool calls wait for their results: record them, then compose with
+    /// [`Session::continuation`].
     pub fn turn(
         &mut self,
         turn_values: Extensions,
         user: impl Into<UserInput>,
     ) -> Result<Request<'_>, ComposeError> {
-        let turn = self.turn + 1;
+        let user_json = match user.into() {
+            UserInput::Text(text) => json::text_message("user", &text),
+            UserInput::Message(value) => value.to_string(),
+            UserInput::Raw(raw) => raw,
+        };
+        self.compose(turn_values, Next::User(user_json))
+    }
+
+    /// Composes the request after tool results, with no new user message: the model reads
+    /// the results and goes on. Tail updates that changed meanwhile go after the results,
+    /// never between a call and its results (merged styles write them into the message that
+    /// carries the last result, after it); ephemeral output ends the request as usual.
+    ///
+    /// Refused while a call of the last assistant message has no result, and when no result
+    /// was recorded since the last request.
+    pub fn continuation(&mut self, turn_values: Extensions) -> Result<Request<'_>, ComposeError> {
+        self.compose(turn_values, Next::Continuation)
+    }
+
+    fn compose(
+        &mut self,
+        turn_values: Extensions,
+        next: Next,
+    ) -> Result<Request<'_>, ComposeError> {
+        let turn = match next {
+            Next::User(_) => self.turn + 1,
+            Next::Continuation => self.turn.max(1),
+        };
         let ctx = TurnContext::new(&self.context, &turn_values, turn);
 
         // 1. The prefix: freeze it at the first turn, verify it on every later one.
@@ -270,17 +460,29 @@ impl Session {
             }
         }
 
-        // 2. Validate the user message before anything is mutated.
-        let user_json = match user.into() {
-            UserInput::Text(text) => json::text_message("user", &text),
-            UserInput::Message(value) => value.to_string(),
-            UserInput::Raw(raw) => raw,
-        };
-        let delivery = self.history.delivery();
-        let merging =
-            delivery.role == UpdateRole::MergedIntoUser || delivery.prefix == PrefixRole::FirstUser;
-        self.history
-            .check_merging(&Producer::User, NodeKind::User, &user_json, merging)?;
+        // 2. Validate before anything is mutated.
+        let open = self.history.open_tool_calls();
+        match &next {
+            Next::User(user_json) => {
+                if !open.is_empty() {
+                    return Err(ComposeError::UnansweredToolCalls { open });
+                }
+                let delivery = self.history.delivery();
+                let merging = delivery.role == UpdateRole::MergedIntoUser
+                    || delivery.prefix == PrefixRole::FirstUser;
+                self.history
+                    .check_merging(&Producer::User, NodeKind::User, user_json, merging)?;
+            }
+            Next::Continuation => {
+                if !open.is_empty() {
+                    return Err(ComposeError::UnansweredToolCalls { open });
+                }
+                let unsent = self.history.nodes().get(self.sent..).unwrap_or_default();
+                if self.prefix.is_none() || !unsent.iter().any(|n| n.kind() == NodeKind::Tool) {
+                    return Err(ComposeError::NothingToContinue);
+                }
+            }
+        }
 
         for (i, now) in first_render {
             if let Some(part) = self.prefix_parts.get_mut(i) {
@@ -288,16 +490,25 @@ impl Session {
             }
         }
         if self.prefix.is_none() {
-            let frozen = freeze_prefix(&self.prefix_parts, self.history.delivery().prefix);
+            let frozen = freeze_prefix(
+                &self.prefix_parts,
+                self.history.delivery().prefix,
+                &self.tools,
+            );
             if self.history.delivery().prefix == PrefixRole::FirstUser && !frozen.text.is_empty() {
                 self.history
                     .defer(Producer::Prefix, &frozen.text, Framing::Verbatim);
             }
             self.prefix = Some(frozen);
         }
+        // A prompt set while tools ran goes after their results.
+        if let Some(prompt) = self.pending_prompt.take() {
+            self.history.set_system_prompt(&prompt);
+        }
 
-        // 3. Persisting tail updates, then the user message. Nodes appended since the last
-        //    request (a system-prompt update) count as new in this one.
+        // 3. Persisting tail updates, then the user message (or, for a continuation, the
+        //    merge into the last tool result). Nodes appended since the last request (tool
+        //    results, a system-prompt update) count as new in this one.
         let start = self.sent.min(self.history.len());
         let merged = self.history.delivery().role == UpdateRole::MergedIntoUser;
         let mut ephemeral = Vec::new();
@@ -318,7 +529,7 @@ impl Session {
                 }
                 Persist::Ephemeral if merged => {
                     // Strict alternation leaves no message of its own for it: it rides in
-                    // (and is stored with) this turn's user message.
+                    // (and is stored with) this request's last message.
                     self.history.defer(producer, &text, Framing::Wrapped);
                 }
                 Persist::Ephemeral => {
@@ -327,18 +538,26 @@ impl Session {
                 }
             }
         }
-        self.history
-            .append_raw(Producer::User, NodeKind::User, &user_json)?;
-        self.turn = turn;
+        match next {
+            Next::User(user_json) => {
+                self.history
+                    .append_raw(Producer::User, NodeKind::User, &user_json)?;
+                self.turn = turn;
+            }
+            Next::Continuation => self.history.merge_pending_into_last(self.sent)?,
+        }
+        self.requests += 1;
         self.sent = self.history.len();
 
         Ok(Request {
             prefix: self.prefix.as_ref(),
+            tools: &self.tools,
             nodes: self.history.nodes(),
             history_bytes: self.history.serialized_len(),
             new_from: start,
             ephemeral,
             turn,
+            sequence: self.requests,
             epoch: self.history.epoch(),
         })
     }
@@ -346,6 +565,7 @@ impl Session {
     /// Records the assistant's reply, given as a message value (`tool_calls`,
     /// `reasoning_content` and any extra fields are kept).
     pub fn record_assistant(&mut self, message: &Value) -> Result<(), ComposeError> {
+        self.refuse_open_calls()?;
         self.history
             .append_value(Producer::Assistant, NodeKind::Assistant, message)?;
         Ok(())
@@ -353,28 +573,72 @@ impl Session {
 
     /// Records the assistant's reply as JSON text, byte-for-byte.
     pub fn record_assistant_raw(&mut self, json: &str) -> Result<(), ComposeError> {
+        self.refuse_open_calls()?;
         self.history
             .append_raw(Producer::Assistant, NodeKind::Assistant, json)?;
         Ok(())
     }
 
-    /// Records a tool result for `tool_call_id`.
+    /// An assistant message may not come between a tool call and its results.
+    fn refuse_open_calls(&self) -> Result<(), ComposeError> {
+        let open = self.history.open_tool_calls();
+        if open.is_empty() {
+            Ok(())
+        } else {
+            Err(ComposeError::UnansweredToolCalls { open })
+        }
+    }
+
+    /// Records a text tool result for `tool_call_id`: [`Session::record_tool`] with
+    /// [`ToolResult::text`].
     pub fn record_tool_result(
         &mut self,
         tool_call_id: &str,
         content: &str,
     ) -> Result<(), ComposeError> {
-        self.history.append_raw(
-            Producer::Tool,
-            NodeKind::Tool,
-            &json::tool_message(tool_call_id, content),
-        )?;
+        self.record_tool(&ToolResult::text(tool_call_id, content))
+    }
+
+    /// Records a tool result in any shape. It must answer an open call of the last
+    /// assistant message.
+    pub fn record_tool(&mut self, result: &ToolResult) -> Result<(), ComposeError> {
+        self.record_tool_raw(&result.to_json())
+    }
+
+    /// Records a tool result message given as JSON text (`role: "tool"`, a `tool_call_id`
+    /// answering an open call), kept byte-for-byte but for neutralized update tags.
+    pub fn record_tool_raw(&mut self, json: &str) -> Result<(), ComposeError> {
+        self.history.check(&Producer::Tool, NodeKind::Tool, json)?;
+        let open = self.history.open_tool_calls();
+        let call_id = json::RawObject::parse(json)
+            .ok()
+            .and_then(|m| m.str("tool_call_id").map(|s| s.into_owned()))
+            .unwrap_or_default();
+        if !open.contains(&call_id) {
+            return Err(ComposeError::UnknownToolCall { call_id, open });
+        }
+        self.history
+            .append_raw(Producer::Tool, NodeKind::Tool, json)?;
         Ok(())
     }
 
     /// Sets the system prompt: unchanged → nothing; changed → appended as an update node.
+    /// While tool calls wait for their results it is held, and appended after them by the
+    /// next [`Session::continuation`] ([`SystemPromptChange::Deferred`]).
     pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
-        self.history.set_system_prompt(prompt)
+        if self.history.open_tool_calls().is_empty() {
+            self.pending_prompt = None;
+            return self.history.set_system_prompt(prompt);
+        }
+        if self.history.system_prompt() == Some(prompt) {
+            self.pending_prompt = None;
+            return SystemPromptChange::Unchanged;
+        }
+        if self.pending_prompt.as_deref() == Some(prompt) {
+            return SystemPromptChange::Unchanged;
+        }
+        self.pending_prompt = Some(prompt.to_owned());
+        SystemPromptChange::Deferred
     }
 
     /// Replaces history `span` with a summary node; starts a new cache epoch. The prefix

@@ -31,6 +31,8 @@ use super::client::{ChatOptions, ChatReply, LiveError, LlamaClient};
 pub struct ComposedTurn {
     /// Turn number, from 1.
     pub turn: u64,
+    /// The request's label (`3`, or `3.1` for a continuation after tool results).
+    pub label: String,
     /// What changed before this turn.
     pub events: Vec<String>,
     /// The request as the library composes it (prefix, append-only history, tail).
@@ -79,6 +81,8 @@ impl ArmTurn {
 pub struct BenchTurn {
     /// Turn number, from 1.
     pub turn: u64,
+    /// The request's label (`3`, or `3.1` for a continuation after tool results).
+    pub label: String,
     /// What changed before this turn.
     pub events: Vec<String>,
     /// The library's composition.
@@ -156,14 +160,14 @@ impl BenchReport {
         )?;
         writeln!(
             out,
-            "turn  prompt  new  re-processed  reused  prompt ms  TTFT ms |  prompt  re-processed  reused  prompt ms  TTFT ms"
+            "turn   prompt  new  re-processed  reused  prompt ms  TTFT ms |  prompt  re-processed  reused  prompt ms  TTFT ms"
         )?;
         for t in &self.turns {
             let (l, h) = (&t.library, &t.head);
             writeln!(
                 out,
-                "{:>4}  {:>6}  {:>3}  {:>12}  {:>6}  {:>9.0}  {:>7.0} |  {:>6}  {:>12}  {:>6}  {:>9.0}  {:>7.0}",
-                t.turn,
+                "{:>5} {:>6}  {:>3}  {:>12}  {:>6}  {:>9.0}  {:>7.0} |  {:>6}  {:>12}  {:>6}  {:>9.0}  {:>7.0}",
+                t.label,
                 l.prompt_tokens,
                 l.new_tokens,
                 l.prompt_n,
@@ -295,6 +299,7 @@ pub fn run_with_progress(
         .zip(head)
         .map(|((s, library), head)| BenchTurn {
             turn: s.turn,
+            label: s.label,
             events: s.events,
             library,
             head,

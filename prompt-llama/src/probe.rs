@@ -129,7 +129,10 @@ fn session(delivery: DeliveryStyle) -> Result<Session, LiveError> {
         components,
         &policy,
         SessionContext::default(),
-        SessionOptions { delivery },
+        SessionOptions {
+            delivery,
+            ..SessionOptions::default()
+        },
     )?)
 }
 

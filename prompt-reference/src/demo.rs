@@ -15,7 +15,7 @@ use prompt_registry::node::{NodeKind, Producer};
 use prompt_registry::{Component, ComponentId, Namespace, PromptPolicy, Registry, RegistryError};
 use serde::Serialize;
 
-use crate::scenario::{ScenarioError, ScenarioSize};
+use crate::scenario::{RequestLabels, ScenarioError, ScenarioSize, request_events};
 
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]
@@ -41,11 +41,15 @@ pub struct Appended {
     pub why: String,
 }
 
-/// One turn of the demo.
+/// One request of the demo: a turn's user request, or a continuation after tool results.
 #[derive(Debug, Clone, Serialize)]
 pub struct DemoTurn {
     /// Turn number, from 1.
     pub turn: u64,
+    /// The request's label: `3` for turn 3's user request, `3.1` for its first continuation.
+    pub label: String,
+    /// Whether the request continues after tool results (no new user message).
+    pub continuation: bool,
     /// What happened before this turn's request.
     pub events: Vec<String>,
     /// Serialized request size.
@@ -120,6 +124,7 @@ pub fn run_with_progress(
     let mut previous = Vec::new();
     let mut seen: HashSet<Producer> = HashSet::new();
     let mut epoch = 0;
+    let mut labels = RequestLabels::default();
     let paired = ScenarioSize::Full.paired_with(&registry, policy, turns, |step, request| {
         let bytes = request.to_bytes();
         if request.epoch() != epoch {
@@ -134,7 +139,12 @@ pub fn run_with_progress(
         progress(step.turn);
         let turn = DemoTurn {
             turn: step.turn,
-            events: step.events().iter().map(ToString::to_string).collect(),
+            label: labels.next(step.turn, request.is_continuation()),
+            continuation: request.is_continuation(),
+            events: request_events(step, request)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             request_bytes: bytes.len(),
             reused_bytes: common_prefix_len(&previous, &bytes),
             head_rewrite_bytes: 0,

@@ -35,7 +35,7 @@
 //! (for `cacheline`, before the ephemeral tail).
 //!
 //! ```
-//! use prompt_registry::Registry;
+//! use prompt_registry::{Registry, Session};
 //! use prompt_reference::scenario::{self, Strategy};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -52,8 +52,9 @@
 use std::fmt;
 
 use prompt_registry::{
-    Component, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Request, SessionContext,
-    SessionOptions, TurnContext, component::Content, policy::PolicyErrors, set_system_prompt,
+    Component, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Registry, Request, Session,
+    SessionContext, SessionOptions, TurnContext, component::Content, policy::PolicyErrors,
+    set_system_prompt,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -63,7 +64,6 @@ use crate::components::{
     ASSISTANT_INSTRUCTIONS, DEFAULT_AGENT_TOML, DEFAULT_TOOLS, Environment, GitState, PlanMode,
     ProjectMemory, RecalledMemories, SkillList, Today, TodoList, ToolCatalog,
 };
-use prompt_registry::Registry;
 
 /// Tool schemas added to the built-in ones, for a tool list the size of a real coding
 /// agent's.
@@ -273,8 +273,9 @@ impl fmt::Display for Event {
 }
 
 impl ScriptedTurn {
-    /// What happened since the previous turn's request, in the order it happened: the
-    /// assistant's tool calls, then the changes made before this request. None for turn 1.
+    /// What changed before this turn's user request. None for turn 1. (The assistant's
+    /// tool calls are events of the continuation requests that carry their results:
+    /// [`tools_called`].)
     pub fn events(&self) -> Vec<Event> {
         let Some(previous) = self
             .turn
@@ -285,20 +286,6 @@ impl ScriptedTurn {
             return Vec::new();
         };
         let mut events = Vec::new();
-        let tools: Vec<String> = previous
-            .after
-            .iter()
-            .filter_map(|m| match m {
-                Recorded::Assistant(v) => v.get("tool_calls").and_then(Value::as_array),
-                Recorded::Tool { .. } => None,
-            })
-            .flatten()
-            .filter_map(|call| call.pointer("/function/name").and_then(Value::as_str))
-            .map(str::to_owned)
-            .collect();
-        if !tools.is_empty() {
-            events.push(Event::ToolsCalled(tools));
-        }
         if self.date != previous.date {
             events.push(Event::DateRolledOver(self.date.clone()));
         }
@@ -316,6 +303,80 @@ impl ScriptedTurn {
         }
         events
     }
+
+    /// The messages recorded after this turn's request, split where the agent sends a
+    /// continuation: each chunk ends with the last result of an assistant message's tool
+    /// calls, and a continuation request follows it. The rest (the final reply) is recorded
+    /// without a request after it.
+    pub fn continuations(&self) -> (Vec<&[Recorded]>, &[Recorded]) {
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        let mut open: Vec<&str> = Vec::new();
+        for (i, m) in self.after.iter().enumerate() {
+            match m {
+                Recorded::Assistant(v) => {
+                    open = v
+                        .get("tool_calls")
+                        .and_then(Value::as_array)
+                        .map(|calls| {
+                            calls
+                                .iter()
+                                .filter_map(|c| c.get("id").and_then(Value::as_str))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                }
+                Recorded::Tool { call_id, .. } => {
+                    open.retain(|c| c != call_id);
+                    if open.is_empty() {
+                        chunks.push(&self.after[start..=i]);
+                        start = i + 1;
+                    }
+                }
+            }
+        }
+        (chunks, &self.after[start..])
+    }
+}
+
+/// What a continuation request follows: the tools the assistant called in `chunk`.
+pub fn tools_called(chunk: &[Recorded]) -> Event {
+    Event::ToolsCalled(
+        chunk
+            .iter()
+            .filter_map(|m| match m {
+                Recorded::Assistant(v) => v.get("tool_calls").and_then(Value::as_array),
+                Recorded::Tool { .. } => None,
+            })
+            .flatten()
+            .filter_map(|call| call.pointer("/function/name").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The events before `request` of `step`: the turn's changes for its user request, the
+/// tools called for a continuation.
+pub fn request_events(step: &ScriptedTurn, request: &Request<'_>) -> Vec<Event> {
+    if !request.is_continuation() {
+        return step.events();
+    }
+    let (chunks, _) = step.continuations();
+    // The chunk whose results are new in this request.
+    chunks
+        .iter()
+        .rev()
+        .find(|chunk| {
+            chunk.iter().any(|m| match m {
+                Recorded::Tool { call_id, .. } => request
+                    .new_nodes()
+                    .iter()
+                    .any(|n| n.bytes().contains(call_id.as_str())),
+                Recorded::Assistant(_) => false,
+            })
+        })
+        .map(|chunk| vec![tools_called(chunk)])
+        .unwrap_or_default()
 }
 
 /// The turns before which the history is compacted, with the summary that replaces it.
@@ -651,6 +712,10 @@ pub fn turn_values(turn: &ScriptedTurn) -> Extensions {
 pub struct ComposedRequest {
     /// The turn.
     pub turn: u64,
+    /// The request's number in the session, counting turns and continuations from 1.
+    pub sequence: u64,
+    /// Whether it continues after tool results (no new user message).
+    pub continuation: bool,
     /// The messages, each as sent.
     pub messages: Vec<String>,
     /// Breakpoints, as message counts.
@@ -732,38 +797,69 @@ impl ScenarioSize {
             SessionContext::new(self.session_values()?),
             SessionOptions::default(),
         )?;
-        for turn in 1..=turns {
+        self.play(&mut session, 1..=turns, &mut each)
+    }
+
+    /// Plays turns `turns` of the script through `session`: before each turn's request it
+    /// sets the edited instructions and compacts the history as the script says (keeping
+    /// at least the last [`KEEP_AFTER_COMPACTION`] messages, never separating a tool call
+    /// from its results); after it, it records the assistant's tool calls and their
+    /// results, composing a continuation after each call's results, as an agent does; then
+    /// the final reply. `each` gets every request as composed.
+    pub fn play<F>(
+        self,
+        session: &mut Session,
+        turns: std::ops::RangeInclusive<u64>,
+        each: &mut F,
+    ) -> Result<(), ScenarioError>
+    where
+        F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+    {
+        for turn in turns {
             let step = self.script(turn);
             if let Some(text) = &step.instructions {
                 session.set_system_prompt(text);
             }
             if let Some(summary) = &step.compaction {
-                let len = session.history().len();
-                if len > KEEP_AFTER_COMPACTION {
-                    session.compact(0..len - KEEP_AFTER_COMPACTION, summary)?;
+                let cut = session.history().safe_cut(0, KEEP_AFTER_COMPACTION);
+                if cut > 0 {
+                    session.compact(0..cut, summary)?;
                 }
             }
             let request = session.turn(turn_values(&step), step.question.as_str())?;
             each(&step, &request)?;
-            for m in &step.after {
-                match m {
-                    Recorded::Assistant(v) => session.record_assistant(v)?,
-                    Recorded::Tool { call_id, content } => {
-                        session.record_tool_result(call_id, content)?
-                    }
-                }
+            let (chunks, rest) = step.continuations();
+            for chunk in chunks {
+                record(session, chunk)?;
+                let request = session.continuation(turn_values(&step))?;
+                each(&step, &request)?;
             }
+            record(session, rest)?;
         }
         Ok(())
     }
 }
 
-/// One turn of the script composed both ways, as `cacheline bench-live` sends it.
+/// Records scripted messages into a session.
+fn record(session: &mut Session, messages: &[Recorded]) -> Result<(), ScenarioError> {
+    for m in messages {
+        match m {
+            Recorded::Assistant(v) => session.record_assistant(v)?,
+            Recorded::Tool { call_id, content } => session.record_tool_result(call_id, content)?,
+        }
+    }
+    Ok(())
+}
+
+/// One request of the script composed both ways, as `cacheline bench-live` sends it.
 #[derive(Debug, Clone)]
 pub struct PairedTurn {
     /// Turn number, from 1.
     pub turn: u64,
-    /// What changed before this turn.
+    /// The request's label: the turn (`3`) for a user request, the turn and the
+    /// continuation's number (`3.2`) for a continuation.
+    pub label: String,
+    /// What changed before this request.
     pub events: Vec<String>,
     /// The request as the library composes it (prefix, append-only history, tail).
     pub library: Vec<u8>,
@@ -780,13 +876,20 @@ impl ScenarioSize {
         policy: &PromptPolicy,
         turns: u64,
     ) -> Result<Vec<PairedTurn>, ScenarioError> {
+        let mut labels = RequestLabels::default();
         self.paired_with(registry, policy, turns, |step, request| {
-            Ok((step.turn, step.events(), request.to_bytes()))
+            Ok((
+                step.turn,
+                labels.next(step.turn, request.is_continuation()),
+                request_events(step, request),
+                request.to_bytes(),
+            ))
         })?
         .into_iter()
-        .map(|((turn, events, library), head)| {
+        .map(|((turn, label, events, library), head)| {
             Ok(PairedTurn {
                 turn,
+                label,
                 events: events.iter().map(ToString::to_string).collect(),
                 library,
                 head: head.to_bytes(),
@@ -816,6 +919,28 @@ impl ScenarioSize {
     }
 }
 
+/// Labels requests as the reports show them: `3` for turn 3's user request, `3.1`, `3.2`
+/// for the continuations that follow it.
+#[derive(Debug, Default)]
+pub struct RequestLabels {
+    turn: u64,
+    continuation: u64,
+}
+
+impl RequestLabels {
+    /// The label of the next request.
+    pub fn next(&mut self, turn: u64, continuation: bool) -> String {
+        if continuation && turn == self.turn {
+            self.continuation += 1;
+            format!("{turn}.{}", self.continuation)
+        } else {
+            self.turn = turn;
+            self.continuation = 0;
+            turn.to_string()
+        }
+    }
+}
+
 fn split_messages(turn: u64, bytes: &[u8]) -> Result<Vec<String>, ScenarioError> {
     let raw: Vec<&RawValue> =
         serde_json::from_slice(bytes).map_err(|source| ScenarioError::Request { turn, source })?;
@@ -838,6 +963,8 @@ fn compose_cacheline(
         };
         out.push(ComposedRequest {
             turn: step.turn,
+            sequence: request.sequence(),
+            continuation: request.is_continuation(),
             messages: split_messages(step.turn, &request.to_bytes())?,
             breakpoints,
         });
@@ -910,6 +1037,7 @@ fn compose_baseline(
     let mut history: Vec<Value> = Vec::new();
     let style = DeliveryStyle::system();
     let mut out = Vec::new();
+    let mut sequence = 0;
     for turn in 1..=turns {
         let step = size.script(turn);
         if let Some(text) = &step.instructions {
@@ -917,7 +1045,7 @@ fn compose_baseline(
         }
         if let Some(summary) = &step.compaction {
             let summary = json!({"role": "system", "content": summary});
-            let keep_from = history.len().saturating_sub(KEEP_AFTER_COMPACTION);
+            let keep_from = safe_keep_from(&history, KEEP_AFTER_COMPACTION);
             let kept = history.split_off(keep_from);
             history = match strategy {
                 Strategy::AppendSystem => {
@@ -934,29 +1062,73 @@ fn compose_baseline(
             turn,
             &instructions,
         );
-        let user = json!({"role": "user", "content": step.question});
-        let messages: Vec<String> = match strategy {
-            Strategy::AppendSystem => {
-                set_system_prompt(&mut history, &head, &style);
-                history.push(user);
-                history.iter().map(Value::to_string).collect()
-            }
-            _ => {
-                history.push(user);
-                std::iter::once(json!({"role": "system", "content": head}))
+        // append_system keeps the head in the list (appended whole when it changes);
+        // replace_at_head writes it over message 0 of every request.
+        if strategy == Strategy::AppendSystem {
+            set_system_prompt(&mut history, &head, &style);
+        }
+        let compose = |history: &[Value]| -> Vec<String> {
+            match strategy {
+                Strategy::AppendSystem => history.iter().map(Value::to_string).collect(),
+                _ => std::iter::once(json!({"role": "system", "content": head}))
                     .chain(history.iter().cloned())
                     .map(|m| m.to_string())
-                    .collect()
+                    .collect(),
             }
         };
-        out.push(ComposedRequest {
-            turn,
-            breakpoints: vec![1, messages.len()],
-            messages,
-        });
-        history.extend(step.after.iter().map(Recorded::message));
+        history.push(json!({"role": "user", "content": step.question}));
+        let mut continuation = false;
+        let (chunks, rest) = step.continuations();
+        for chunk in chunks.into_iter().map(Some).chain([None]) {
+            let messages = compose(&history);
+            sequence += 1;
+            out.push(ComposedRequest {
+                turn,
+                sequence,
+                continuation,
+                breakpoints: vec![1, messages.len()],
+                messages,
+            });
+            let Some(chunk) = chunk else { break };
+            history.extend(chunk.iter().map(Recorded::message));
+            continuation = true;
+        }
+        history.extend(rest.iter().map(Recorded::message));
     }
     Ok(out)
+}
+
+/// Where to cut a message list to keep at least its last `keep` messages without separating
+/// a tool call from its results: the baseline's compaction keeps what the library keeps.
+fn safe_keep_from(history: &[Value], keep: usize) -> usize {
+    let calls = |m: &Value| -> Vec<String> {
+        m.get("tool_calls")
+            .and_then(Value::as_array)
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut cut = history.len().saturating_sub(keep);
+    while cut > 0 {
+        let kept_answers_a_dropped_call = history[cut..].iter().any(|m| {
+            m.get("tool_call_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| {
+                    history[..cut]
+                        .iter()
+                        .any(|earlier| calls(earlier).iter().any(|c| c == id))
+                })
+        });
+        if !kept_answers_a_dropped_call {
+            break;
+        }
+        cut -= 1;
+    }
+    cut
 }
 
 #[cfg(test)]
@@ -1022,7 +1194,19 @@ mod tests {
         };
         assert!(names(1).is_empty());
         assert_eq!(names(2), Vec::<String>::new());
-        assert_eq!(names(3), ["the assistant called read_file"]);
+        assert!(names(3).is_empty(), "tool calls are continuation events");
+        let turn_2 = script(2);
+        let (chunks, rest) = turn_2.continuations();
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(tools_called(chunks[0]).to_string(), "the assistant called read_file");
+        assert_eq!(rest.len(), 1);
+        let turn_3 = script(3);
+        let (chunks, _) = turn_3.continuations();
+        let called: Vec<String> = chunks.iter().map(|c| tools_called(c).to_string()).collect();
+        assert_eq!(
+            called,
+            ["the assistant called grep", "the assistant called edit_file, run_tests"]
+        );
         assert!(names(5).contains(&"plan mode turned on".to_owned()));
         assert!(names(7).contains(&"the assistant instructions were edited".to_owned()));
         assert!(names(10).contains(&"the history was compacted (new cache epoch)".to_owned()));

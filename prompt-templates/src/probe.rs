@@ -262,6 +262,7 @@ impl ProbeReport {
         match &self.delivery {
             Delivery::Use(style) => Ok(SessionOptions {
                 delivery: style.clone(),
+                ..SessionOptions::default()
             }),
             Delivery::Refuse { reason } => Err(DeliveryRefused {
                 reason: reason.clone(),
@@ -934,6 +935,7 @@ pub fn verify_style(template: &ChatTemplate, style: &DeliveryStyle) -> Result<()
         SessionContext::default(),
         SessionOptions {
             delivery: style.clone(),
+            ..SessionOptions::default()
         },
     )
     .map_err(|e| e.to_string())?;

@@ -76,6 +76,7 @@ pub(crate) fn run(
         .into_iter()
         .map(|t| ComposedTurn {
             turn: t.turn,
+            label: t.label,
             events: t.events,
             library: t.library,
             head: t.head,

@@ -29,10 +29,12 @@ const LEGEND: &str = "\
 Each turn's request is composed twice: by the library (a frozen prefix, an append-only
 history, per-turn writers appended after it) and by the old replace-at-head composition
 (every writer rewritten into message 0 each turn, constant and session writers first, its
-most charitable order). Columns: request B = bytes sent; reused B = bytes shared with the
-previous request of the same composition (what a prefix cache keeps); reused % = reused
-over sent. Lines under a turn: what changed before it (events), the history nodes appended
-with it (+), and the messages sent at the end of this request only (ephemeral).
+most charitable order). A turn is a user request (`3`) and the continuations the agent
+sends after each round of tool results (`3.1`, `3.2`). Columns: request B = bytes sent;
+reused B = bytes shared with the previous request of the same composition (what a prefix
+cache keeps); reused % = reused over sent. Lines under a request: what happened before it
+(events), the history nodes new in it (+), and the messages sent at the end of this request
+only (ephemeral).
 ";
 
 pub(crate) fn run(
@@ -65,14 +67,14 @@ fn print(turns: &[DemoTurn], out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "turn  request B  reused B  reused %  | replace-at-head: request B  reused B  reused %"
+        "turn   request B  reused B  reused %  | replace-at-head: request B  reused B  reused %"
     )?;
     let (mut sent, mut reused, mut head_sent, mut head_reused) = (0u64, 0u64, 0u64, 0u64);
     for t in turns {
         writeln!(
             out,
-            "{:>4}  {:>9}  {:>8}  {:>8}  | {:>27}  {:>8}  {:>8}",
-            t.turn,
+            "{:>5}  {:>9}  {:>8}  {:>8}  | {:>27}  {:>8}  {:>8}",
+            t.label,
             t.request_bytes,
             t.reused_bytes,
             pct_of(t.reused_bytes as u64, t.request_bytes as u64),

@@ -64,8 +64,10 @@ fn replace_at_head_and_append_system_fall_short_of_cacheline() {
     for b in ["llama_cpp", "vllm", "openai", "deepseek", "anthropic"] {
         let head = figure("replace_at_head", b, "cached_share");
         let ours = figure("cacheline", b, "cached_share");
+        // Tool calls are continuations: within a turn replace-at-head keeps message 0 and
+        // reuses its history, so it loses "only" every turn's history.
         assert!(
-            head + 0.3 < ours,
+            head + 0.2 < ours,
             "{b}: replace_at_head {head} vs cacheline {ours}"
         );
         // Appending the whole system text keeps the share high but sends far more tokens.
@@ -77,9 +79,17 @@ fn replace_at_head_and_append_system_fall_short_of_cacheline() {
         );
         assert!((figure("cacheline", b, "cost_vs_cacheline") - 1.0).abs() < 1e-9);
     }
-    // Rewriting the head every turn leaves no breakpoint to hit, and writes cost 1.25x.
-    assert!(figure("replace_at_head", "anthropic", "cached_share") < 0.01);
-    assert!(figure("replace_at_head", "anthropic", "relative_cost") > 1.0);
+    // Rewriting the head every turn leaves no breakpoint to hit from one turn to the next
+    // (only a turn's continuations hit the breakpoint its first request wrote), and writes
+    // cost 1.25x.
+    assert!(
+        figure("replace_at_head", "anthropic", "cached_share") + 0.3
+            < figure("cacheline", "anthropic", "cached_share")
+    );
+    assert!(
+        figure("replace_at_head", "anthropic", "relative_cost")
+            > 2.0 * figure("cacheline", "anthropic", "relative_cost")
+    );
     let tokens = |s: &str| {
         simulate_json()["strategies"][s]["tokens"]
             .as_f64()

@@ -54,8 +54,8 @@ pub fn history_ops(data: &[u8]) {
             }
             1 => {
                 // Arbitrary text as a raw message: refused or kept, never a panic.
-                let kind = [NodeKind::User, NodeKind::Assistant, NodeKind::Tool]
-                    [usize::from(op / 9) % 3];
+                let kind =
+                    [NodeKind::User, NodeKind::Assistant, NodeKind::Tool][usize::from(op / 9) % 3];
                 let producer = match kind {
                     NodeKind::User => Producer::User,
                     NodeKind::Tool => Producer::Tool,
@@ -116,7 +116,10 @@ pub fn history_ops(data: &[u8]) {
                 assert!(history.len() - cut >= keep.min(history.len()));
                 let before = history.system_prompt().map(str::to_owned);
                 let compacted = history.compact(0..cut, "summary");
-                assert!(compacted.is_ok(), "a safe cut is always allowed: {compacted:?}");
+                assert!(
+                    compacted.is_ok(),
+                    "a safe cut is always allowed: {compacted:?}"
+                );
                 assert_eq!(history.system_prompt(), before.as_deref());
                 seen.clear();
             }

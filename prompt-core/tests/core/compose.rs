@@ -34,7 +34,10 @@ fn session_delivering(delivery: DeliveryStyle) -> Session {
         components,
         &p,
         SessionContext::default(),
-        SessionOptions { delivery },
+        SessionOptions {
+            delivery,
+            ..SessionOptions::default()
+        },
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -175,7 +178,8 @@ fn consecutive_requests_extend_each_other_through_updates_and_tool_calls() {
 fn s_fingerprint(stable: &[u8]) -> prompt_core::hash::Fingerprint {
     let request = [stable, b"]"].concat();
     let raw: Vec<&serde_json::value::RawValue> = serde_json::from_slice(&request).unwrap();
-    prompt_core::hash::Digest128::of(&[raw[0].get().as_bytes()])
+    // The documented formula: the tools field (none: `[]`), then message 0 as sent.
+    prompt_core::hash::Digest128::of(&[b"tools\0", b"[]", b"\0prefix\0", raw[0].get().as_bytes()])
 }
 
 #[test]

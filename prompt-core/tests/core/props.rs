@@ -56,7 +56,16 @@ fn start(delivery: DeliveryStyle) -> Session {
     .unwrap_or_else(|e| panic!("{e}"))
     .policy;
     let ctx = SessionContext::new(Extensions::new().with(ProjectRoot("/repo".into())));
-    Session::start(c, &policy, ctx, SessionOptions { delivery }).unwrap_or_else(|e| panic!("{e}"))
+    Session::start(
+        c,
+        &policy,
+        ctx,
+        SessionOptions {
+            delivery,
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 proptest! {
