@@ -6,6 +6,12 @@
 //! `cargo test` without nightly.
 #![forbid(unsafe_code)]
 
+mod audit_line;
+mod usage;
+
+pub use audit_line::audit_line;
+pub use usage::usage;
+
 /// A fuzz target: its name (the `fuzz/fuzz_targets/<name>.rs` file and corpus folder) and
 /// its body.
 pub struct Target {
@@ -16,4 +22,13 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: &[Target] = &[];
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "usage",
+        run: usage,
+    },
+    Target {
+        name: "audit_line",
+        run: audit_line,
+    },
+];
