@@ -106,7 +106,10 @@ fn cache_library_session_reprocesses_only_new_tokens() {
         return;
     };
     let report = bench_report(&client);
-    let user_requests = report.turns.iter().filter(|t| t.label == t.turn.to_string());
+    let user_requests = report
+        .turns
+        .iter()
+        .filter(|t| t.label == t.turn.to_string());
     assert_eq!(user_requests.count() as u64, TURNS);
     let edit = report
         .turns

@@ -15,12 +15,18 @@
 //!
 //! **Memory** is bounded by the configuration, not by the log: the simulator's window and
 //! stores ([`SimConfig`]), the token cache ([`AuditConfig::token_cache`]), at most
-//! [`AuditConfig::max_breakers`] breaker groups, and the current line. Per-request results
-//! are handed to the caller as they are produced.
+//! [`AuditConfig::max_breakers`] breaker groups, and the current line, itself at most
+//! [`AuditConfig::max_line_bytes`]: a longer line is read through in bounded chunks
+//! ([`LineReader`]) and skipped as [`LineProblem::TooLong`]. Per-request results are handed
+//! to the caller as they are produced. Roles and tool names quoted in diagnostics are
+//! shortened, so what a breaker group keeps is small whatever the log holds.
+//!
+//! **Counters** (tokens, requests, tokens lost) saturate at `u64::MAX` instead of wrapping;
+//! reported usage is summed by [`SessionUsage`], which sets aside a response it cannot add.
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::io::BufRead;
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use prompt_core::PrefixCheck;
@@ -34,7 +40,7 @@ use super::sim::{
     CacheSim, Common, Retained, RuleOutcome, SimConfig, TokenCache, TokenizedRequest,
 };
 use super::tokenizer::Tokenizer;
-use super::{PriceTable, Rule, share};
+use super::{PriceTable, Rule, share, shorten};
 
 /// What changed at the divergence point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -153,6 +159,16 @@ pub enum LineProblem {
     /// `messages` is not an array.
     #[error("\"messages\" is not an array: {0}")]
     MessagesNotArray(serde_json::Error),
+    /// Longer than [`AuditConfig::max_line_bytes`]: read through and discarded, not parsed.
+    #[error("line {line} is longer than the {limit}-byte limit ({bytes} bytes)")]
+    TooLong {
+        /// The line, from 1.
+        line: u64,
+        /// Its length in bytes, its `\n` excluded.
+        bytes: u64,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 /// A skipped line.
@@ -171,7 +187,7 @@ pub struct LineError {
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// The log could not be opened.
-    #[error("{path}: cannot open: {source}")]
+    #[error("{path}: cannot open")]
     Open {
         /// The log.
         path: PathBuf,
@@ -179,7 +195,7 @@ pub enum AuditError {
         source: std::io::Error,
     },
     /// Reading failed.
-    #[error("{path}:{line}: read error: {source}")]
+    #[error("{path}:{line}: read error")]
     Read {
         /// The log.
         path: PathBuf,
@@ -209,7 +225,17 @@ pub struct AuditConfig {
     pub top: usize,
     /// Breaker groups tracked (the smallest is dropped when full).
     pub max_breakers: usize,
+    /// The longest line audited, in bytes (its `\n` excluded); a longer line is skipped as
+    /// [`LineProblem::TooLong`] without ever being held whole. Default
+    /// [`DEFAULT_MAX_LINE_BYTES`].
+    pub max_line_bytes: usize,
 }
+
+/// The default [`AuditConfig::max_line_bytes`]: 32 MiB. A request of a million tokens of
+/// text is 4–8 MB of JSON; 32 MB is also the largest request Anthropic's Messages API
+/// accepts. Auditing a line holds it about 3.5 times over (the line, its messages, their
+/// tokens), so the cap keeps a hostile line to ≈ 115 MB on top of the audit's other bounds.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 32 << 20;
 
 impl Default for AuditConfig {
     fn default() -> Self {
@@ -220,6 +246,7 @@ impl Default for AuditConfig {
             prices: PriceTable::default(),
             top: 5,
             max_breakers: 4096,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         }
     }
 }
@@ -352,8 +379,21 @@ struct RoleOnly {
     role: Option<String>,
 }
 
+/// The longest role kept (real ones are `system`, `user`, `assistant`, `tool`, …): what a
+/// breaker group and a diagnostic hold stays small.
+const ROLE_BYTES: usize = 64;
+
+/// The longest tool name quoted, and how many are listed, in a diagnostic.
+const NAME_BYTES: usize = 64;
+const NAMES_LISTED: usize = 12;
+
 fn role_of(message: &str) -> Option<String> {
-    serde_json::from_str::<RoleOnly>(message).ok()?.role
+    let role = serde_json::from_str::<RoleOnly>(message).ok()?.role?;
+    Some(if role.len() > ROLE_BYTES {
+        shorten(&role, ROLE_BYTES)
+    } else {
+        role
+    })
 }
 
 fn is_system(role: Option<&str>) -> bool {
@@ -380,24 +420,37 @@ impl<'t> Auditor<'t> {
         }
     }
 
-    /// Counts a line skipped by the caller (not UTF-8, unreadable).
-    pub fn skip(&mut self) {
-        self.malformed += 1;
+    /// The configuration.
+    pub fn config(&self) -> &AuditConfig {
+        &self.config
     }
 
-    /// Audits one line. Blank lines give `Ok(None)`; a malformed line is counted and its
-    /// problem returned.
+    /// Counts a line skipped by the caller (not UTF-8, too long, unreadable).
+    pub fn skip(&mut self) {
+        self.malformed = self.malformed.saturating_add(1);
+    }
+
+    /// Audits one line. Blank lines give `Ok(None)`; a malformed line, or one longer than
+    /// [`AuditConfig::max_line_bytes`], is counted and its problem returned.
     pub fn push_line(
         &mut self,
         line: u64,
         text: &str,
     ) -> Result<Option<RequestAudit>, LineProblem> {
+        if text.len() > self.config.max_line_bytes {
+            self.skip();
+            return Err(LineProblem::TooLong {
+                line,
+                bytes: text.len() as u64,
+                limit: self.config.max_line_bytes,
+            });
+        }
         if text.trim().is_empty() {
             return Ok(None);
         }
         let result = self.audit(line, text);
         if result.is_err() {
-            self.malformed += 1;
+            self.skip();
         }
         result.map(Some)
     }
@@ -451,15 +504,20 @@ impl<'t> Auditor<'t> {
             };
 
         let tokens = seen.tokens as u64;
-        self.requests += 1;
-        self.tokens += tokens;
+        self.requests = self.requests.saturating_add(1);
+        self.tokens = self.tokens.saturating_add(tokens);
         for (rule, outcome) in seen.outcomes() {
             *self.sums.entry(rule).or_default() += outcome;
         }
-        if let Some(r) = &reported {
-            self.reported.record(r.usage);
-            self.reported_limit += seen.outcome(Rule::Limit).read;
-            self.reported_tokens += tokens;
+        // The limit is compared with the reported usage over the same requests: those the
+        // session could add.
+        if let Some(r) = &reported
+            && self.reported.record(r.usage)
+        {
+            self.reported_limit = self
+                .reported_limit
+                .saturating_add(seen.outcome(Rule::Limit).read);
+            self.reported_tokens = self.reported_tokens.saturating_add(tokens);
         }
         let divergence = seen
             .best
@@ -467,9 +525,10 @@ impl<'t> Auditor<'t> {
             .map(|best| diverge(&best.earlier, &later, best.common));
         if let Some(d) = &divergence {
             if d.new_conversation {
-                self.new_conversations += 1;
+                self.new_conversations = self.new_conversations.saturating_add(1);
             } else {
-                *self.classifications.entry(d.classification).or_default() += 1;
+                let n = self.classifications.entry(d.classification).or_default();
+                *n = n.saturating_add(1);
             }
             if d.tokens_lost > 0 {
                 self.record_breaker(line, d);
@@ -513,8 +572,8 @@ impl<'t> Auditor<'t> {
             first_line: line,
             detail: d.detail.clone(),
         });
-        b.tokens_lost += d.tokens_lost;
-        b.requests += 1;
+        b.tokens_lost = b.tokens_lost.saturating_add(d.tokens_lost);
+        b.requests = b.requests.saturating_add(1);
     }
 
     /// The summary so far.
@@ -545,9 +604,16 @@ impl<'t> Auditor<'t> {
                     + prices.write * u.cache_write as f64)
                     / input
             };
+            let set_aside = match self.reported.overflowed {
+                0 => String::new(),
+                n => format!(", {n} more set aside: their counts overflow the sum"),
+            };
             (
                 u.hit_rate(),
-                format!("reported usage ({} requests)", self.reported.requests),
+                format!(
+                    "reported usage ({} requests{set_aside})",
+                    self.reported.requests
+                ),
                 actual,
                 share(self.reported_limit, self.reported_tokens),
             )
@@ -592,7 +658,8 @@ impl<'t> Auditor<'t> {
             overspend_pct,
             tokenizer: self.cache.tokenizer().name().to_owned(),
             backends,
-            reported: (self.reported.requests > 0).then_some(self.reported),
+            reported: (self.reported.requests > 0 || self.reported.overflowed > 0)
+                .then_some(self.reported),
             classifications: self.classifications.clone(),
             new_conversations: self.new_conversations,
             top_breakers: top,
@@ -837,6 +904,8 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
 }
 
 /// Byte offset of the first difference between two `tools` arrays, and what changed.
+/// Linear in the arrays' size (tools are compared as multisets through a canonical
+/// serialization), and the sentence names at most [`NAMES_LISTED`] tools.
 fn tools_change(earlier: &str, later: &str) -> (usize, String) {
     let offset = match check_prefix(earlier.as_bytes(), later.as_bytes()) {
         PrefixCheck::Diverged(d) => d.byte_offset,
@@ -845,70 +914,256 @@ fn tools_change(earlier: &str, later: &str) -> (usize, String) {
     let parse = |s: &str| serde_json::from_str::<Vec<Value>>(s).unwrap_or_default();
     let (e, l) = (parse(earlier), parse(later));
     let name = |v: &Value| {
-        v.pointer("/function/name")
+        let n = v
+            .pointer("/function/name")
             .or_else(|| v.get("name"))
             .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
+            .unwrap_or("?");
+        shorten(n, NAME_BYTES)
+    };
+    let names = |tools: &mut dyn Iterator<Item = &Value>| {
+        let mut listed: Vec<String> = Vec::new();
+        let mut more = 0usize;
+        for t in tools {
+            if listed.len() < NAMES_LISTED {
+                listed.push(name(t));
+            } else {
+                more += 1;
+            }
+        }
+        if more > 0 {
+            listed.push(format!("… {more} more"));
+        }
+        listed.join(", ")
     };
     let detail = if earlier.is_empty() {
         format!("tools added ({} tools)", l.len())
     } else if later.is_empty() {
         "tools removed".to_owned()
-    } else if e.len() == l.len() && e.iter().all(|t| l.contains(t)) {
-        if e.iter().zip(&l).all(|(a, b)| a == b) {
-            "same tools, serialized differently (key order or whitespace)".to_owned()
+    } else {
+        let (ek, lk): (Vec<String>, Vec<String>) = (
+            e.iter().map(canonical).collect(),
+            l.iter().map(canonical).collect(),
+        );
+        // What each side has that the other lacks, counting duplicates.
+        let mut counts: HashMap<&str, isize> = HashMap::with_capacity(ek.len());
+        for k in &ek {
+            *counts.entry(k).or_default() += 1;
+        }
+        let added: Vec<usize> = lk
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| match counts.get_mut(k.as_str()) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    None
+                }
+                _ => Some(i),
+            })
+            .collect();
+        let mut counts: HashMap<&str, isize> = HashMap::with_capacity(lk.len());
+        for k in &lk {
+            *counts.entry(k).or_default() += 1;
+        }
+        let removed: Vec<usize> = ek
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| match counts.get_mut(k.as_str()) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    None
+                }
+                _ => Some(i),
+            })
+            .collect();
+        if added.is_empty() && removed.is_empty() {
+            if ek == lk {
+                "same tools, serialized differently (key order or whitespace)".to_owned()
+            } else {
+                format!(
+                    "same tools in a different order: [{}] → [{}]",
+                    names(&mut e.iter()),
+                    names(&mut l.iter())
+                )
+            }
         } else {
             format!(
-                "same tools in a different order: [{}] → [{}]",
-                e.iter().map(name).collect::<Vec<_>>().join(", "),
-                l.iter().map(name).collect::<Vec<_>>().join(", ")
+                "tools changed: new or edited [{}], gone or edited [{}]",
+                names(&mut added.iter().map(|&i| &l[i])),
+                names(&mut removed.iter().map(|&i| &e[i]))
             )
         }
-    } else {
-        let added: Vec<String> = l.iter().filter(|t| !e.contains(t)).map(name).collect();
-        let removed: Vec<String> = e.iter().filter(|t| !l.contains(t)).map(name).collect();
-        format!(
-            "tools changed: new or edited [{}], gone or edited [{}]",
-            added.join(", "),
-            removed.join(", ")
-        )
     };
     (offset, detail)
 }
 
+/// A JSON value as compact text with object keys sorted: equal values, equal text.
+fn canonical(v: &Value) -> String {
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                out.push('{');
+                for (i, (k, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    write(item, out);
+                }
+                out.push('}');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(v, &mut out);
+    out
+}
+
+/// One line read by [`LineReader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// The line's bytes, without its `\n` and any `\r` before it.
+    Text(&'a [u8]),
+    /// A line longer than the limit, read through and discarded: its length in bytes (its
+    /// `\n` excluded).
+    TooLong(u64),
+}
+
+/// Reads lines from a [`BufRead`] without ever holding more than `max_line_bytes` of one: a
+/// longer line is consumed in the reader's own chunks, counted and dropped, and reading goes
+/// on with the next line. Its buffer's capacity never exceeds the limit
+/// ([`LineReader::buffer_capacity`]).
+#[derive(Debug)]
+pub struct LineReader<R> {
+    reader: R,
+    buf: Vec<u8>,
+    max: usize,
+    line: u64,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Lines of `reader`, at most `max_line_bytes` each (the `\n` excluded).
+    pub fn new(reader: R, max_line_bytes: usize) -> Self {
+        Self {
+            reader,
+            buf: Vec::new(),
+            max: max_line_bytes,
+            line: 0,
+        }
+    }
+
+    /// The number of the line last returned, from 1 (0 before the first).
+    pub fn line_number(&self) -> u64 {
+        self.line
+    }
+
+    /// The capacity of the line buffer: at most the limit, whatever was read.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// The next line; `None` at the end of the input. A last line without `\n` counts.
+    pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
+        self.buf.clear();
+        let mut len = 0u64;
+        let mut too_long = false;
+        let mut any = false;
+        loop {
+            let chunk = match self.reader.fill_buf() {
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            any = true;
+            let (part, used, end) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (&chunk[..i], i + 1, true),
+                None => (chunk, chunk.len(), false),
+            };
+            len = len.saturating_add(part.len() as u64);
+            if !too_long {
+                let needed = self.buf.len().saturating_add(part.len());
+                if needed > self.max {
+                    too_long = true;
+                    self.buf.clear();
+                } else {
+                    if needed > self.buf.capacity() {
+                        // Grow geometrically, but never past the limit.
+                        let target = needed
+                            .max(self.buf.capacity().saturating_mul(2))
+                            .min(self.max);
+                        self.buf.reserve_exact(target - self.buf.len());
+                    }
+                    self.buf.extend_from_slice(part);
+                }
+            }
+            self.reader.consume(used);
+            if end {
+                break;
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        self.line = self.line.saturating_add(1);
+        if too_long {
+            return Ok(Some(Line::TooLong(len)));
+        }
+        while self.buf.last() == Some(&b'\r') {
+            self.buf.pop();
+        }
+        Ok(Some(Line::Text(&self.buf)))
+    }
+}
+
 /// Streams `reader` (a JSONL log named `path`) through `auditor`, handing each result to
-/// `sink` as soon as it is produced. Stops only on a read error or a sink error.
+/// `sink` as soon as it is produced. Stops only on a read error or a sink error. Lines are
+/// read by a [`LineReader`] capped at [`AuditConfig::max_line_bytes`]: a longer line is
+/// skipped ([`LineProblem::TooLong`]) and never held whole.
 pub fn audit_reader<R: BufRead>(
-    mut reader: R,
+    reader: R,
     path: &Path,
     auditor: &mut Auditor<'_>,
     mut sink: impl FnMut(Event<'_>) -> std::io::Result<()>,
 ) -> Result<(), AuditError> {
-    let mut buf = Vec::new();
-    let mut line = 0u64;
+    let limit = auditor.config().max_line_bytes;
+    let mut lines = LineReader::new(reader, limit);
     loop {
-        buf.clear();
-        line += 1;
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| AuditError::Read {
-                path: path.to_owned(),
-                line,
-                source,
-            })?;
-        if n == 0 {
-            return Ok(());
-        }
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        let outcome = match std::str::from_utf8(&buf) {
-            Ok(text) => auditor.push_line(line, text),
-            Err(e) => {
+        let line = lines.line_number().saturating_add(1);
+        let next = lines.next_line().map_err(|source| AuditError::Read {
+            path: path.to_owned(),
+            line,
+            source,
+        })?;
+        let outcome = match next {
+            None => return Ok(()),
+            Some(Line::TooLong(bytes)) => {
                 auditor.skip();
-                Err(LineProblem::NotUtf8(e.valid_up_to()))
+                Err(LineProblem::TooLong { line, bytes, limit })
             }
+            Some(Line::Text(bytes)) => match std::str::from_utf8(bytes) {
+                Ok(text) => auditor.push_line(line, text),
+                Err(e) => {
+                    auditor.skip();
+                    Err(LineProblem::NotUtf8(e.valid_up_to()))
+                }
+            },
         };
         match outcome {
             Ok(Some(audit)) => sink(Event::Request(&audit)),

@@ -199,3 +199,16 @@ pub(crate) fn share(part: u64, whole: u64) -> f64 {
         part as f64 / whole as f64
     }
 }
+
+/// `text` cut to at most `max` bytes (on a character boundary), `…` marking the cut: what a
+/// diagnostic quotes from the input stays short.
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

@@ -8,6 +8,24 @@
 //! | Gemini | `usageMetadata.promptTokenCount`, `cachedContentTokenCount` | the prompt count *includes* the cached tokens |
 //! | llama.cpp | `timings.cache_n`, `timings.prompt_n` | `cache_n` reused, `prompt_n` re-processed |
 //!
+//! **Hostile bodies.** Every count must be a JSON integer in `0..=2^64 − 1` (negative,
+//! fractional and larger numbers are [`MeterError::NotANumber`]), and the counts of one body
+//! must agree, or the body is [`MeterError::Inconsistent`], naming the provider and the
+//! field, and nothing is summed:
+//!
+//! | provider | inconsistent when |
+//! |---|---|
+//! | every one | the counts of one body (input parts and output) add up past `2^64 − 1` |
+//! | OpenAI | `cached_tokens` > the prompt count; `total_tokens`, when present, ≠ prompt + completion (output) count |
+//! | Anthropic | `cache_creation.ephemeral_5m_input_tokens + ephemeral_1h_input_tokens` > `cache_creation_input_tokens` |
+//! | DeepSeek | hit + miss ≠ `prompt_tokens` (when present); `total_tokens`, when present, ≠ `prompt_tokens` + `completion_tokens` |
+//! | Gemini | `cachedContentTokenCount` > `promptTokenCount` |
+//! | llama.cpp | (only the sum above) |
+//!
+//! Sums of records ([`Usage`]'s `+` and [`Sum`], [`Usage::input`]) saturate at
+//! `2^64 − 1` instead of wrapping; [`SessionUsage::record`] sets aside, and counts, a record it
+//! cannot add without overflowing.
+//!
 //! ```
 //! use prompt_measure::{Provider, Usage};
 //! let body = serde_json::json!({"usage": {"prompt_tokens": 2006, "completion_tokens": 300,
@@ -24,6 +42,8 @@ use std::ops::{Add, AddAssign};
 
 use serde::Serialize;
 use serde_json::Value;
+
+use super::shorten;
 
 /// A backend whose usage object the meter reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -67,7 +87,7 @@ pub enum MeterError {
         "no usage found: expected `usage`, `usageMetadata` or `timings` (keys present: {keys})"
     )]
     Unrecognized {
-        /// The top-level keys present.
+        /// The top-level keys present (the first ones, when there are many).
         keys: String,
     },
     /// A required field is absent.
@@ -78,22 +98,25 @@ pub enum MeterError {
         /// The field.
         field: &'static str,
     },
-    /// A count that is not a non-negative integer.
-    #[error("{provider} usage: `{field}` is not a non-negative integer (found {found})")]
+    /// A count that is not an integer in `0..=2^64 − 1` (negative, fractional, larger, or
+    /// not a number at all).
+    #[error("{provider} usage: `{field}` is not an integer in 0..=2^64-1 (found {found})")]
     NotANumber {
         /// The provider.
         provider: Provider,
         /// The field.
         field: &'static str,
-        /// The value found.
+        /// The value found, shortened: at most a few dozen characters.
         found: String,
     },
-    /// Counts that contradict each other.
+    /// Counts that contradict each other, or add up past `2^64 − 1`: the body is not summed.
     #[error("{provider} usage: {detail}")]
     Inconsistent {
         /// The provider.
         provider: Provider,
-        /// What does not add up.
+        /// The field whose count contradicts the others (or overflowed their sum).
+        field: &'static str,
+        /// What does not add up, naming every field involved.
         detail: String,
     },
 }
@@ -112,12 +135,34 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// All input tokens: `input_uncached + cache_read + cache_write`.
+    /// All input tokens: `input_uncached + cache_read + cache_write`, saturating at
+    /// `u64::MAX` (a record read from a provider never reaches it: its counts are checked).
     pub fn input(&self) -> u64 {
-        self.input_uncached + self.cache_read + self.cache_write
+        self.input_uncached
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 
-    /// `cache_read / input` (output excluded); 0 without input.
+    /// The sum of two records, `None` when any count would pass `u64::MAX`.
+    pub fn checked_add(self, rhs: Usage) -> Option<Usage> {
+        Some(Usage {
+            input_uncached: self.input_uncached.checked_add(rhs.input_uncached)?,
+            cache_read: self.cache_read.checked_add(rhs.cache_read)?,
+            cache_write: self.cache_write.checked_add(rhs.cache_write)?,
+            output: self.output.checked_add(rhs.output)?,
+        })
+    }
+
+    /// Whether the four counts together (input and output) stay within `u64::MAX`, so that
+    /// [`Usage::input`] is exact.
+    fn fits(&self) -> bool {
+        [self.cache_read, self.cache_write, self.output]
+            .into_iter()
+            .try_fold(self.input_uncached, u64::checked_add)
+            .is_some()
+    }
+
+    /// `cache_read / input` (output excluded); 0 without input. Within `0..=1`.
     pub fn hit_rate(&self) -> f64 {
         super::share(self.cache_read, self.input())
     }
@@ -139,16 +184,15 @@ impl Usage {
     pub fn detect(body: &Value) -> Result<(Provider, Usage), MeterError> {
         let obj = object(body)?;
         let provider = detect_provider(obj).ok_or_else(|| MeterError::Unrecognized {
-            keys: obj
-                .keys()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(", "),
+            keys: key_list(obj),
         })?;
         Ok((provider, Usage::from_provider(provider, body)?))
     }
 }
 
+/// Count by count, saturating at `u64::MAX` instead of wrapping (or panicking in a debug
+/// build). [`Usage::checked_add`] tells an overflow apart; [`SessionUsage`] counts the records
+/// it could not add.
 impl Add for Usage {
     type Output = Usage;
     fn add(mut self, rhs: Usage) -> Usage {
@@ -157,15 +201,17 @@ impl Add for Usage {
     }
 }
 
+/// Saturating, as [`Add`].
 impl AddAssign for Usage {
     fn add_assign(&mut self, rhs: Usage) {
-        self.input_uncached += rhs.input_uncached;
-        self.cache_read += rhs.cache_read;
-        self.cache_write += rhs.cache_write;
-        self.output += rhs.output;
+        self.input_uncached = self.input_uncached.saturating_add(rhs.input_uncached);
+        self.cache_read = self.cache_read.saturating_add(rhs.cache_read);
+        self.cache_write = self.cache_write.saturating_add(rhs.cache_write);
+        self.output = self.output.saturating_add(rhs.output);
     }
 }
 
+/// Saturating, as [`Add`].
 impl Sum for Usage {
     fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
         iter.fold(Usage::default(), Add::add)
@@ -173,12 +219,18 @@ impl Sum for Usage {
 }
 
 /// Usage summed over a session.
+///
+/// Never wraps: a record that would take any count of the total, or the total's input plus
+/// output, past `u64::MAX` is not added; it is counted in [`SessionUsage::overflowed`]
+/// instead, so the total and its hit rate stay exact for the records in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct SessionUsage {
-    /// Requests recorded.
+    /// Requests summed into `total`.
     pub requests: u64,
     /// The sum.
     pub total: Usage,
+    /// Requests set aside because adding them would have overflowed the total.
+    pub overflowed: u64,
 }
 
 impl SessionUsage {
@@ -187,13 +239,23 @@ impl SessionUsage {
         Self::default()
     }
 
-    /// Adds one request's usage.
-    pub fn record(&mut self, usage: Usage) {
-        self.requests += 1;
-        self.total += usage;
+    /// Adds one request's usage, and tells whether it was added: `false` (and
+    /// [`SessionUsage::overflowed`] counts it) when the total would overflow.
+    pub fn record(&mut self, usage: Usage) -> bool {
+        match self.total.checked_add(usage).filter(Usage::fits) {
+            Some(total) => {
+                self.total = total;
+                self.requests = self.requests.saturating_add(1);
+                true
+            }
+            None => {
+                self.overflowed = self.overflowed.saturating_add(1);
+                false
+            }
+        }
     }
 
-    /// The session's hit rate: summed cache reads over summed input.
+    /// The session's hit rate: summed cache reads over summed input (within `0..=1`).
     pub fn hit_rate(&self) -> f64 {
         self.total.hit_rate()
     }
@@ -255,6 +317,37 @@ fn detect_provider(obj: &Object) -> Option<Provider> {
     }
 }
 
+/// The keys of `obj`, listed up to about [`LISTED`] bytes: a diagnostic costs linear time
+/// and stays short whatever the body.
+fn key_list(obj: &Object) -> String {
+    let mut out = String::new();
+    for (i, key) in obj.keys().enumerate() {
+        if out.len() >= LISTED {
+            out.push_str(&format!("… ({} keys)", obj.len()));
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&shorten(key, 40));
+    }
+    out
+}
+
+/// How long a listing in a diagnostic grows before it is cut.
+const LISTED: usize = 200;
+
+/// A value for a diagnostic: numbers and short strings as they are, anything else by kind
+/// and size. Constant size, whatever the value.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{}\"", shorten(s, 32)),
+        Value::Array(a) => format!("an array of {} items", a.len()),
+        Value::Object(o) => format!("an object of {} keys", o.len()),
+        Value::Null | Value::Bool(_) | Value::Number(_) => shorten(&v.to_string(), 40),
+    }
+}
+
 /// A count: absent or null → `None`.
 fn count(obj: &Object, provider: Provider, field: &'static str) -> Result<Option<u64>, MeterError> {
     match obj.get(field) {
@@ -262,7 +355,7 @@ fn count(obj: &Object, provider: Provider, field: &'static str) -> Result<Option
         Some(v) => v.as_u64().map(Some).ok_or_else(|| MeterError::NotANumber {
             provider,
             field,
-            found: v.to_string(),
+            found: describe(v),
         }),
     }
 }
@@ -275,18 +368,67 @@ fn optional(obj: &Object, provider: Provider, field: &'static str) -> Result<u64
     Ok(count(obj, provider, field)?.unwrap_or(0))
 }
 
-fn cached_within(
+/// `parts` summed, or [`MeterError::Inconsistent`] naming the field at which the sum passes
+/// `u64::MAX`, and every part.
+fn checked_sum(provider: Provider, parts: &[(&'static str, u64)]) -> Result<u64, MeterError> {
+    let mut total = 0u64;
+    for &(field, n) in parts {
+        total = total
+            .checked_add(n)
+            .ok_or_else(|| MeterError::Inconsistent {
+                provider,
+                field,
+                detail: format!(
+                    "{} add up past the largest count, 2^64-1",
+                    parts
+                        .iter()
+                        .map(|(f, n)| format!("`{f}` {n}"))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                ),
+            })?;
+    }
+    Ok(total)
+}
+
+/// `total - part`, or [`MeterError::Inconsistent`] when the part is the larger.
+fn within(
     provider: Provider,
-    prompt_field: &str,
-    prompt: u64,
-    cached: u64,
+    (part_field, part): (&'static str, u64),
+    (total_field, total): (&'static str, u64),
 ) -> Result<u64, MeterError> {
-    prompt
-        .checked_sub(cached)
+    total
+        .checked_sub(part)
         .ok_or_else(|| MeterError::Inconsistent {
             provider,
-            detail: format!("{cached} cached tokens exceed {prompt_field} = {prompt}"),
+            field: part_field,
+            detail: format!("`{part_field}` {part} exceeds `{total_field}` {total}"),
         })
+}
+
+/// A reported total, when present, must be the sum of its parts.
+fn total_is(
+    obj: &Object,
+    provider: Provider,
+    total_field: &'static str,
+    parts: &[(&'static str, u64)],
+) -> Result<(), MeterError> {
+    let sum = checked_sum(provider, parts)?;
+    match count(obj, provider, total_field)? {
+        Some(total) if total != sum => Err(MeterError::Inconsistent {
+            provider,
+            field: total_field,
+            detail: format!(
+                "`{total_field}` {total} != {} = {sum}",
+                parts
+                    .iter()
+                    .map(|(f, n)| format!("`{f}` {n}"))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn openai(u: &Object) -> Result<Usage, MeterError> {
@@ -307,43 +449,89 @@ fn openai(u: &Object) -> Result<Usage, MeterError> {
         Some(details) => optional(details, p, "cached_tokens")?,
         None => 0,
     };
+    let output = optional(u, p, output_field)?;
+    let uncached = within(p, ("cached_tokens", cached), (prompt_field, prompt))?;
+    total_is(
+        u,
+        p,
+        "total_tokens",
+        &[(prompt_field, prompt), (output_field, output)],
+    )?;
     Ok(Usage {
-        input_uncached: cached_within(p, prompt_field, prompt, cached)?,
+        input_uncached: uncached,
         cache_read: cached,
         cache_write: 0,
-        output: optional(u, p, output_field)?,
+        output,
     })
 }
 
 fn anthropic(u: &Object) -> Result<Usage, MeterError> {
     let p = Provider::Anthropic;
-    Ok(Usage {
+    let usage = Usage {
         input_uncached: required(u, p, "input_tokens")?,
         cache_read: optional(u, p, "cache_read_input_tokens")?,
         cache_write: optional(u, p, "cache_creation_input_tokens")?,
         output: optional(u, p, "output_tokens")?,
-    })
+    };
+    checked_sum(
+        p,
+        &[
+            ("input_tokens", usage.input_uncached),
+            ("cache_read_input_tokens", usage.cache_read),
+            ("cache_creation_input_tokens", usage.cache_write),
+            ("output_tokens", usage.output),
+        ],
+    )?;
+    // The writes split by lifetime; other lifetimes may come, so the known ones must only
+    // not exceed the whole.
+    if let Some(split) = u.get("cache_creation").and_then(Value::as_object) {
+        let parts = [
+            (
+                "cache_creation.ephemeral_5m_input_tokens",
+                optional(split, p, "ephemeral_5m_input_tokens")?,
+            ),
+            (
+                "cache_creation.ephemeral_1h_input_tokens",
+                optional(split, p, "ephemeral_1h_input_tokens")?,
+            ),
+        ];
+        let known = checked_sum(p, &parts)?;
+        if known > usage.cache_write {
+            return Err(MeterError::Inconsistent {
+                provider: p,
+                field: "cache_creation",
+                detail: format!(
+                    "`cache_creation` {} + {} = {known} exceeds `cache_creation_input_tokens` {}",
+                    parts[0].1, parts[1].1, usage.cache_write
+                ),
+            });
+        }
+    }
+    Ok(usage)
 }
 
 fn deepseek(u: &Object) -> Result<Usage, MeterError> {
     let p = Provider::DeepSeek;
     let hit = required(u, p, "prompt_cache_hit_tokens")?;
     let miss = required(u, p, "prompt_cache_miss_tokens")?;
-    if let Some(prompt) = count(u, p, "prompt_tokens")?
-        && prompt != hit + miss
-    {
-        return Err(MeterError::Inconsistent {
-            provider: p,
-            detail: format!(
-                "prompt_cache_hit_tokens {hit} + prompt_cache_miss_tokens {miss} != prompt_tokens {prompt}"
-            ),
-        });
-    }
+    let output = optional(u, p, "completion_tokens")?;
+    let parts = [
+        ("prompt_cache_hit_tokens", hit),
+        ("prompt_cache_miss_tokens", miss),
+    ];
+    total_is(u, p, "prompt_tokens", &parts)?;
+    let prompt = checked_sum(p, &parts)?;
+    total_is(
+        u,
+        p,
+        "total_tokens",
+        &[("prompt_tokens", prompt), ("completion_tokens", output)],
+    )?;
     Ok(Usage {
         input_uncached: miss,
         cache_read: hit,
         cache_write: 0,
-        output: optional(u, p, "completion_tokens")?,
+        output,
     })
 }
 
@@ -352,20 +540,46 @@ fn gemini(u: &Object) -> Result<Usage, MeterError> {
     let prompt = required(u, p, "promptTokenCount")?;
     let cached = optional(u, p, "cachedContentTokenCount")?;
     let tool_prompt = optional(u, p, "toolUsePromptTokenCount")?;
+    let candidates = optional(u, p, "candidatesTokenCount")?;
+    let thoughts = optional(u, p, "thoughtsTokenCount")?;
+    let uncached = within(
+        p,
+        ("cachedContentTokenCount", cached),
+        ("promptTokenCount", prompt),
+    )?;
+    checked_sum(
+        p,
+        &[
+            ("promptTokenCount", prompt),
+            ("toolUsePromptTokenCount", tool_prompt),
+            ("candidatesTokenCount", candidates),
+            ("thoughtsTokenCount", thoughts),
+        ],
+    )?;
+    // The sum above bounds every partial sum: none of these can overflow.
     Ok(Usage {
-        input_uncached: cached_within(p, "promptTokenCount", prompt, cached)? + tool_prompt,
+        input_uncached: uncached.saturating_add(tool_prompt),
         cache_read: cached,
         cache_write: 0,
-        output: optional(u, p, "candidatesTokenCount")? + optional(u, p, "thoughtsTokenCount")?,
+        output: candidates.saturating_add(thoughts),
     })
 }
 
 fn llama_cpp(t: &Object) -> Result<Usage, MeterError> {
     let p = Provider::LlamaCpp;
-    Ok(Usage {
+    let usage = Usage {
         input_uncached: required(t, p, "prompt_n")?,
         cache_read: required(t, p, "cache_n")?,
         cache_write: 0,
         output: optional(t, p, "predicted_n")?,
-    })
+    };
+    checked_sum(
+        p,
+        &[
+            ("prompt_n", usage.input_uncached),
+            ("cache_n", usage.cache_read),
+            ("predicted_n", usage.output),
+        ],
+    )?;
+    Ok(usage)
 }

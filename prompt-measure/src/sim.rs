@@ -296,13 +296,14 @@ impl<'t> TokenCache<'t> {
     }
 
     fn admit(&mut self, key: u64, seg: Segment) {
-        if self.current_tokens + seg.len() > self.capacity && !self.current.is_empty() {
+        if self.current_tokens.saturating_add(seg.len()) > self.capacity && !self.current.is_empty()
+        {
             self.previous = std::mem::take(&mut self.current);
             self.current_tokens = 0;
         }
-        self.current_tokens += seg.len();
+        self.current_tokens = self.current_tokens.saturating_add(seg.len());
         if let Some(old) = self.current.insert(key, seg) {
-            self.current_tokens -= old.len();
+            self.current_tokens = self.current_tokens.saturating_sub(old.len());
         }
     }
 
@@ -485,9 +486,11 @@ impl RuleOutcome {
         }
     }
 
-    /// `read + write + miss`.
+    /// `read + write + miss`, saturating at `u64::MAX`.
     pub fn tokens(&self) -> u64 {
-        self.read + self.write + self.miss
+        self.read
+            .saturating_add(self.write)
+            .saturating_add(self.miss)
     }
 
     /// `read / tokens` (0 for no tokens).
@@ -496,11 +499,12 @@ impl RuleOutcome {
     }
 }
 
+/// Count by count, saturating at `u64::MAX` instead of wrapping.
 impl AddAssign for RuleOutcome {
     fn add_assign(&mut self, rhs: Self) {
-        self.read += rhs.read;
-        self.write += rhs.write;
-        self.miss += rhs.miss;
+        self.read = self.read.saturating_add(rhs.read);
+        self.write = self.write.saturating_add(rhs.write);
+        self.miss = self.miss.saturating_add(rhs.miss);
     }
 }
 
@@ -678,7 +682,7 @@ impl CacheSim {
             && (self.window.len() > c.window || self.window_tokens > c.window_tokens)
         {
             if let Some(old) = self.window.pop_front() {
-                self.window_tokens -= old.len();
+                self.window_tokens = self.window_tokens.saturating_sub(old.len());
             }
         }
         Observation {

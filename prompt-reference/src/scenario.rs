@@ -1198,14 +1198,20 @@ mod tests {
         let turn_2 = script(2);
         let (chunks, rest) = turn_2.continuations();
         assert_eq!(chunks.len(), 1);
-        assert_eq!(tools_called(chunks[0]).to_string(), "the assistant called read_file");
+        assert_eq!(
+            tools_called(chunks[0]).to_string(),
+            "the assistant called read_file"
+        );
         assert_eq!(rest.len(), 1);
         let turn_3 = script(3);
         let (chunks, _) = turn_3.continuations();
         let called: Vec<String> = chunks.iter().map(|c| tools_called(c).to_string()).collect();
         assert_eq!(
             called,
-            ["the assistant called grep", "the assistant called edit_file, run_tests"]
+            [
+                "the assistant called grep",
+                "the assistant called edit_file, run_tests"
+            ]
         );
         assert!(names(5).contains(&"plan mode turned on".to_owned()));
         assert!(names(7).contains(&"the assistant instructions were edited".to_owned()));

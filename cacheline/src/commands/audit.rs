@@ -6,7 +6,9 @@ use std::io::{BufReader, Write};
 use std::path::PathBuf;
 
 use prompt_core::input;
-use prompt_measure::audit::{AuditSummary, Classification, Event, Part, audit_reader};
+use prompt_measure::audit::{
+    AuditSummary, Classification, DEFAULT_MAX_LINE_BYTES, Event, Part, audit_reader,
+};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, RequestAudit, Rule};
 
 use crate::output::{load_prices, pct, progress, thousands};
@@ -39,6 +41,10 @@ pub(crate) struct AuditArgs {
     /// Exit 0 even when some lines were skipped (by default skipped lines exit 1).
     #[arg(long)]
     allow_skipped: bool,
+    /// Longest line audited, in bytes (default 32 MiB); a longer line is skipped, never held
+    /// in memory whole.
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES, value_name = "N")]
+    max_line_bytes: usize,
 }
 
 fn parse_rule(s: &str) -> Result<Rule, String> {
@@ -179,6 +185,7 @@ pub(crate) fn run(
     let mut config = AuditConfig {
         backend: args.backend,
         prices,
+        max_line_bytes: args.max_line_bytes,
         ..AuditConfig::default()
     };
     config.sim.window = args.window.max(1);

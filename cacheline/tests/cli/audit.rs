@@ -137,3 +137,37 @@ fn summary_only_json_prints_only_the_summary() {
     );
     assert!(json["hit_rate"].is_number(), "{json}");
 }
+
+#[test]
+fn a_line_longer_than_max_line_bytes_is_skipped_with_its_number() {
+    let short = r#"{"messages":[{"role":"user","content":"Fix the CI."}]}"#;
+    let long = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(5000)
+    );
+    let log = format!("{short}\n{long}\n{short}\n");
+    let args = ["audit", "-", "--json", "--max-line-bytes", "1000"];
+    let (code, out, err) = cacheline_with_stdin(&args, log.as_bytes());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "-:2: warning: line skipped: line 2 is longer than the 1000-byte limit ({} bytes)",
+            long.len()
+        )),
+        "{err}"
+    );
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(json["skipped"][0]["line"], 2, "{json}");
+    let lines: Vec<u64> = json["requests"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["line"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(lines, vec![1, 3]);
+    // --allow-skipped keeps exit 0; the default cap (32 MiB) audits the same line.
+    let mut allow = args.to_vec();
+    allow.push("--allow-skipped");
+    let (code, _, _) = cacheline_with_stdin(&allow, log.as_bytes());
+    assert_eq!(code, 0);
+    let (code, _, err) = cacheline_with_stdin(&["audit", "-", "--json"], log.as_bytes());
+    assert_eq!(code, 0, "{err}");
+}

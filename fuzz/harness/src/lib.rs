@@ -6,10 +6,14 @@
 //! `cargo test` without nightly.
 #![forbid(unsafe_code)]
 
+mod audit_line;
 mod history_ops;
+mod usage;
 mod vec_system_prompt;
 
+pub use audit_line::audit_line;
 pub use history_ops::history_ops;
+pub use usage::usage;
 pub use vec_system_prompt::vec_system_prompt;
 
 /// A fuzz target: its name (the `fuzz/fuzz_targets/<name>.rs` file and corpus folder) and
@@ -24,8 +28,16 @@ pub struct Target {
 /// Every target.
 pub const TARGETS: &[Target] = &[
     Target {
+        name: "audit_line",
+        run: audit_line,
+    },
+    Target {
         name: "history_ops",
         run: history_ops,
+    },
+    Target {
+        name: "usage",
+        run: usage,
     },
     Target {
         name: "vec_system_prompt",

@@ -5,7 +5,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use prompt_measure::audit::{
-    AuditSummary, Classification, Event, Part, RequestAudit, audit_reader,
+    AuditSummary, Classification, Event, Line, LineReader, Part, RequestAudit, audit_reader,
 };
 use prompt_measure::synthetic::{SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule, SimConfig};
@@ -393,4 +393,229 @@ fn an_injected_system_message_right_after_the_prompt_is_a_history_edit_not_a_hea
     let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
     assert_eq!(d.earlier_role.as_deref(), Some("system"));
     assert_eq!(d.detail, "earlier message 1 (system) was removed");
+}
+
+fn request(messages: &[(&str, &str)]) -> String {
+    let messages: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+        .collect();
+    serde_json::json!({ "messages": messages }).to_string()
+}
+
+#[test]
+fn a_line_longer_than_the_cap_is_skipped_with_its_number_and_later_lines_are_audited() {
+    let long_content = "word ".repeat(20_000);
+    let log = [
+        request(&[
+            ("system", "You are a coding agent."),
+            ("user", "Fix the CI."),
+        ]),
+        request(&[
+            ("system", "You are a coding agent."),
+            ("user", &long_content),
+        ]),
+        String::new(),
+        request(&[
+            ("system", "You are a coding agent."),
+            ("user", "Fix the CI."),
+            ("assistant", "Done."),
+            ("user", "Thanks."),
+        ]),
+    ]
+    .join("\n");
+    let long_len = log.lines().nth(1).map_or(0, str::len);
+    let config = AuditConfig {
+        max_line_bytes: 4096,
+        ..AuditConfig::default()
+    };
+    let mut auditor = Auditor::new(tokenizer(), config);
+    let (mut lines, mut skipped) = (Vec::new(), Vec::new());
+    // Small chunks: the long line is consumed piece by piece.
+    let reader = BufReader::with_capacity(256, log.as_bytes());
+    audit_reader(reader, Path::new("long.jsonl"), &mut auditor, |event| {
+        match event {
+            Event::Request(r) => lines.push(r.line),
+            Event::Skipped(e) => skipped.push((e.line, e.to_string())),
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lines, vec![1, 4]);
+    assert_eq!(
+        skipped,
+        vec![(
+            2,
+            format!(
+                "long.jsonl:2: skipped: line 2 is longer than the 4096-byte limit ({long_len} bytes)"
+            )
+        )]
+    );
+    let summary = auditor.summary();
+    assert_eq!((summary.requests, summary.malformed), (2, 1));
+    // Line 4 extends line 1: the skipped line did not disturb the audit.
+    assert_eq!(
+        summary.classifications.get(&Classification::AppendOnly),
+        Some(&1)
+    );
+    // push_line applies the same cap to a line handed over whole.
+    let mut auditor = Auditor::new(tokenizer(), config);
+    let long = log.lines().nth(1).unwrap_or_default();
+    assert!(auditor.push_line(9, long).is_err());
+    assert_eq!(auditor.summary().malformed, 1);
+}
+
+#[test]
+fn the_line_reader_never_holds_more_than_its_cap() {
+    const CAP: usize = 1000;
+    let long = vec![b'x'; 1 << 20];
+    let mut data = Vec::new();
+    data.extend_from_slice(b"short\r\n");
+    data.extend_from_slice(&long);
+    data.push(b'\n');
+    data.extend_from_slice(&vec![b'y'; CAP]); // exactly the cap: kept
+    data.push(b'\n');
+    data.extend_from_slice(&vec![b'z'; CAP + 1]); // one byte over: skipped
+    data.push(b'\n');
+    data.push(b'\n'); // an empty line
+    data.extend_from_slice(&long); // the last line, without a newline
+    let expected: Vec<(u64, Option<usize>)> = vec![
+        (1, Some(5)),
+        (2, None),
+        (3, Some(CAP)),
+        (4, None),
+        (5, Some(0)),
+        (6, None),
+    ];
+    // Whatever the chunks the BufRead hands over: 7 bytes, 8 KiB, or the whole input at once.
+    for chunk in [7, 8 << 10, data.len()] {
+        let mut reader = LineReader::new(BufReader::with_capacity(chunk, &data[..]), CAP);
+        let mut seen = Vec::new();
+        while let Some(line) = reader.next_line().unwrap_or_else(|e| panic!("{e}")) {
+            let entry = match line {
+                Line::Text(bytes) => Some(bytes.len()),
+                Line::TooLong(bytes) => {
+                    assert!(bytes > CAP as u64);
+                    None
+                }
+            };
+            seen.push((reader.line_number(), entry));
+            assert!(
+                reader.buffer_capacity() <= CAP,
+                "chunk {chunk}: capacity {} after line {}",
+                reader.buffer_capacity(),
+                reader.line_number()
+            );
+        }
+        assert_eq!(seen, expected, "chunk {chunk}");
+    }
+    // The length of a skipped line is counted in full.
+    let mut reader = LineReader::new(&data[7..], CAP);
+    let first = reader.next_line().ok().flatten();
+    assert_eq!(first, Some(Line::TooLong(1 << 20)));
+}
+
+#[test]
+fn reported_usage_that_would_overflow_the_sum_is_set_aside() {
+    let body = request(&[("user", "Hi.")]);
+    let line = format!(
+        r#"{{"request": {body}, "response": {{"usage": {{"input_tokens": 18446744073709551615, "cache_read_input_tokens": 0}}}}}}"#
+    );
+    let log = format!("{line}\n{line}\n");
+    let a = audit_bytes("overflow.jsonl", log.as_bytes(), AuditConfig::default());
+    assert_eq!(a.requests.len(), 2);
+    let reported = a
+        .summary
+        .reported
+        .unwrap_or_else(|| panic!("no reported usage"));
+    assert_eq!(
+        (
+            reported.requests,
+            reported.overflowed,
+            reported.total.input()
+        ),
+        (1, 1, u64::MAX)
+    );
+    assert_eq!(
+        a.summary.hit_rate_source,
+        "reported usage (1 requests, 1 more set aside: their counts overflow the sum)"
+    );
+    // An inconsistent body is reported as such on its request, and not summed.
+    let wrapped = format!(
+        r#"{{"request": {body}, "response": {{"usage": {{"prompt_cache_hit_tokens": 18446744073709551615, "prompt_cache_miss_tokens": 1}}}}}}"#
+    );
+    let a = audit_bytes("wrapped.jsonl", wrapped.as_bytes(), AuditConfig::default());
+    assert!(a.requests[0].reported.is_none());
+    let error = a.requests[0].reported_error.clone().unwrap_or_default();
+    assert!(
+        error.starts_with("deepseek usage: `prompt_cache_hit_tokens`"),
+        "{error}"
+    );
+    assert!(a.summary.reported.is_none());
+}
+
+#[test]
+fn a_large_tools_change_is_described_briefly() {
+    let tools: Vec<serde_json::Value> = (0..5000)
+        .map(|i| serde_json::json!({"type": "function", "function": {"name": format!("tool_{i}")}}))
+        .collect();
+    let reversed: Vec<serde_json::Value> = tools.iter().rev().cloned().collect();
+    let mut edited = tools.clone();
+    edited[4999] = serde_json::json!({"type": "function", "function": {"name": "tool_new"}});
+    let line = |tools: &[serde_json::Value], turns: usize| {
+        let mut messages = vec![serde_json::json!({"role": "user", "content": "Hi."})];
+        for _ in 0..turns {
+            messages.push(serde_json::json!({"role": "assistant", "content": "Hello."}));
+        }
+        serde_json::json!({"tools": tools, "messages": messages}).to_string()
+    };
+    let log = [line(&tools, 0), line(&reversed, 1), line(&edited, 2)].join("\n");
+    let a = audit_bytes("tools.jsonl", log.as_bytes(), AuditConfig::default());
+    let detail = |i: usize| {
+        a.requests[i]
+            .divergence
+            .as_ref()
+            .map(|d| (d.classification, d.detail.clone()))
+            .unwrap_or_else(|| panic!("no divergence"))
+    };
+    let (class, reorder) = detail(1);
+    assert_eq!(class, Classification::ToolSchemaChange);
+    assert!(
+        reorder.starts_with("same tools in a different order: [tool_0, tool_1,"),
+        "{reorder}"
+    );
+    assert!(reorder.contains("… 4988 more] → [tool_4999,"), "{reorder}");
+    assert!(reorder.len() < 600, "{} bytes", reorder.len());
+    let (_, changed) = detail(2);
+    assert_eq!(
+        changed,
+        "tools changed: new or edited [tool_new], gone or edited [tool_4999]"
+    );
+}
+
+#[test]
+fn a_long_role_is_shortened_where_it_is_quoted() {
+    let role = "r".repeat(100_000);
+    let log = [
+        request(&[(role.as_str(), "a"), ("user", "Hi.")]),
+        request(&[
+            (role.as_str(), "b"),
+            ("user", "Hi."),
+            ("assistant", "Hello."),
+        ]),
+    ]
+    .join("\n");
+    let a = audit_bytes("role.jsonl", log.as_bytes(), AuditConfig::default());
+    let d = a.requests[1]
+        .divergence
+        .as_ref()
+        .unwrap_or_else(|| panic!("no divergence"));
+    let quoted = d.earlier_role.as_deref().unwrap_or_default();
+    assert!(
+        quoted.len() <= 64 + '…'.len_utf8() && quoted.ends_with('…'),
+        "{} bytes",
+        quoted.len()
+    );
+    assert!(d.detail.len() < 200, "{} bytes", d.detail.len());
+    assert!(a.summary.top_breakers.iter().all(|b| b.detail.len() < 200));
 }
