@@ -26,6 +26,11 @@ impl Digest128 {
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
+
+    /// A digest from its raw bytes.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
 }
 
 impl fmt::Display for Digest128 {

@@ -6,6 +6,7 @@
 //! system-prompt updates.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -155,12 +156,12 @@ pub(crate) enum Framing {
 
 /// A text that rides in the next user message.
 #[derive(Debug, Clone)]
-struct Pending {
-    producer: Producer,
+pub(crate) struct Pending {
+    pub(crate) producer: Producer,
     /// The producer's text, for `system_prompt` and `last_update_from`.
-    text: Arc<str>,
+    pub(crate) text: Arc<str>,
     /// What is written into the message (wrapped, or as-is for the prefix).
-    rendered: String,
+    pub(crate) rendered: String,
 }
 
 impl History {
@@ -209,6 +210,51 @@ impl History {
         self.nodes.last().map(|n| n.id)
     }
 
+    /// Texts waiting for the next user message.
+    pub(crate) fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+
+    /// A history rebuilt from saved parts (ids already verified by the caller).
+    pub(crate) fn restored(
+        delivery: DeliveryStyle,
+        epoch: u64,
+        nodes: Vec<Node>,
+        pending: Vec<Pending>,
+    ) -> Self {
+        let total_bytes = nodes.iter().map(|n| n.bytes.len()).sum();
+        Self {
+            nodes,
+            epoch,
+            delivery,
+            total_bytes,
+            pending,
+        }
+    }
+
+    /// The id a node with `bytes` gets after `parent` (none for the first node).
+    pub(crate) fn chained_id(parent: Option<NodeId>, bytes: &str) -> NodeId {
+        let parent = parent.map(|p| *p.as_bytes()).unwrap_or_default();
+        Digest128::of(&[&parent, bytes.as_bytes()])
+    }
+
+    /// Starts a new cache epoch without touching a node: what follows sits on a new prefix.
+    pub(crate) fn start_epoch(&mut self) {
+        self.epoch += 1;
+    }
+
+    /// Appends a node as it is, without validation or rewriting: adopted history whose
+    /// bytes a server has already seen.
+    pub(crate) fn push_verbatim(
+        &mut self,
+        producer: Producer,
+        kind: NodeKind,
+        bytes: String,
+        text: Option<Arc<str>>,
+    ) -> NodeId {
+        self.push(producer, kind, bytes, text, Arc::from([]))
+    }
+
     fn push(
         &mut self,
         producer: Producer,
@@ -217,8 +263,7 @@ impl History {
         text: Option<Arc<str>>,
         merged: Arc<[(Producer, Arc<str>)]>,
     ) -> NodeId {
-        let parent = self.last_id().map(|p| *p.as_bytes()).unwrap_or_default();
-        let id = Digest128::of(&[&parent, bytes.as_bytes()]);
+        let id = Self::chained_id(self.last_id(), &bytes);
         self.total_bytes += bytes.len();
         self.nodes.push(Node {
             id,
@@ -532,6 +577,18 @@ impl History {
         span: Range<usize>,
         summary: &str,
     ) -> Result<Compaction, HistoryError> {
+        self.compact_keeping(span, summary, &|_| false)
+    }
+
+    /// [`History::compact`], keeping the nodes of the span whose producer `survives`: they
+    /// follow the summary, in their order and with their bytes (earlier summaries, say, or
+    /// a component's updates).
+    pub fn compact_keeping(
+        &mut self,
+        span: Range<usize>,
+        summary: &str,
+        survives: &dyn Fn(&Producer) -> bool,
+    ) -> Result<Compaction, HistoryError> {
         if span.start > span.end || span.end > self.nodes.len() {
             return Err(HistoryError::SpanOutOfRange {
                 start: span.start,
@@ -539,7 +596,9 @@ impl History {
                 len: self.nodes.len(),
             });
         }
-        if let Some((call_id, index, orphan)) = split_tool_call(&self.nodes, &span) {
+        if let Some((call_id, index, orphan)) =
+            split_tool_call_keeping(&self.nodes, &span, survives)
+        {
             return Err(HistoryError::SplitsToolCall {
                 start: span.start,
                 end: span.end,
@@ -549,9 +608,14 @@ impl History {
             });
         }
         let current: Option<Arc<str>> = self.system_prompt().map(Arc::from);
-        let survives = {
+        let survives_compaction = {
             let outside = self.nodes[..span.start]
                 .iter()
+                .chain(
+                    self.nodes[span.clone()]
+                        .iter()
+                        .filter(|n| survives(&n.producer)),
+                )
                 .chain(&self.nodes[span.end..]);
             let pending = self
                 .pending
@@ -563,7 +627,11 @@ impl History {
         };
         self.epoch += 1;
         let kept_tail = self.nodes.split_off(span.end);
-        let removed = self.nodes.split_off(span.start);
+        let (survivors, removed): (Vec<Node>, Vec<Node>) = self
+            .nodes
+            .split_off(span.start)
+            .into_iter()
+            .partition(|n| survives(&n.producer));
         self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
         // Templates without a system role get the summary as a user message.
         let role = match self.delivery.prefix {
@@ -578,8 +646,19 @@ impl History {
             Some(summary.into()),
             Arc::from([]),
         );
+        // Kept nodes keep their bytes; only their epoch and chained ids are renewed, because
+        // the prefix they sit on changed.
+        for node in survivors {
+            self.push(
+                node.producer,
+                node.kind,
+                node.bytes.to_string(),
+                node.text,
+                node.merged,
+            );
+        }
         let system_prompt = match current {
-            Some(prompt) if !survives => {
+            Some(prompt) if !survives_compaction => {
                 Some(match self.append_update(Producer::SystemPrompt, &prompt) {
                     Some(_) => SystemPromptChange::Appended(self.nodes.len() - 1),
                     None => SystemPromptChange::Deferred,
@@ -587,8 +666,6 @@ impl History {
             }
             _ => None,
         };
-        // Kept nodes keep their bytes; only their epoch and chained ids are renewed, because
-        // the prefix they sit on changed.
         for node in kept_tail {
             self.push(
                 node.producer,
@@ -740,25 +817,46 @@ fn tool_links(node: &Node) -> (Vec<String>, Option<String>) {
 }
 
 /// The first tool call that `span` separates from its results: its id, the index of the
-/// node that would be kept without its partner, and what that node would lose.
-fn split_tool_call(nodes: &[Node], span: &Range<usize>) -> Option<(String, usize, &'static str)> {
+/// node that would be kept without its partner, and what that node would lose. Nodes of the
+/// span that `survives` are kept. Linear in the history.
+fn split_tool_call_keeping(
+    nodes: &[Node],
+    span: &Range<usize>,
+    survives: &dyn Fn(&Producer) -> bool,
+) -> Option<(String, usize, &'static str)> {
+    let removed = |i: usize| span.contains(&i) && !survives(&nodes[i].producer);
     let links: Vec<(Vec<String>, Option<String>)> = nodes.iter().map(tool_links).collect();
-    let inside = |i: usize| span.contains(&i);
-    for (i, (calls, _)) in links.iter().enumerate() {
-        for call in calls {
-            for (j, (_, answer)) in links.iter().enumerate() {
-                if answer.as_deref() == Some(call.as_str()) && inside(i) != inside(j) {
-                    let (kept, orphan) = if inside(i) {
-                        (j, "call")
-                    } else {
-                        (i, "results")
-                    };
-                    return Some((call.clone(), kept, orphan));
-                }
-            }
+    let mut calls: HashMap<&str, usize> = HashMap::new();
+    for (i, (ids, _)) in links.iter().enumerate() {
+        for id in ids {
+            calls.entry(id.as_str()).or_insert(i);
         }
     }
-    None
+    let mut answered: Vec<(usize, &str, usize)> = Vec::new();
+    for (j, (_, answer)) in links.iter().enumerate() {
+        if let Some(id) = answer.as_deref()
+            && let Some(&i) = calls.get(id)
+        {
+            answered.push((i, id, j));
+        }
+    }
+    // The first offending pair in history order, whichever side is kept.
+    answered
+        .into_iter()
+        .filter(|&(i, _, j)| removed(i) != removed(j))
+        .map(|(i, id, j)| {
+            if removed(i) {
+                (j, (id.to_owned(), j, "call"))
+            } else {
+                (i, (id.to_owned(), i, "results"))
+            }
+        })
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, found)| found)
+}
+
+fn split_tool_call(nodes: &[Node], span: &Range<usize>) -> Option<(String, usize, &'static str)> {
+    split_tool_call_keeping(nodes, span, &|_| false)
 }
 
 impl Clone for History {

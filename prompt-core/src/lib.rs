@@ -43,6 +43,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod adopt;
 pub mod component;
 pub mod context;
 pub mod delivery;
@@ -58,8 +59,10 @@ pub mod node;
 pub mod placement;
 pub mod policy;
 mod prefix;
+pub mod refresh;
 pub mod request;
 pub mod session;
+pub mod snapshot;
 pub mod tools;
 
 // The names nearly every user needs; everything else is in the modules above.

@@ -3,14 +3,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::hash::{Digest128, NodeId};
 use crate::id::ComponentId;
 
 /// Who wrote a node.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "id")]
 pub enum Producer {
     /// A prompt component (tail updates).
@@ -27,6 +27,9 @@ pub enum Producer {
     Compaction,
     /// The session's frozen prefix.
     Prefix,
+    /// A message of an adopted conversation whose writer the library cannot tell (a system
+    /// message in the middle, written by the agent's own code).
+    Foreign,
 }
 
 impl fmt::Display for Producer {
@@ -39,12 +42,13 @@ impl fmt::Display for Producer {
             Producer::Tool => f.write_str("tool"),
             Producer::Compaction => f.write_str("compaction"),
             Producer::Prefix => f.write_str("prefix"),
+            Producer::Foreign => f.write_str("foreign"),
         }
     }
 }
 
 /// What a node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeKind {
     /// A system message (the first system prompt, or the prefix).

@@ -291,6 +291,10 @@ pub struct Session {
     pub(crate) sent: usize,
     /// A system prompt set while tool calls wait for their results: appended after them.
     pub(crate) pending_prompt: Option<String>,
+    /// A refresh held until the next compaction.
+    pub(crate) deferred_refresh: Option<Box<crate::refresh::Replacement>>,
+    /// What the compaction that applied a held refresh found.
+    pub(crate) refresh_report: Option<crate::refresh::Refresh>,
 }
 
 impl Session {
@@ -300,6 +304,16 @@ impl Session {
         components: Vec<Component>,
         policy: &PromptPolicy,
         context: SessionContext,
+        options: SessionOptions,
+    ) -> Result<Self, ComposeError> {
+        Self::start_shared(components, policy, Arc::new(context), options)
+    }
+
+    /// [`Session::start`] over values another session already holds.
+    pub(crate) fn start_shared(
+        components: Vec<Component>,
+        policy: &PromptPolicy,
+        context: Arc<SessionContext>,
         options: SessionOptions,
     ) -> Result<Self, ComposeError> {
         let mut seen: HashMap<ComponentId, SourceLocation> = HashMap::new();
@@ -325,7 +339,7 @@ impl Session {
             if placement == Placement::Prefix {
                 let rendered = match component.content() {
                     Content::Static(text) => Some(Some(text.to_string())),
-                    Content::Session(render) => Some(render(&context)),
+                    Content::Session(render) => Some(render(context.as_ref())),
                     Content::Turn(_) => None,
                 };
                 prefix_parts.push(PrefixPart {
@@ -340,7 +354,7 @@ impl Session {
             }
         }
         Ok(Self {
-            context: Arc::new(context),
+            context,
             prefix_parts,
             prefix: None,
             tails,
@@ -351,6 +365,8 @@ impl Session {
             requests: 0,
             sent: 0,
             pending_prompt: None,
+            deferred_refresh: None,
+            refresh_report: None,
         })
     }
 
@@ -649,7 +665,23 @@ impl Session {
         span: Range<usize>,
         summary: &str,
     ) -> Result<Compaction, ComposeError> {
-        let compaction = self.history.compact(span, summary)?;
+        self.compact_keeping(span, summary, &|_| false)
+    }
+
+    /// [`Session::compact`], keeping the span's nodes whose producer `survives` (see
+    /// [`History::compact_keeping`]). A refresh held by
+    /// [`Session::refresh_at_next_compaction`] is applied here, in the new epoch the
+    /// compaction starts.
+    pub fn compact_keeping(
+        &mut self,
+        span: Range<usize>,
+        summary: &str,
+        survives: &dyn Fn(&Producer) -> bool,
+    ) -> Result<Compaction, ComposeError> {
+        let compaction = self.history.compact_keeping(span, summary, survives)?;
+        if let Some(replacement) = self.deferred_refresh.take() {
+            self.refresh_report = Some(self.install(*replacement));
+        }
         self.resync_tails();
         Ok(compaction)
     }

@@ -1,10 +1,14 @@
 //! Property: within a cache epoch every request's stable bytes are a byte prefix of the next
 //! request, and no appended node's bytes ever change, over random sequences of turns, tail
-//! changes, system-prompt updates, tool calls and compactions.
+//! changes, system-prompt updates, tool calls with continuations, compactions, refreshes
+//! and save/restore round trips; a restore never changes a byte.
 
 use std::collections::HashMap;
 
 use crate::support::{Date, PlanMode, ProjectRoot, Todo, components};
+use prompt_core::refresh::Refresh;
+use prompt_core::snapshot::{RestoreMode, SessionSnapshot};
+use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
     Component, DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext,
     SessionOptions, delivery::PrefixRole, divergence::check_prefix, hash::NodeId,
@@ -22,20 +26,28 @@ enum Op {
     },
     Reply {
         tool_calls: u8,
+        continuation: bool,
     },
     SystemPrompt(u8),
     Compact {
         keep_last: u8,
     },
+    Refresh {
+        tools: u8,
+    },
+    SaveRestore,
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0u8..3, 0u8..4, any::<bool>(), "[a-z \"\\\\é\n]{0,12}")
             .prop_map(|(day, todo, plan, text)| Op::Turn { day, todo, plan, text }),
-        4 => (0u8..3).prop_map(|tool_calls| Op::Reply { tool_calls }),
+        4 => (0u8..3, any::<bool>())
+            .prop_map(|(tool_calls, continuation)| Op::Reply { tool_calls, continuation }),
         2 => (0u8..3).prop_map(Op::SystemPrompt),
         1 => (0u8..6).prop_map(|keep_last| Op::Compact { keep_last }),
+        1 => (0u8..3).prop_map(|tools| Op::Refresh { tools }),
+        1 => Just(Op::SaveRestore),
     ]
 }
 
@@ -46,26 +58,42 @@ fn values(day: u8, todo: u8, plan: bool) -> Extensions {
         .with(PlanMode(plan))
 }
 
-fn start(delivery: DeliveryStyle) -> Session {
+fn policy() -> PromptPolicy {
     let c = components();
-    let policy = PromptPolicy::from_agent_toml(
+    PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\", \"skill:*\"]\n",
         "agent.toml",
         c.iter().map(Component::id),
     )
     .unwrap_or_else(|e| panic!("{e}"))
-    .policy;
-    let ctx = SessionContext::new(Extensions::new().with(ProjectRoot("/repo".into())));
-    Session::start(
-        c,
-        &policy,
-        ctx,
-        SessionOptions {
-            delivery,
-            ..SessionOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    .policy
+}
+
+fn context() -> SessionContext {
+    SessionContext::new(Extensions::new().with(ProjectRoot("/repo".into())))
+}
+
+/// `n` tools, named `t0`…
+fn tools(n: u8) -> ToolSet {
+    let listing = serde_json::Value::Array(
+        (0..n)
+            .map(|i| json!({"type": "function", "function": {"name": format!("t{i}"), "description": "d", "parameters": {"type": "object"}}}))
+            .collect(),
+    );
+    ToolSet::from_openai(&[(ToolSource::builtin(), &listing)]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn options(delivery: DeliveryStyle, n: u8) -> SessionOptions {
+    SessionOptions {
+        delivery,
+        ..SessionOptions::default()
+    }
+    .with_tools(tools(n))
+}
+
+fn start(delivery: DeliveryStyle) -> Session {
+    Session::start(components(), &policy(), context(), options(delivery, 0))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 proptest! {
@@ -82,7 +110,9 @@ proptest! {
             2 => DeliveryStyle::merged_into_user("system-reminder"),
             _ => DeliveryStyle::merged_into_user("system-reminder").with_prefix(PrefixRole::FirstUser),
         };
-        let mut s = start(delivery);
+        let mut s = start(delivery.clone());
+        let mut tool_count = 0u8;
+        let mut last_values = (0u8, 0u8, false);
         // (epoch, stable bytes) of the previous request.
         let mut previous: Option<(u64, Vec<u8>)> = None;
         let mut seen: HashMap<NodeId, String> = HashMap::new();
@@ -90,6 +120,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Turn { day, todo, plan, text } => {
+                    last_values = (day, todo, plan);
                     let req = s.turn(values(day, todo, plan), text).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     let full = req.to_bytes();
                     let stable = req.stable_bytes();
@@ -102,7 +133,7 @@ proptest! {
                     }
                     previous = Some((req.epoch(), stable));
                 }
-                Op::Reply { tool_calls } => {
+                Op::Reply { tool_calls, continuation } => {
                     let calls_json: Vec<_> = (0..tool_calls).map(|i| json!({
                         "id": format!("call_{}", calls + u32::from(i)), "type": "function",
                         "function": {"name": "read_file", "arguments": "{\"path\":\"a.rs\"}"}})).collect();
@@ -117,6 +148,53 @@ proptest! {
                             .map_err(|e| TestCaseError::fail(e.to_string()))?;
                     }
                     calls += u32::from(tool_calls);
+                    if continuation && tool_calls > 0 && s.requests() > 0 {
+                        let (day, todo, plan) = last_values;
+                        let req = s.continuation(values(day, todo, plan)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        let full = req.to_bytes();
+                        prop_assert!(serde_json::from_slice::<serde_json::Value>(&full).is_ok());
+                        // Nothing between a call and its results: the last assistant message
+                        // is followed right away by its results.
+                        let new: Vec<_> = req.new_nodes().iter().map(|n| n.kind()).collect();
+                        let call = new.iter().rposition(|k| *k == prompt_core::node::NodeKind::Assistant);
+                        prop_assert!(call.is_some());
+                        let call = call.unwrap_or_default();
+                        let results = new.get(call + 1..=call + usize::from(tool_calls));
+                        prop_assert!(results.is_some_and(|r| r.iter().all(|k| *k == prompt_core::node::NodeKind::Tool)), "{:?}", new);
+                        if let Some((_, before)) = previous.as_ref().filter(|(e, _)| *e == req.epoch()) {
+                            prop_assert_eq!(req.extends(before), PrefixCheck::Prefix);
+                        }
+                        previous = Some((req.epoch(), req.stable_bytes()));
+                    }
+                }
+                Op::Refresh { tools: n } => {
+                    let before: Vec<String> = s.history().nodes().iter().map(|n| n.bytes().to_owned()).collect();
+                    let epoch = s.history().epoch();
+                    let outcome = s
+                        .refresh(components(), &policy(), tools(n), None)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let after: Vec<String> = s.history().nodes().iter().map(|n| n.bytes().to_owned()).collect();
+                    prop_assert_eq!(before, after, "a refresh never touches the history's bytes");
+                    if n == tool_count {
+                        prop_assert_eq!(outcome, Refresh::Unchanged);
+                        prop_assert_eq!(s.history().epoch(), epoch);
+                    } else {
+                        prop_assert!(matches!(outcome, Refresh::NewEpoch(_)));
+                        tool_count = n;
+                    }
+                }
+                Op::SaveRestore => {
+                    let snapshot = s.save().map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let text = serde_json::to_string(&snapshot).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let read: SessionSnapshot = serde_json::from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let (restored, changes) = Session::restore(
+                        &read, components(), &policy(), context(), options(delivery.clone(), tool_count), RestoreMode::Strict,
+                    ).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert!(changes.is_none());
+                    let again = serde_json::to_string(&restored.save().map_err(|e| TestCaseError::fail(e.to_string()))?)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(&text, &again, "a restore changes nothing");
+                    s = restored;
                 }
                 Op::SystemPrompt(v) => {
                     s.set_system_prompt(&format!("Instructions v{v}"));
