@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use crate::support::{Date, PlanMode, ProjectRoot, Todo, components};
 use prompt_core::{
-    Component, DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext,
-    SessionOptions, delivery::PrefixRole, divergence::check_prefix, hash::NodeId,
+    DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext, SessionOptions,
+    delivery::PrefixRole, divergence::check_prefix, hash::NodeId,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -49,9 +49,9 @@ fn values(day: u8, todo: u8, plan: bool) -> Extensions {
 fn start(delivery: DeliveryStyle) -> Session {
     let c = components();
     let policy = PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\", \"skill:*\"]\n",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\", \"skill:*\"]\n[prompt.placement]\n\"skill:pdf\" = \"prefix\"\n",
         "agent.toml",
-        c.iter().map(Component::id),
+        &c,
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .policy;
