@@ -9,11 +9,12 @@
 //! <!-- expect: runtime: mcp:github; error 3:1: unknown field -->
 //! ```
 //!
-//! Clauses, separated by `;`: `runtime: ids` (run-time components registered first, as a
-//! skill loader or an MCP client would), `undeclared: ids` (built-in components that declare
-//! nothing), `ok` (no error, no warning), `prefix: ids`, `tail: ids`, `reason ID: text`
-//! (the status reason contains the text), `error L:C: text` and `warning L:C: text` (a
-//! diagnostic at that position whose message contains the text).
+//! Clauses, separated by `;`: `runtime: ids` (run-time session components registered
+//! first, as a skill loader or an MCP client would), `undeclared: ids` (built-in
+//! turn-stability components that declare nothing), `ok` (no error, no warning), `prefix:
+//! ids`, `tail: ids`, `reason ID: text` (the status reason contains the text), `error L:C:
+//! text` and `warning L:C: text` (a diagnostic at that position whose message contains the
+//! text), `unresolved: ids` (exactly these run-time ids were named but not registered).
 
 use std::path::{Path, PathBuf};
 
@@ -155,6 +156,9 @@ fn check(example: &Example) {
             find_diagnostic(example, errors, spec, "error");
             continue;
         }
+        if clause.starts_with("runtime:") || clause.starts_with("undeclared:") {
+            continue; // used by `registry_for`
+        }
         let loaded = match &loaded {
             Ok(loaded) => loaded,
             Err(e) => panic!("{}: the text claims it loads; it did not:\n{e}", example.at),
@@ -188,7 +192,10 @@ fn check(example: &Example) {
             );
         } else if let Some(spec) = clause.strip_prefix("warning ") {
             find_diagnostic(example, &loaded.warnings, spec, "warning");
-        } else if !(clause.starts_with("runtime:") || clause.starts_with("undeclared:")) {
+        } else if let Some(list) = clause.strip_prefix("unresolved:") {
+            let got: Vec<&str> = loaded.unresolved.iter().map(|id| id.as_str()).collect();
+            assert_eq!(got, ids(list), "{}: unresolved ids", example.at);
+        } else {
             panic!("{}: unknown clause {clause:?}", example.at);
         }
     }

@@ -83,7 +83,10 @@ fn library_requests_extend_each_other_and_head_requests_share_only_message_0() {
             pair[1].turn
         );
     }
-    let edit = &script[(INSTRUCTIONS_EDIT_TURN - 1) as usize];
+    let edit = script
+        .iter()
+        .find(|t| t.label == INSTRUCTIONS_EDIT_TURN.to_string())
+        .unwrap_or_else(|| panic!("no turn {INSTRUCTIONS_EDIT_TURN}"));
     assert!(edit.events.iter().any(|e| e.contains("instructions")));
 }
 

@@ -38,7 +38,7 @@ fn session(nodes: usize) -> Session {
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\"]\n",
         "agent.toml",
-        components.iter().map(Component::id),
+        &components,
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .policy;

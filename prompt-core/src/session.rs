@@ -265,7 +265,7 @@ enum Next {
 /// let policy = PromptPolicy::from_agent_toml(
 ///     "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
 ///     "agent.toml",
-///     components.iter().map(Component::id),
+///     &components,
 /// )?.policy;
 /// let mut session = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())?;
 /// let first = session.turn(Extensions::new().with(Todo("- write tests".into())), "hi")?.stable_bytes();

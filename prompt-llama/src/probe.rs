@@ -122,7 +122,7 @@ fn session(delivery: DeliveryStyle) -> Result<Session, LiveError> {
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
         "<probe agent.toml>",
-        components.iter().map(Component::id),
+        &components,
     )?
     .policy;
     Ok(Session::start(

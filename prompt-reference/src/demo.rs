@@ -77,6 +77,7 @@ fn why(producer: &Producer, first: bool) -> &'static str {
         Producer::Tool => "a tool result",
         Producer::SystemPrompt => "system prompt changed: appended, message 0 untouched",
         Producer::Compaction => "compaction summary",
+        Producer::Foreign => "a message of the adopted conversation",
         Producer::Component(_) | Producer::Prefix if first => {
             "its first output in this cache epoch"
         }

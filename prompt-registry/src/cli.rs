@@ -400,10 +400,17 @@ struct CheckReport<'a> {
     diagnostics: Vec<JsonDiagnostic<'a>>,
     components: usize,
     prefix: Vec<String>,
+    /// Exact `skill:`/`mcp:` entries that name no registered component: kept, checked when
+    /// the component registers.
+    unresolved: Vec<String>,
 }
 
 /// `check`: validates an agent.toml against the registry. Exit 0 clean, 1 warnings with
 /// `--strict`, 2 errors.
+///
+/// Run-time components (`skill:`, `mcp:`) are not in the registry when `check` runs: an
+/// exact entry naming one is a warning, and the ids it could not resolve are listed
+/// (`unresolved:` on standard output, `"unresolved"` in `--json`).
 pub fn check(
     args: &CheckArgs,
     registry: &Registry,
@@ -418,7 +425,7 @@ pub fn check(
         }
     };
     let loaded: Result<LoadedPolicy, PolicyErrors> = registry.load_policy(&text, &name);
-    let (errors, warnings, prefix) = match &loaded {
+    let (errors, warnings, prefix, unresolved) = match &loaded {
         Ok(loaded) => {
             let report = registry.status(&loaded.policy);
             let prefix: Vec<String> = report
@@ -428,9 +435,11 @@ pub fn check(
                 .filter(|c| c.placement == Placement::Prefix)
                 .map(|c| c.id.clone())
                 .collect();
-            (&[][..], &loaded.warnings[..], prefix)
+            let unresolved: Vec<String> =
+                loaded.unresolved.iter().map(ToString::to_string).collect();
+            (&[][..], &loaded.warnings[..], prefix, unresolved)
         }
-        Err(PolicyErrors(errors)) => (&errors[..], &[][..], Vec::new()),
+        Err(PolicyErrors(errors)) => (&errors[..], &[][..], Vec::new(), Vec::new()),
     };
     let code = if !errors.is_empty() {
         2
@@ -456,6 +465,7 @@ pub fn check(
             diagnostics,
             components: registry.len(),
             prefix,
+            unresolved,
         };
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(code);
@@ -474,6 +484,13 @@ pub fn check(
             registry.len(),
             prefix.len()
         )?;
+        if !unresolved.is_empty() {
+            writeln!(
+                out,
+                "unresolved: {} (run-time entries are checked when the component registers)",
+                unresolved.join(", ")
+            )?;
+        }
     } else {
         writeln!(
             err,

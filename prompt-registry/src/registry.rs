@@ -196,7 +196,7 @@ impl Registry {
 
     /// Loads the `[prompt]` section of an agent.toml against these components.
     pub fn load_policy(&self, src: &str, origin: &str) -> Result<LoadedPolicy, PolicyErrors> {
-        PromptPolicy::from_agent_toml(src, origin, self.components.keys())
+        PromptPolicy::from_agent_toml(src, origin, self.components.values())
     }
 
     /// Where every component lands under `policy`, and why.

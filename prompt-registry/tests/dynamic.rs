@@ -161,3 +161,79 @@ fn namespaced_ids_enter_only_through_register_dynamic() {
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.get("skill:x").and_then(Component::declared), None);
 }
+
+#[test]
+fn runtime_component_stays_in_the_tail_under_default_prefix_and_allow_all() {
+    let mut r = registry();
+    r.register_dynamic(
+        Namespace::Mcp,
+        Component::session(id("mcp:github"), |_| Some("GitHub guidance.".to_owned())),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let policy = r
+        .load_policy(
+            "[prompt]\ndefault = \"prefix\"\nprefix_allow = [\"*\"]\n",
+            "agent.toml",
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .policy;
+    let status = r.status(&policy);
+    let row = status
+        .component("mcp:github")
+        .unwrap_or_else(|| panic!("missing"));
+    assert_eq!(row.placement, Placement::Tail);
+    assert_eq!(row.requested, Placement::Tail);
+    assert_eq!(
+        row.reason,
+        "tail requested by its namespace: run-time components request the tail unless [prompt.placement] names them"
+    );
+    // The built-in component that declares the prefix is unaffected.
+    assert_eq!(
+        status
+            .component("assistant_instructions")
+            .map(|c| c.placement),
+        Some(Placement::Prefix)
+    );
+}
+
+#[test]
+fn entries_for_an_absent_runtime_component_are_warnings_and_apply_when_it_registers() {
+    let mut r = registry();
+    let src = "[prompt]\nprefix_allow = [\"assistant_instructions\", \"mcp:github\"]\n[prompt.placement]\n\"mcp:github\" = \"prefix\"\n";
+    // The MCP server is offline: the policy loads, the rest of it applies.
+    let loaded = r
+        .load_policy(src, "agent.toml")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.warnings.len(), 2);
+    assert_eq!(loaded.unresolved, [id("mcp:github")]);
+    assert_eq!(
+        r.status(&loaded.policy)
+            .component("assistant_instructions")
+            .map(|c| c.placement),
+        Some(Placement::Prefix)
+    );
+    // It comes back and registers: the kept entries apply to it.
+    r.register_dynamic(
+        Namespace::Mcp,
+        Component::session(id("mcp:github"), |_| Some("GitHub guidance.".to_owned())),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.status(&loaded.policy)
+            .component("mcp:github")
+            .map(|c| c.placement),
+        Some(Placement::Prefix)
+    );
+    // A per-turn run-time component under the same entries is refused at load time.
+    let mut r = registry();
+    r.register_dynamic(
+        Namespace::Mcp,
+        Component::turn(id("mcp:github"), |_| Some("now".to_owned())),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let errors = r
+        .load_policy(src, "agent.toml")
+        .err()
+        .unwrap_or_else(|| panic!("must not load"));
+    assert_eq!(errors.0.len(), 2, "{errors}");
+}

@@ -921,11 +921,10 @@ pub fn verify_style(template: &ChatTemplate, style: &DeliveryStyle) -> Result<()
             .placement(Placement::Tail)
             .persist(Persist::Ephemeral),
     ];
-    let ids: Vec<ComponentId> = components.iter().map(|c| c.id().clone()).collect();
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"probe_prefix\"]\n",
         "<probe>",
-        ids.iter(),
+        &components,
     )
     .map_err(|e| format!("probe policy: {e:?}"))?
     .policy;

@@ -596,7 +596,7 @@ fn run_session(options: SessionOptions) -> Vec<Vec<u8>> {
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
         "agent.toml",
-        components.iter().map(Component::id),
+        &components,
     )
     .unwrap_or_else(|e| panic!("{e:?}"))
     .policy;

@@ -66,14 +66,20 @@ fn status_json_lists_every_reference_component_with_resolved_placement() {
         assert!(
             one_of(
                 &row["rule"]["rule"],
-                &["tail_requested", "allowed", "denied", "not_allowed"]
+                &[
+                    "tail_requested",
+                    "allowed",
+                    "denied",
+                    "not_allowed",
+                    "per_turn"
+                ]
             ),
             "{row}"
         );
         assert!(
             one_of(
                 &row["rule"]["source"],
-                &["config", "declaration", "default"]
+                &["config", "declaration", "default", "runtime"]
             ),
             "{row}"
         );
@@ -154,7 +160,7 @@ fn check_exit_codes_for_clean_warnings_and_strict() {
 fn status_prefix_needs_allow_deny_wins_and_config_placement_is_honoured() {
     let config = temp_file(
         "rules.toml",
-        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"guidelines\", \"date\"]\nprefix_deny = [\"guidelines\"]\n[prompt.placement]\ndate = \"prefix\"\n",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"guidelines\", \"project_memory\"]\nprefix_deny = [\"guidelines\"]\n[prompt.placement]\nproject_memory = \"tail\"\n",
     );
     let (code, out, err) = cacheline(&[
         "status",
@@ -187,13 +193,60 @@ fn status_prefix_needs_allow_deny_wins_and_config_placement_is_honoured() {
             .unwrap_or("")
             .contains("denied by prefix_deny `guidelines` (deny wins)")
     );
-    // Declared tail, config asks prefix, allowed: prefix.
-    let date = row("date");
-    assert_eq!(date["declared"], "tail");
-    assert_eq!(date["placement"], "prefix");
-    assert_eq!(
-        date["reason"],
-        "prefix requested by [prompt.placement]; allowed by prefix_allow `date`"
-    );
+    // Declared prefix, allowed, config asks tail: tail.
+    let memory = row("project_memory");
+    assert_eq!(memory["declared"], "prefix");
+    assert_eq!(memory["placement"], "tail");
+    assert_eq!(memory["reason"], "tail requested by [prompt.placement]");
     assert_eq!(row("assistant_instructions")["placement"], "prefix");
+}
+
+/// A per-turn writer promoted by configuration used to pass `check --strict` and crash the
+/// session at turn 2: now the file is refused, by `check` and by `status`, naming it.
+#[test]
+fn check_refuses_a_per_turn_writer_promoted_by_configuration() {
+    let config = temp_file(
+        "per_turn.toml",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"date\"]\n[prompt.placement]\ndate = \"prefix\"\n",
+    );
+    let path = config.to_str().unwrap_or("");
+    let (code, out, err) = cacheline(&["check", "--strict", path]);
+    assert_eq!(code, 2, "out: {out}\nerr: {err}");
+    assert!(
+        err.contains(&format!(
+            "{path}:2:43: error: `date` in prefix_allow renders every turn (stability: turn)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{path}:4:1: error: `date` in [prompt.placement] requests the prefix, but `date` renders every turn (stability: turn)"
+        )),
+        "{err}"
+    );
+    let (code, _, err) = cacheline(&["status", "--config", path]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// `check` validates a file naming run-time components it cannot know, and says which.
+#[test]
+fn check_accepts_runtime_entries_and_lists_the_unresolved_ones() {
+    let config = temp_file(
+        "runtime.toml",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"mcp:github\"]\n[prompt.placement]\n\"mcp:github\" = \"prefix\"\n",
+    );
+    let path = config.to_str().unwrap_or("");
+    let (code, out, err) = cacheline(&["check", path]);
+    assert_eq!(code, 0, "out: {out}\nerr: {err}");
+    assert!(out.contains("unresolved: mcp:github"), "{out}");
+    assert!(
+        err.contains(&format!(
+            "{path}:2:43: warning: `mcp:github` in prefix_allow names no registered component yet"
+        )),
+        "{err}"
+    );
+    let (code, out, _) = cacheline(&["check", "--json", path]);
+    assert_eq!(code, 0);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(json["unresolved"][0], "mcp:github");
 }

@@ -8,11 +8,13 @@
 
 mod audit_line;
 mod history_ops;
+mod policy_loader;
 mod usage;
 mod vec_system_prompt;
 
 pub use audit_line::audit_line;
 pub use history_ops::history_ops;
+pub use policy_loader::policy_loader;
 pub use usage::usage;
 pub use vec_system_prompt::vec_system_prompt;
 
@@ -34,6 +36,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "history_ops",
         run: history_ops,
+    },
+    Target {
+        name: "policy_loader",
+        run: policy_loader,
     },
     Target {
         name: "usage",

@@ -1,24 +1,38 @@
 //! Reading the `[prompt]` section of an `agent.toml`: strict, positioned, fail-closed.
+//!
+//! The document is parsed once into spanned TOML values and `[prompt]` is walked by hand,
+//! so every problem of a file (unknown keys, wrong types, bad placement values, malformed
+//! patterns, unknown ids, per-turn promotions) is collected, each with its position, and
+//! reported in source order. Positions are computed in one pass over the file at the end,
+//! whatever the number of diagnostics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Range;
+use std::path::Path;
 
-use serde::Deserialize;
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use super::{IdPattern, PatternError, PromptPolicy};
+use crate::component::Component;
 use crate::id::ComponentId;
-use crate::id_grammar::IdError;
-use crate::placement::Placement;
+use crate::id_grammar::{IdError, IdProblem, NAMESPACES, normalize_name};
+use crate::input::{self, CONFIG_LIMIT, InputError};
+use crate::placement::{Placement, Stability};
 
 /// A policy together with the warnings found while loading it.
 #[derive(Debug, Clone)]
 pub struct LoadedPolicy {
     /// The policy.
     pub policy: PromptPolicy,
-    /// Non-fatal findings, such as a glob that matches no component.
+    /// Non-fatal findings, in source order: a glob that matches no component, a run-time
+    /// id that names no registered component yet, a misspelled `[prompt]`.
     pub warnings: Vec<PolicyDiagnostic>,
+    /// The exact `skill:`/`mcp:` ids the file names that no given component has (yet), in
+    /// source order, each once. They are kept in the policy and apply when the component
+    /// registers.
+    pub unresolved: Vec<ComponentId>,
 }
 
 /// A position in a policy file.
@@ -38,15 +52,88 @@ impl fmt::Display for SourcePosition {
     }
 }
 
+/// How configuration tried to promote a per-turn component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerTurnPromotion {
+    /// `[prompt.placement] id = "prefix"`.
+    Placement,
+    /// An exact `prefix_allow` entry.
+    ExactAllow,
+    /// `default = "prefix"` for a component that declares nothing, with an exact allow entry.
+    Default,
+}
+
+/// A namespaced id whose name is outside the id alphabet, and what it normalizes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Normalized {
+    /// The id as it should be written, e.g. `mcp:github`.
+    pub id: ComponentId,
+    /// The name as written, e.g. `GitHub`.
+    pub name: String,
+}
+
+impl fmt::Display for Normalized {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "; did you mean `{}`, the normalization of `{}`?",
+            self.id,
+            excerpt(&self.name)
+        )
+    }
+}
+
 /// What is wrong (or suspicious) in a policy file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyProblem {
-    /// The TOML does not parse, or does not fit the `[prompt]` schema (unknown key, unknown
-    /// placement value, wrong type).
-    #[error("{0}")]
-    Invalid(String),
+    /// The TOML does not parse (including nesting deeper than the parser's limit). Only the
+    /// first syntax error is reported: what follows it cannot be read reliably.
+    #[error("{}", .0.message().trim())]
+    Syntax(toml::de::Error),
+    /// The text is longer than [`CONFIG_LIMIT`].
+    #[error("the file is {len} bytes; an agent.toml is read up to {limit} bytes")]
+    TooLarge {
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        limit: u64,
+    },
+    /// `[[prompt]]`: an array of tables where one table is expected.
+    #[error(
+        "`[[prompt]]` is an array of tables; `[prompt]` must be a single table: write `[prompt]`"
+    )]
+    ArrayOfTables,
+    /// A value of the wrong TOML type (`prompt = "prefix"`, `default = 1`, …).
+    #[error("invalid type: {found}, expected {expected}")]
+    WrongType {
+        /// What was found, e.g. ``integer `1` ``.
+        found: String,
+        /// What is expected there.
+        expected: &'static str,
+    },
+    /// A key of `[prompt]` that does not exist.
+    #[error(
+        "unknown field `{}`, expected one of `default`, `prefix_allow`, `prefix_deny`, `placement`{}",
+        excerpt(.key),
+        .suggestion.map(|s| format!("; did you mean `{s}`?")).unwrap_or_default()
+    )]
+    UnknownKey {
+        /// The key.
+        key: String,
+        /// The nearest valid key, if one is close.
+        suggestion: Option<&'static str>,
+    },
+    /// A placement value other than `"prefix"` or `"tail"`.
+    #[error("invalid value: string {:?}, expected \"prefix\" or \"tail\"", excerpt(.value))]
+    InvalidPlacement {
+        /// The value.
+        value: String,
+    },
     /// A pattern in `prefix_allow` / `prefix_deny` is malformed.
-    #[error("malformed pattern `{pattern}` in {list}: {reason}")]
+    #[error(
+        "malformed pattern `{pattern}` in {list}: {reason}{}",
+        .normalized.as_ref().map(ToString::to_string).unwrap_or_default()
+    )]
     MalformedPattern {
         /// The list it is in.
         list: &'static str,
@@ -54,20 +141,41 @@ pub enum PolicyProblem {
         pattern: String,
         /// Why.
         reason: PatternError,
+        /// For a namespaced id with a foreign name (`mcp:GitHub`), its normalized form.
+        normalized: Option<Normalized>,
     },
-    /// An exact id that names no known component.
-    #[error("`{id}` in {list} names no known component{hint}")]
+    /// An exact built-in id that names no known component.
+    #[error(
+        "`{id}` in {list} names no known component{}",
+        .suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default()
+    )]
     UnknownComponent {
         /// The list or table it is in.
         list: &'static str,
         /// The id.
-        id: String,
-        /// A "did you mean" suffix, possibly empty.
-        hint: String,
+        id: ComponentId,
+        /// The nearest known id, if one is close.
+        suggestion: Option<ComponentId>,
     },
     /// A `[prompt.placement]` key that is not a valid id.
-    #[error("invalid component id in [prompt.placement]: {0}")]
-    InvalidId(IdError),
+    #[error(
+        "invalid component id in [prompt.placement]: {error}{}",
+        .normalized.as_ref().map(ToString::to_string).unwrap_or_default()
+    )]
+    InvalidId {
+        /// Why it is not an id.
+        error: IdError,
+        /// For a namespaced id with a foreign name (`mcp:GitHub`), its normalized form.
+        normalized: Option<Normalized>,
+    },
+    /// Configuration promotes a component that renders every turn.
+    #[error("{}", per_turn_message(.id, *.by))]
+    PerTurnPromoted {
+        /// The component.
+        id: ComponentId,
+        /// Which entry promotes it.
+        by: PerTurnPromotion,
+    },
     /// Warning: a glob that matches no known component.
     #[error("pattern `{pattern}` in {list} matches no known component")]
     GlobMatchesNothing {
@@ -76,6 +184,49 @@ pub enum PolicyProblem {
         /// The pattern.
         pattern: String,
     },
+    /// Warning: an exact `skill:`/`mcp:` id naming no registered component (yet). The
+    /// entry is kept.
+    #[error(
+        "`{id}` in {list} names no registered component yet: run-time entries are checked when the component registers"
+    )]
+    UnresolvedRuntime {
+        /// The list or table it is in.
+        list: &'static str,
+        /// The id.
+        id: ComponentId,
+    },
+    /// Warning: a top-level table whose name is close to `prompt` (`[promt]`, `[Prompt]`).
+    /// It is ignored, like every table other than `[prompt]`.
+    #[error(
+        "`{}` looks like a misspelled `prompt`: it is ignored, so nothing in it applies; did you mean `[prompt]`?",
+        excerpt(.name)
+    )]
+    SectionNearMiss {
+        /// The name as written.
+        name: String,
+    },
+}
+
+fn per_turn_message(id: &ComponentId, by: PerTurnPromotion) -> String {
+    match by {
+        PerTurnPromotion::Placement => format!(
+            "`{id}` in [prompt.placement] requests the prefix, but `{id}` renders every turn (stability: turn): a per-turn writer in the prefix would change it every turn; set it to \"tail\" or remove the entry"
+        ),
+        PerTurnPromotion::ExactAllow => format!(
+            "`{id}` in prefix_allow renders every turn (stability: turn): a per-turn writer never lands in the prefix; remove it from prefix_allow"
+        ),
+        PerTurnPromotion::Default => format!(
+            "default = \"prefix\" requests the prefix for `{id}`, which declares nothing and renders every turn (stability: turn), and prefix_allow names it: a per-turn writer never lands in the prefix; remove `{id}` from prefix_allow"
+        ),
+    }
+}
+
+/// At most 64 characters of a value quoted in a message.
+fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(64) {
+        Some((cut, _)) => format!("{}…", &text[..cut]).into(),
+        None => text.into(),
+    }
 }
 
 /// A problem with its position: `agent.toml:7:17: message`.
@@ -88,7 +239,8 @@ pub struct PolicyDiagnostic {
     pub problem: PolicyProblem,
 }
 
-/// Every error found in a policy file. Loading fails closed: no policy is returned.
+/// Every error found in a policy file, in source order. Loading fails closed: no policy is
+/// returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", display_lines(.0))]
 pub struct PolicyErrors(pub Vec<PolicyDiagnostic>);
@@ -101,203 +253,587 @@ fn display_lines(diags: &[PolicyDiagnostic]) -> String {
         .join("\n")
 }
 
-#[derive(Deserialize)]
-struct AgentToml {
-    #[serde(default)]
-    prompt: Option<RawPrompt>,
+/// Why [`PromptPolicy::load_agent_toml`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read (missing, not a regular file, too large, not UTF-8).
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The file was read; its `[prompt]` section is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyErrors),
 }
 
-/// A placement value in agent.toml, with an error message that names the two valid values
-/// whatever the wrong input is (toml's own message for an enum is "wanted string or table").
-#[derive(Clone, Copy)]
-struct PlacementField(Placement);
+/// The keys of `[prompt]`.
+const PROMPT_KEYS: [&str; 4] = ["default", "prefix_allow", "prefix_deny", "placement"];
 
-impl<'de> Deserialize<'de> for PlacementField {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = PlacementField;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("\"prefix\" or \"tail\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                match v {
-                    "prefix" => Ok(PlacementField(Placement::Prefix)),
-                    "tail" => Ok(PlacementField(Placement::Tail)),
-                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
-    }
+/// A problem at a byte offset; positions are computed once, for all of them, at the end.
+struct Found {
+    offset: usize,
+    problem: PolicyProblem,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a [prompt] table")]
-struct RawPrompt {
-    #[serde(default)]
-    default: Option<Spanned<PlacementField>>,
-    #[serde(default)]
-    prefix_allow: Vec<Spanned<String>>,
-    #[serde(default)]
-    prefix_deny: Vec<Spanned<String>>,
-    #[serde(default)]
-    placement: BTreeMap<Spanned<String>, Spanned<PlacementField>>,
+/// The diagnostics of one load.
+#[derive(Default)]
+struct Findings {
+    errors: Vec<Found>,
+    warnings: Vec<Found>,
 }
 
-/// Converts byte offsets to 1-based line and character column.
-struct LineIndex<'a> {
-    src: &'a str,
-    origin: &'a str,
-}
-
-impl LineIndex<'_> {
-    fn position(&self, offset: usize) -> SourcePosition {
-        let offset = offset.min(self.src.len());
-        let before = self.src.get(..offset).unwrap_or(self.src);
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let column = before[line_start..].chars().count() + 1;
-        SourcePosition {
-            origin: self.origin.to_owned(),
-            line,
-            column,
-        }
-    }
-
-    fn diag(&self, span: Range<usize>, problem: PolicyProblem) -> PolicyDiagnostic {
-        PolicyDiagnostic {
-            position: self.position(span.start),
+impl Findings {
+    fn error(&mut self, span: Range<usize>, problem: PolicyProblem) {
+        self.errors.push(Found {
+            offset: span.start,
             problem,
-        }
+        });
     }
+
+    fn warning(&mut self, span: Range<usize>, problem: PolicyProblem) {
+        self.warnings.push(Found {
+            offset: span.start,
+            problem,
+        });
+    }
+}
+
+/// A pattern entry as written, before it is checked against the components.
+struct RawEntry<'a> {
+    text: &'a str,
+    span: Range<usize>,
+}
+
+/// `[prompt]` as written, with spans; every type error already reported.
+#[derive(Default)]
+struct RawPrompt<'a> {
+    default: Option<(Placement, Range<usize>)>,
+    prefix_allow: Vec<RawEntry<'a>>,
+    prefix_deny: Vec<RawEntry<'a>>,
+    placement: Vec<(RawEntry<'a>, Placement, Range<usize>)>,
 }
 
 impl PromptPolicy {
     /// Parses the `[prompt]` section of a whole `agent.toml`, checking every id and pattern
-    /// against the known components. Other tables are ignored. A missing `[prompt]` gives
-    /// the default policy (tail default, empty allow list).
+    /// against the components (their ids and stabilities). Other tables are ignored. A
+    /// missing `[prompt]` gives the default policy (tail default, empty allow list).
     ///
-    /// Errors carry line and column; all of them are reported together.
+    /// Every error of the file is reported, in source order, each with line and column;
+    /// on any error no policy is returned. A text longer than [`CONFIG_LIMIT`] is refused.
     pub fn from_agent_toml<'a>(
         src: &str,
         origin: &str,
-        known: impl IntoIterator<Item = &'a ComponentId>,
+        components: impl IntoIterator<Item = &'a Component>,
     ) -> Result<LoadedPolicy, PolicyErrors> {
-        let index = LineIndex { src, origin };
-        let doc: AgentToml = toml::from_str(src).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            PolicyErrors(vec![
-                index.diag(span, PolicyProblem::Invalid(e.message().trim().to_owned())),
-            ])
-        })?;
-        let Some(raw) = doc.prompt else {
-            return Ok(LoadedPolicy {
-                policy: PromptPolicy::default(),
-                warnings: Vec::new(),
-            });
-        };
-        let known: Vec<&ComponentId> = known.into_iter().collect();
-        let mut errors = Vec::new();
-        let mut warnings = Vec::new();
-
-        let mut patterns = |list: &'static str, raw: &[Spanned<String>]| -> Vec<IdPattern> {
-            let mut out = Vec::new();
-            for entry in raw {
-                match IdPattern::parse(entry.get_ref()) {
-                    Err(reason) => errors.push(index.diag(
-                        entry.span(),
-                        PolicyProblem::MalformedPattern {
-                            list,
-                            pattern: entry.get_ref().clone(),
-                            reason,
-                        },
-                    )),
-                    Ok(p) if !known.iter().any(|id| p.matches(id)) => {
-                        if p.is_glob() {
-                            warnings.push(index.diag(
-                                entry.span(),
-                                PolicyProblem::GlobMatchesNothing {
-                                    list,
-                                    pattern: p.text.clone(),
-                                },
-                            ));
-                            out.push(p);
-                        } else {
-                            errors.push(index.diag(
-                                entry.span(),
-                                PolicyProblem::UnknownComponent {
-                                    list,
-                                    hint: did_you_mean(&p.text, &known),
-                                    id: p.text,
-                                },
-                            ));
-                        }
-                    }
-                    Ok(p) => out.push(p),
-                }
+        let mut findings = Findings::default();
+        if src.len() as u64 > CONFIG_LIMIT {
+            let limit = usize::try_from(CONFIG_LIMIT).unwrap_or(usize::MAX);
+            findings.error(
+                floor_char_boundary(src, limit)..src.len(),
+                PolicyProblem::TooLarge {
+                    len: src.len(),
+                    limit: CONFIG_LIMIT,
+                },
+            );
+            return Err(finish_errors(src, origin, findings));
+        }
+        let doc = match DeTable::parse(src) {
+            Ok(doc) => doc,
+            Err(e) => {
+                findings.error(e.span().unwrap_or(0..0), PolicyProblem::Syntax(e));
+                return Err(finish_errors(src, origin, findings));
             }
-            out
         };
-        let prefix_allow = patterns("prefix_allow", &raw.prefix_allow);
-        let prefix_deny = patterns("prefix_deny", &raw.prefix_deny);
-
-        let mut placement = BTreeMap::new();
-        for (key, value) in &raw.placement {
-            match ComponentId::new(key.get_ref()) {
-                Err(e) => errors.push(index.diag(key.span(), PolicyProblem::InvalidId(e))),
-                Ok(id) if !known.contains(&&id) => errors.push(index.diag(
+        let mut raw = None;
+        for (key, value) in doc.get_ref() {
+            let name: &str = key.get_ref();
+            if name == "prompt" {
+                raw = read_prompt(key, value, &mut findings);
+            } else if is_near_miss(name) {
+                findings.warning(
                     key.span(),
-                    PolicyProblem::UnknownComponent {
-                        list: "[prompt.placement]",
-                        hint: did_you_mean(id.as_str(), &known),
-                        id: id.to_string(),
+                    PolicyProblem::SectionNearMiss {
+                        name: name.to_owned(),
                     },
-                )),
-                Ok(id) => {
-                    placement.insert(id, value.get_ref().0);
-                }
+                );
             }
         }
-
-        if !errors.is_empty() {
-            return Err(PolicyErrors(errors));
+        let known: BTreeMap<&ComponentId, &Component> =
+            components.into_iter().map(|c| (c.id(), c)).collect();
+        let mut unresolved = Vec::new();
+        let policy = match raw {
+            Some(raw) => check_prompt(&raw, &known, &mut findings, &mut unresolved),
+            None => PromptPolicy::default(),
+        };
+        if !findings.errors.is_empty() {
+            return Err(finish_errors(src, origin, findings));
         }
+        let mut seen = std::collections::BTreeSet::new();
+        unresolved.retain(|id: &ComponentId| seen.insert(id.clone()));
+        let warnings = positioned(src, origin, findings.warnings);
         Ok(LoadedPolicy {
-            policy: PromptPolicy {
-                default: raw.default.map(|d| d.get_ref().0).unwrap_or_default(),
-                prefix_allow,
-                prefix_deny,
-                placement,
-            },
+            policy,
             warnings,
+            unresolved,
         })
     }
+
+    /// Reads `path` (at most [`CONFIG_LIMIT`] bytes, a regular file, or `-` for standard
+    /// input) and loads its `[prompt]` section as [`PromptPolicy::from_agent_toml`] does.
+    ///
+    /// ```
+    /// use prompt_core::{Component, ComponentId, PromptPolicy, policy::LoadError};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = std::env::temp_dir().join(format!("prompt-core-policy-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let file = dir.join("agent.toml");
+    /// std::fs::write(&file, "[prompt]\nprefix_allow = [\"rules\"]\n")?;
+    /// let rules = Component::constant(ComponentId::new("rules")?, "Be brief.");
+    /// let loaded = PromptPolicy::load_agent_toml(&file, [&rules])?;
+    /// assert_eq!(loaded.policy.prefix_allow.len(), 1);
+    /// assert!(matches!(PromptPolicy::load_agent_toml(&dir, [&rules]), Err(LoadError::Input(_))));
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn load_agent_toml<'a>(
+        path: &Path,
+        components: impl IntoIterator<Item = &'a Component>,
+    ) -> Result<LoadedPolicy, LoadError> {
+        let text = input::read_text(path, CONFIG_LIMIT)?;
+        let origin = if path.as_os_str() == "-" {
+            "<stdin>".to_owned()
+        } else {
+            path.display().to_string()
+        };
+        Ok(Self::from_agent_toml(&text, &origin, components)?)
+    }
 }
 
-fn did_you_mean(id: &str, known: &[&ComponentId]) -> String {
-    known
-        .iter()
-        .map(|k| (edit_distance(id, k.as_str()), k))
-        .filter(|(d, _)| *d <= 2)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| format!("; did you mean `{k}`?"))
-        .unwrap_or_default()
+fn floor_char_boundary(src: &str, mut at: usize) -> usize {
+    at = at.min(src.len());
+    while !src.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
+/// `[promt]`, `[Prompt]`, `[prompts]`: a top-level name that is not `prompt` but close to it.
+fn is_near_miss(name: &str) -> bool {
+    name != "prompt" && distance_within(&name.to_lowercase(), "prompt").is_some()
+}
+
+/// The `prompt` entry of the document: a table, else an error.
+fn read_prompt<'d>(
+    key: &Spanned<std::borrow::Cow<'_, str>>,
+    value: &'d Spanned<DeValue<'_>>,
+    findings: &mut Findings,
+) -> Option<RawPrompt<'d>> {
+    let table = match value.get_ref() {
+        DeValue::Table(table) => table,
+        // `[[prompt]]`: the array's span is its first header, which starts before the key.
+        DeValue::Array(_) if value.span().start < key.span().start => {
+            findings.error(value.span(), PolicyProblem::ArrayOfTables);
+            return None;
+        }
+        other => {
+            findings.error(value.span(), wrong_type(other, "a [prompt] table"));
+            return None;
+        }
+    };
+    let mut raw = RawPrompt::default();
+    for (key, value) in table {
+        let name: &str = key.get_ref();
+        match name {
+            "default" => {
+                if let Some(placement) = read_placement(value, findings) {
+                    raw.default = Some((placement, value.span()));
+                }
+            }
+            "prefix_allow" => raw.prefix_allow = read_patterns(value, findings),
+            "prefix_deny" => raw.prefix_deny = read_patterns(value, findings),
+            "placement" => match value.get_ref() {
+                DeValue::Table(entries) => {
+                    for (id, value) in entries {
+                        if let Some(placement) = read_placement(value, findings) {
+                            let entry = RawEntry {
+                                text: id.get_ref(),
+                                span: id.span(),
+                            };
+                            raw.placement.push((entry, placement, value.span()));
+                        }
+                    }
+                }
+                other => findings.error(
+                    value.span(),
+                    wrong_type(
+                        other,
+                        "a [prompt.placement] table of id = \"prefix\" or \"tail\"",
+                    ),
+                ),
+            },
+            _ => findings.error(
+                key.span(),
+                PolicyProblem::UnknownKey {
+                    key: name.to_owned(),
+                    suggestion: PROMPT_KEYS
+                        .into_iter()
+                        .filter_map(|k| distance_within(name, k).map(|d| (d, k)))
+                        .min_by_key(|(d, _)| *d)
+                        .map(|(_, k)| k),
+                },
+            ),
         }
     }
-    row[b.len()]
+    Some(raw)
+}
+
+fn read_placement(value: &Spanned<DeValue<'_>>, findings: &mut Findings) -> Option<Placement> {
+    match value.get_ref() {
+        DeValue::String(s) if s == "prefix" => Some(Placement::Prefix),
+        DeValue::String(s) if s == "tail" => Some(Placement::Tail),
+        DeValue::String(s) => {
+            findings.error(
+                value.span(),
+                PolicyProblem::InvalidPlacement {
+                    value: s.to_string(),
+                },
+            );
+            None
+        }
+        other => {
+            findings.error(value.span(), wrong_type(other, "\"prefix\" or \"tail\""));
+            None
+        }
+    }
+}
+
+fn read_patterns<'d>(
+    value: &'d Spanned<DeValue<'_>>,
+    findings: &mut Findings,
+) -> Vec<RawEntry<'d>> {
+    let DeValue::Array(items) = value.get_ref() else {
+        findings.error(
+            value.span(),
+            wrong_type(value.get_ref(), "an array of id patterns"),
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        match item.get_ref() {
+            DeValue::String(text) => out.push(RawEntry {
+                text,
+                span: item.span(),
+            }),
+            other => findings.error(item.span(), wrong_type(other, "an id pattern string")),
+        }
+    }
+    out
+}
+
+fn wrong_type(found: &DeValue<'_>, expected: &'static str) -> PolicyProblem {
+    let found = match found {
+        DeValue::String(s) => format!("string {:?}", excerpt(s)),
+        DeValue::Integer(i) => format!("integer `{}`", excerpt(i.as_str())),
+        DeValue::Float(x) => format!("floating point `{}`", excerpt(x.as_str())),
+        DeValue::Boolean(b) => format!("boolean `{b}`"),
+        DeValue::Datetime(d) => format!("datetime `{d}`"),
+        DeValue::Array(_) => "array".to_owned(),
+        DeValue::Table(_) => "table".to_owned(),
+    };
+    PolicyProblem::WrongType { found, expected }
+}
+
+/// Checks the entries against the components and builds the policy. Unresolved run-time
+/// ids are kept (and reported as warnings); every other problem is an error.
+fn check_prompt(
+    raw: &RawPrompt<'_>,
+    known: &BTreeMap<&ComponentId, &Component>,
+    findings: &mut Findings,
+    unresolved: &mut Vec<ComponentId>,
+) -> PromptPolicy {
+    let mut suggestions = Suggestions::new(known);
+    let mut patterns = |list: &'static str, entries: &[RawEntry<'_>], findings: &mut Findings| {
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let pattern = match IdPattern::parse(entry.text) {
+                Ok(pattern) => pattern,
+                Err(reason) => {
+                    findings.error(
+                        entry.span.clone(),
+                        PolicyProblem::MalformedPattern {
+                            list,
+                            pattern: entry.text.to_owned(),
+                            normalized: match &reason {
+                                PatternError::BadId(e) => normalized(entry.text, e),
+                                _ => None,
+                            },
+                            reason,
+                        },
+                    );
+                    continue;
+                }
+            };
+            if pattern.is_glob() {
+                if !known.keys().any(|id| pattern.matches(id)) {
+                    findings.warning(
+                        entry.span.clone(),
+                        PolicyProblem::GlobMatchesNothing {
+                            list,
+                            pattern: pattern.text.clone(),
+                        },
+                    );
+                }
+                out.push(pattern);
+                continue;
+            }
+            // An exact pattern is a valid id (`IdPattern::parse` checked it).
+            let Ok(id) = ComponentId::new(entry.text) else {
+                continue;
+            };
+            match known.get(&id) {
+                Some(c) if list == "prefix_allow" && c.stability() == Stability::Turn => findings
+                    .error(
+                        entry.span.clone(),
+                        PolicyProblem::PerTurnPromoted {
+                            id,
+                            by: PerTurnPromotion::ExactAllow,
+                        },
+                    ),
+                Some(_) => out.push(pattern),
+                None if id.namespace().is_some() => {
+                    findings.warning(
+                        entry.span.clone(),
+                        PolicyProblem::UnresolvedRuntime {
+                            list,
+                            id: id.clone(),
+                        },
+                    );
+                    unresolved.push(id);
+                    out.push(pattern);
+                }
+                None => findings.error(
+                    entry.span.clone(),
+                    PolicyProblem::UnknownComponent {
+                        list,
+                        suggestion: suggestions.nearest(&id),
+                        id,
+                    },
+                ),
+            }
+        }
+        out
+    };
+    let prefix_allow = patterns("prefix_allow", &raw.prefix_allow, findings);
+    let prefix_deny = patterns("prefix_deny", &raw.prefix_deny, findings);
+
+    let mut placement = BTreeMap::new();
+    for (entry, value, _) in &raw.placement {
+        let id = match ComponentId::new(entry.text) {
+            Ok(id) => id,
+            Err(error) => {
+                findings.error(
+                    entry.span.clone(),
+                    PolicyProblem::InvalidId {
+                        normalized: normalized(entry.text, &error),
+                        error,
+                    },
+                );
+                continue;
+            }
+        };
+        match known.get(&id) {
+            Some(c) if *value == Placement::Prefix && c.stability() == Stability::Turn => {
+                findings.error(
+                    entry.span.clone(),
+                    PolicyProblem::PerTurnPromoted {
+                        id,
+                        by: PerTurnPromotion::Placement,
+                    },
+                );
+            }
+            Some(_) => {
+                placement.insert(id, *value);
+            }
+            None if id.namespace().is_some() => {
+                findings.warning(
+                    entry.span.clone(),
+                    PolicyProblem::UnresolvedRuntime {
+                        list: "[prompt.placement]",
+                        id: id.clone(),
+                    },
+                );
+                unresolved.push(id.clone());
+                placement.insert(id, *value);
+            }
+            None => findings.error(
+                entry.span.clone(),
+                PolicyProblem::UnknownComponent {
+                    list: "[prompt.placement]",
+                    suggestion: suggestions.nearest(&id),
+                    id,
+                },
+            ),
+        }
+    }
+
+    let default = raw.default.as_ref().map_or(Placement::Tail, |(p, _)| *p);
+    if let Some((Placement::Prefix, span)) = &raw.default {
+        // Components `default` applies to: built-in, declaring nothing, no placement entry.
+        // A per-turn one named by an exact allow entry would be promoted by `default`.
+        let exact: std::collections::BTreeSet<&str> = raw
+            .prefix_allow
+            .iter()
+            .map(|e| e.text)
+            .filter(|t| !t.contains(['*', '?']))
+            .collect();
+        let named_in_placement: std::collections::BTreeSet<&str> =
+            raw.placement.iter().map(|(e, _, _)| e.text).collect();
+        for (id, c) in known {
+            if id.namespace().is_none()
+                && c.declared().is_none()
+                && c.stability() == Stability::Turn
+                && exact.contains(id.as_str())
+                && !named_in_placement.contains(id.as_str())
+            {
+                findings.error(
+                    span.clone(),
+                    PolicyProblem::PerTurnPromoted {
+                        id: (*id).clone(),
+                        by: PerTurnPromotion::Default,
+                    },
+                );
+            }
+        }
+    }
+
+    PromptPolicy {
+        default,
+        prefix_allow,
+        prefix_deny,
+        placement,
+    }
+}
+
+/// `mcp:GitHub` → `mcp:github`: for a namespaced id whose name is not in the id alphabet.
+fn normalized(text: &str, error: &IdError) -> Option<Normalized> {
+    if !matches!(
+        error.problem,
+        IdProblem::InvalidChar { .. } | IdProblem::TooLong { .. }
+    ) {
+        return None;
+    }
+    let (namespace, name) = text.split_once(':')?;
+    if !NAMESPACES.contains(&namespace) {
+        return None;
+    }
+    let fixed = normalize_name(name)?;
+    let id = ComponentId::new(format!("{namespace}:{fixed}")).ok()?;
+    (id.as_str() != text).then(|| Normalized {
+        id,
+        name: name.to_owned(),
+    })
+}
+
+/// "Did you mean" for unknown ids: the nearest known id within edit distance 2, memoized
+/// per distinct id, so a file repeating one typo costs one search.
+struct Suggestions<'k> {
+    known: Vec<&'k ComponentId>,
+    memo: HashMap<ComponentId, Option<ComponentId>>,
+}
+
+impl<'k> Suggestions<'k> {
+    fn new(known: &BTreeMap<&'k ComponentId, &'k Component>) -> Self {
+        Self {
+            known: known.keys().copied().collect(),
+            memo: HashMap::new(),
+        }
+    }
+
+    fn nearest(&mut self, id: &ComponentId) -> Option<ComponentId> {
+        if let Some(hit) = self.memo.get(id) {
+            return hit.clone();
+        }
+        let best = self
+            .known
+            .iter()
+            .filter_map(|k| distance_within(id.as_str(), k.as_str()).map(|d| (d, *k)))
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, k)| k.clone());
+        self.memo.insert(id.clone(), best.clone());
+        best
+    }
+}
+
+/// The edit distance between `a` and `b` if it is at most 2, in `O(len)`: only the band of
+/// the dynamic-programming table within 2 of the diagonal is computed.
+fn distance_within(a: &str, b: &str) -> Option<usize> {
+    const K: usize = 2;
+    const FAR: usize = usize::MAX / 2;
+    // Byte lengths bound character counts from above; a long input is rejected unread.
+    if a.len().abs_diff(b.len()) > K * 4 || a.len().min(b.len()) > 4 * 1024 {
+        return None;
+    }
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > K {
+        return None;
+    }
+    let n = b.len();
+    let mut prev = vec![FAR; n + 1];
+    let mut cur = vec![FAR; n + 1];
+    for (j, slot) in prev.iter_mut().enumerate().take(K.min(n) + 1) {
+        *slot = j;
+    }
+    for i in 1..=a.len() {
+        let lo = i.saturating_sub(K).max(1);
+        let hi = (i + K).min(n);
+        cur[lo - 1] = if lo == 1 { i } else { FAR };
+        for j in lo..=hi {
+            let substitute = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = substitute.min(prev[j] + 1).min(cur[j - 1] + 1);
+        }
+        if hi < n {
+            cur[hi + 1] = FAR;
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    (prev[n] <= K).then_some(prev[n])
+}
+
+fn finish_errors(src: &str, origin: &str, findings: Findings) -> PolicyErrors {
+    PolicyErrors(positioned(src, origin, findings.errors))
+}
+
+/// Sorts by offset (stable: equal offsets keep their order) and turns each offset into a
+/// line and a character column in one forward pass over the text: linear in the file plus
+/// `d log d` for `d` diagnostics, however many there are and however long the lines.
+fn positioned(src: &str, origin: &str, mut found: Vec<Found>) -> Vec<PolicyDiagnostic> {
+    found.sort_by_key(|f| f.offset);
+    let bytes = src.as_bytes();
+    let (mut at, mut line, mut column) = (0usize, 1usize, 1usize);
+    found
+        .into_iter()
+        .map(|f| {
+            let target = floor_char_boundary(src, f.offset);
+            for &b in &bytes[at..target] {
+                if b == b'\n' {
+                    line += 1;
+                    column = 1;
+                } else if b & 0xC0 != 0x80 {
+                    // Not a UTF-8 continuation byte: a new character.
+                    column += 1;
+                }
+            }
+            at = target;
+            PolicyDiagnostic {
+                position: SourcePosition {
+                    origin: origin.to_owned(),
+                    line,
+                    column,
+                },
+                problem: f.problem,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -305,8 +841,79 @@ mod tests {
     use super::*;
 
     #[test]
-    fn edit_distance_basics() {
-        assert_eq!(edit_distance("tool_schema", "tool_schemas"), 1);
-        assert_eq!(edit_distance("abc", "abc"), 0);
+    fn banded_edit_distance() {
+        assert_eq!(distance_within("tool_schema", "tool_schemas"), Some(1));
+        assert_eq!(distance_within("abc", "abc"), Some(0));
+        assert_eq!(distance_within("promt", "prompt"), Some(1));
+        assert_eq!(distance_within("prompt", "Prompt"), Some(1));
+        assert_eq!(distance_within("ab", "ba"), Some(2));
+        assert_eq!(distance_within("kitten", "sitting"), None);
+        assert_eq!(distance_within("project", "prompt"), None);
+        assert_eq!(distance_within("", "ab"), Some(2));
+        assert_eq!(distance_within("ab", ""), Some(2));
+        assert_eq!(distance_within("", "abc"), None);
+        assert_eq!(distance_within("é", "e"), Some(1));
+    }
+
+    #[test]
+    fn banded_distance_agrees_with_the_full_table() {
+        fn full(a: &str, b: &str) -> usize {
+            let b: Vec<char> = b.chars().collect();
+            let mut row: Vec<usize> = (0..=b.len()).collect();
+            for (i, ca) in a.chars().enumerate() {
+                let mut prev = row[0];
+                row[0] = i + 1;
+                for (j, &cb) in b.iter().enumerate() {
+                    let cur = row[j + 1];
+                    row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+                    prev = cur;
+                }
+            }
+            row[b.len()]
+        }
+        let words = [
+            "",
+            "a",
+            "ab",
+            "abc",
+            "abcd",
+            "acbd",
+            "bacd",
+            "abdc",
+            "xabc",
+            "abcx",
+            "axc",
+            "date",
+            "data",
+            "todo",
+            "tod",
+            "todo_addendum",
+            "todo_adendum",
+            "plan_addendum",
+        ];
+        for a in words {
+            for b in words {
+                let d = full(a, b);
+                assert_eq!(distance_within(a, b), (d <= 2).then_some(d), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn positions_count_characters_in_one_pass() {
+        let src = "ab\néé x\n\nz";
+        let found = [8, 0, 4, 11, 2, 99]
+            .into_iter()
+            .map(|offset| Found {
+                offset,
+                problem: PolicyProblem::ArrayOfTables,
+            })
+            .collect();
+        let got: Vec<(usize, usize)> = positioned(src, "f", found)
+            .iter()
+            .map(|d| (d.position.line, d.position.column))
+            .collect();
+        // offsets 0, 2, 4 (inside `é`: floored to 3), 8, 11, 99 (clamped to the end)
+        assert_eq!(got, [(1, 1), (1, 3), (2, 1), (2, 4), (4, 1), (4, 2)]);
     }
 }

@@ -1,10 +1,13 @@
 //! The `[prompt]` section of `agent.toml` and placement resolution.
 //!
 //! Resolution is deny-wins, like `[tools]` permissions: a component lands in the prefix only
-//! if it requested the prefix, matches `prefix_allow`, and matches no `prefix_deny`.
+//! if it requested the prefix, matches `prefix_allow`, matches no `prefix_deny`, and does
+//! not render every turn. A run-time (`skill:`/`mcp:`) component requests the prefix only
+//! through its exact `[prompt.placement]` entry.
 //!
 //! - [`pattern`](IdPattern): exact ids and globs;
-//! - loading ([`PromptPolicy::from_agent_toml`]): strict, every problem with `file:line:col`;
+//! - loading ([`PromptPolicy::from_agent_toml`], [`PromptPolicy::load_agent_toml`]): strict,
+//!   fail-closed, every problem with `file:line:col`, in source order;
 //! - resolving ([`PromptPolicy::resolve`]): one [`Resolution`] with its [`Reason`].
 
 use std::collections::BTreeMap;
@@ -16,8 +19,11 @@ mod load;
 mod pattern;
 mod resolve;
 
-pub use load::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PolicyProblem, SourcePosition};
-pub use pattern::{IdPattern, PatternError};
+pub use load::{
+    LoadError, LoadedPolicy, Normalized, PerTurnPromotion, PolicyDiagnostic, PolicyErrors,
+    PolicyProblem, SourcePosition,
+};
+pub use pattern::{IdPattern, MAX_GLOB_LEN, PatternError};
 pub use resolve::{Reason, RequestSource, Resolution};
 
 /// The resolved `[prompt]` policy.
@@ -33,7 +39,7 @@ pub use resolve::{Reason, RequestSource, Resolution};
 /// [prompt]
 /// prefix_allow = ["assistant_instructions"]
 /// "#;
-/// let loaded = PromptPolicy::from_agent_toml(toml, "agent.toml", [instructions.id()]).unwrap();
+/// let loaded = PromptPolicy::from_agent_toml(toml, "agent.toml", [&instructions]).unwrap();
 /// assert_eq!(loaded.policy.resolve(&instructions).placement, Placement::Prefix);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +50,7 @@ pub struct PromptPolicy {
     pub prefix_allow: Vec<IdPattern>,
     /// Who may never land in the prefix; wins over everything.
     pub prefix_deny: Vec<IdPattern>,
-    /// Per-component placement requests, from `[prompt.placement]`.
+    /// Per-component placement requests, from `[prompt.placement]`. Entries for run-time
+    /// components not registered yet are kept: they apply when the component registers.
     pub placement: BTreeMap<ComponentId, Placement>,
 }

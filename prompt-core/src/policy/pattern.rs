@@ -5,7 +5,11 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::id::ComponentId;
-use crate::id_grammar::IdError;
+use crate::id_grammar::{IdError, MAX_ID_LEN};
+
+/// The longest glob that can match an id: each non-wildcard character matches one of the
+/// id's at most [`MAX_ID_LEN`] characters, and `*` cannot repeat.
+pub const MAX_GLOB_LEN: usize = 2 * MAX_ID_LEN + 1;
 
 /// A `prefix_allow` / `prefix_deny` entry: an exact id or a glob.
 ///
@@ -29,6 +33,12 @@ pub enum PatternError {
     BadChar {
         /// The character.
         ch: char,
+    },
+    /// A glob longer than [`MAX_GLOB_LEN`]: it can match no id.
+    #[error("a {len}-byte glob can match no id; globs are at most {MAX_GLOB_LEN} bytes")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
     },
     /// `**` has no meaning here.
     #[error("`**` is not a pattern; a single `*` already matches any run of characters")]
@@ -56,6 +66,9 @@ impl IdPattern {
         if !is_glob {
             ComponentId::new(text).map_err(PatternError::BadId)?;
         } else {
+            if text.len() > MAX_GLOB_LEN {
+                return Err(PatternError::TooLong { len: text.len() });
+            }
             if text.contains("**") {
                 return Err(PatternError::DoubleStar);
             }

@@ -1,4 +1,6 @@
-//! Where a component lands under a policy, and why: deny wins.
+//! Where a component lands under a policy, and why: deny wins, a run-time component asks
+//! for the tail unless `[prompt.placement]` names it, and a per-turn writer never lands in
+//! the prefix.
 
 use std::fmt;
 
@@ -6,14 +8,21 @@ use serde::Serialize;
 
 use super::PromptPolicy;
 use crate::component::Component;
-use crate::placement::Placement;
+use crate::placement::{Placement, Stability};
 
 impl PromptPolicy {
     /// Resolves where a component lands, and why.
+    ///
+    /// A run-time (`skill:`/`mcp:`) component requests the prefix only through its exact
+    /// `[prompt.placement]` entry: neither `default` nor a declaration applies to it. A
+    /// turn-stability component is never resolved to the prefix, whatever the policy (the
+    /// loader refuses a policy that tries; this holds for hand-built ones too).
     pub fn resolve(&self, component: &Component) -> Resolution {
         let id = component.id();
+        let runtime = id.namespace().is_some();
         let (requested, source) = match (self.placement.get(id), component.declared()) {
             (Some(&p), _) => (p, RequestSource::Config),
+            (None, _) if runtime => (Placement::Tail, RequestSource::Runtime),
             (None, Some(p)) => (p, RequestSource::Declaration),
             (None, None) => (self.default, RequestSource::Default),
         };
@@ -25,9 +34,16 @@ impl PromptPolicy {
                 pattern: deny.text.clone(),
             }
         } else if let Some(allow) = self.prefix_allow.iter().find(|p| p.matches(id)) {
-            Reason::Allowed {
-                source,
-                pattern: allow.text.clone(),
+            if component.stability() == Stability::Turn {
+                Reason::PerTurn {
+                    source,
+                    pattern: allow.text.clone(),
+                }
+            } else {
+                Reason::Allowed {
+                    source,
+                    pattern: allow.text.clone(),
+                }
             }
         } else {
             Reason::NotAllowed { source }
@@ -53,6 +69,9 @@ pub enum RequestSource {
     Declaration,
     /// `[prompt] default`.
     Default,
+    /// The component is a run-time one (`skill:`/`mcp:`) that `[prompt.placement]` does not
+    /// name: it requests the tail, whatever `default` or a declaration says.
+    Runtime,
 }
 
 impl fmt::Display for RequestSource {
@@ -61,6 +80,9 @@ impl fmt::Display for RequestSource {
             RequestSource::Config => "[prompt.placement]",
             RequestSource::Declaration => "its declaration",
             RequestSource::Default => "[prompt] default",
+            RequestSource::Runtime => {
+                "its namespace: run-time components request the tail unless [prompt.placement] names them"
+            }
         })
     }
 }
@@ -93,6 +115,15 @@ pub enum Reason {
         /// Who asked.
         source: RequestSource,
     },
+    /// It asked for the prefix and an allow pattern matched, but it renders every turn:
+    /// kept in the tail. (The loader refuses an exact allow entry for it, so in a loaded
+    /// policy the pattern is a glob.)
+    PerTurn {
+        /// Who asked.
+        source: RequestSource,
+        /// The matching `prefix_allow` entry.
+        pattern: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -110,6 +141,14 @@ impl fmt::Display for Reason {
             Reason::NotAllowed { source } => write!(
                 f,
                 "prefix requested by {source}; demoted to tail: no prefix_allow entry matches"
+            ),
+            Reason::PerTurn { source, pattern } if pattern.contains(['*', '?']) => write!(
+                f,
+                "prefix requested by {source}; kept in the tail: it renders every turn, and a glob (`{pattern}`) never promotes a per-turn writer"
+            ),
+            Reason::PerTurn { source, pattern } => write!(
+                f,
+                "prefix requested by {source}; kept in the tail: it renders every turn, and a per-turn writer never lands in the prefix, even with prefix_allow `{pattern}`"
             ),
         }
     }

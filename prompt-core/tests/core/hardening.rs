@@ -31,7 +31,7 @@ fn session(options: SessionOptions) -> Session {
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
         "agent.toml",
-        components.iter().map(Component::id),
+        &components,
     )
     .unwrap()
     .policy;

@@ -10,8 +10,8 @@ use prompt_core::refresh::Refresh;
 use prompt_core::snapshot::{RestoreMode, SessionSnapshot};
 use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
-    Component, DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext,
-    SessionOptions, delivery::PrefixRole, divergence::check_prefix, hash::NodeId,
+    DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext, SessionOptions,
+    delivery::PrefixRole, divergence::check_prefix, hash::NodeId,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -61,9 +61,9 @@ fn values(day: u8, todo: u8, plan: bool) -> Extensions {
 fn policy() -> PromptPolicy {
     let c = components();
     PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\", \"skill:*\"]\n",
+        "[prompt]\nprefix_allow = [\"assistant_instructions\", \"tool_schemas\", \"skill:*\"]\n[prompt.placement]\n\"skill:pdf\" = \"prefix\"\n",
         "agent.toml",
-        c.iter().map(Component::id),
+        &c,
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .policy

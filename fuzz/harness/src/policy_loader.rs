@@ -1,0 +1,140 @@
+//! `policy_loader`: arbitrary bytes as an `agent.toml`, loaded against a fixed component set
+//! with every stability, built-in and run-time, declared and not.
+
+use prompt_core::placement::{Placement, Stability};
+use prompt_core::policy::{PolicyDiagnostic, PolicyErrors};
+use prompt_core::{Component, ComponentId, PromptPolicy};
+
+fn id(text: &str) -> ComponentId {
+    match ComponentId::new(text) {
+        Ok(id) => id,
+        Err(e) => panic!("fixed component id {text:?} is invalid: {e}"),
+    }
+}
+
+/// Every kind of component the loader must tell apart.
+fn components() -> Vec<Component> {
+    let session = |_: &prompt_core::SessionContext| Some("session text".to_owned());
+    let turn = |_: &prompt_core::TurnContext<'_>| Some("turn text".to_owned());
+    vec![
+        Component::constant(id("assistant_instructions"), "Be careful.")
+            .placement(Placement::Prefix),
+        Component::constant(id("tool_schemas"), "[]").placement(Placement::Prefix),
+        Component::constant(id("house_rules"), "No force pushes."),
+        Component::session(id("project_memory"), session),
+        Component::session(id("skills_catalog"), session).placement(Placement::Prefix),
+        Component::session(id("guidelines"), session).placement(Placement::Tail),
+        Component::turn(id("date"), turn),
+        Component::turn(id("todo_addendum"), turn).placement(Placement::Tail),
+        // Hand-built: the attribute refuses a per-turn renderer declared for the prefix.
+        Component::turn(id("clock"), turn).placement(Placement::Prefix),
+        Component::session(id("skill:pdf"), session),
+        Component::constant(id("skill:release"), "Release steps.").placement(Placement::Prefix),
+        Component::session(id("mcp:github"), session).placement(Placement::Prefix),
+        Component::turn(id("mcp:weather"), turn),
+        Component::turn(id("skill:ticker"), turn).placement(Placement::Prefix),
+    ]
+}
+
+/// `(line count, characters per line)` of `text`: positions must fall inside.
+fn shape(text: &str) -> Vec<usize> {
+    text.split('\n').map(|line| line.chars().count()).collect()
+}
+
+fn assert_inside(diagnostic: &PolicyDiagnostic, lines: &[usize]) {
+    let p = &diagnostic.position;
+    assert!(
+        p.line >= 1 && p.column >= 1,
+        "position below 1: {diagnostic}"
+    );
+    let Some(&width) = lines.get(p.line - 1) else {
+        panic!("line past the end ({} lines): {diagnostic}", lines.len());
+    };
+    assert!(
+        p.column <= width + 1,
+        "column past the line ({width} chars): {diagnostic}"
+    );
+    assert_eq!(p.origin, "agent.toml", "{diagnostic}");
+}
+
+/// Loads `data` (UTF-8 or not: invalid bytes become U+FFFD) and checks the loader's promises:
+/// no panic; on success every prefix component requested it, matches an allow entry and no
+/// deny entry, is not per-turn, and is a run-time component only through an exact
+/// `[prompt.placement]` entry; on failure at least one diagnostic; every position inside the
+/// file.
+pub fn policy_loader(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let components = components();
+    let lines = shape(&text);
+    match PromptPolicy::from_agent_toml(&text, "agent.toml", &components) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                assert_inside(w, &lines);
+            }
+            let policy = &loaded.policy;
+            for c in &components {
+                let r = policy.resolve(c);
+                if r.placement != Placement::Prefix {
+                    continue;
+                }
+                let cid = c.id();
+                assert_eq!(r.requested, Placement::Prefix, "{cid}: {r:?}");
+                assert!(
+                    policy.prefix_allow.iter().any(|p| p.matches(cid)),
+                    "{cid}: no allow entry"
+                );
+                assert!(
+                    !policy.prefix_deny.iter().any(|p| p.matches(cid)),
+                    "{cid}: denied yet in the prefix"
+                );
+                assert_ne!(
+                    c.stability(),
+                    Stability::Turn,
+                    "{cid}: per-turn in the prefix"
+                );
+                if cid.namespace().is_some() {
+                    assert_eq!(
+                        policy.placement.get(cid),
+                        Some(&Placement::Prefix),
+                        "{cid}: run-time component in the prefix without [prompt.placement]"
+                    );
+                }
+            }
+        }
+        Err(PolicyErrors(errors)) => {
+            assert!(!errors.is_empty(), "an error without a diagnostic");
+            for e in &errors {
+                assert_inside(e, &lines);
+            }
+            // Source order.
+            assert!(
+                errors
+                    .windows(2)
+                    .all(|w| (w[0].position.line, w[0].position.column)
+                        <= (w[1].position.line, w[1].position.column)),
+                "diagnostics out of order"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_inputs_hold_the_invariants() {
+        for input in [
+            &b""[..],
+            b"[prompt]\ndefault = \"prefix\"\nprefix_allow = [\"*\"]\n",
+            b"[prompt]\nprefix_allow = [\"*\"]\n[prompt.placement]\n\"mcp:github\" = \"prefix\"\n\"skill:pdf\" = \"prefix\"\n",
+            b"prompt = [\"prefix\", [\"*\"]]",
+            b"[[prompt]]\nprefix_allow = [\"*\"]",
+            b"[prompt]\nprefix_allow = [\"date\"]\n",
+            b"[prompt]\nprefix_allow = [\"\xff\xfe\"]\n",
+            b"\xef\xbb\xbf[prompt]\r\nprefix_allow = [\"x\r\n",
+        ] {
+            policy_loader(input);
+        }
+    }
+}
