@@ -4,6 +4,7 @@
 mod compose;
 mod hardening;
 mod history;
+mod lifecycle;
 mod policy;
 mod props;
 mod support;
