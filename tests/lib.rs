@@ -20,6 +20,8 @@ pub mod docs {
     pub mod benchmarks {}
     #[doc = include_str!("../docs/history.md")]
     pub mod history {}
+    #[doc = include_str!("../docs/lifecycle.md")]
+    pub mod lifecycle {}
     #[doc = include_str!("../docs/live-llama.md")]
     pub mod live_llama {}
     #[doc = include_str!("../docs/measurements.md")]

@@ -40,7 +40,8 @@ pub(crate) struct Replacement {
 
 impl Session {
     /// Re-renders the frozen prefix and tools from `components`, `policy` and `tools` (and
-    /// `context`, when given; else the session's). Unchanged: no mutation at all. Changed:
+    /// `context`, when given; else the session's). Unchanged: no mutation of the prefix, the
+    /// tools or the history (new tail writers join, and speak at the next request). Changed:
     /// the new prefix and tools are installed, the history stays, and a new cache epoch
     /// starts; the result names every component and tool that changed and both
     /// fingerprints, for the agent's log.
@@ -111,6 +112,8 @@ impl Session {
         let new_parts = new.saved_parts();
         let same = old_parts == new_parts && new.tools == self.tools;
         if same {
+            // The prefix and tools stand: new tail writers join without touching the cache.
+            self.take_writers(new);
             return Refresh::Unchanged;
         }
         let Some(old_prefix) = self.prefix.as_ref() else {

@@ -52,9 +52,9 @@
 use std::fmt;
 
 use prompt_registry::{
-    Component, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Registry, Request, Session,
-    SessionContext, SessionOptions, TurnContext, component::Content, policy::PolicyErrors,
-    set_system_prompt,
+    Component, ComponentId, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Registry,
+    Request, Session, SessionContext, SessionOptions, TurnContext, component::Content,
+    policy::PolicyErrors, set_system_prompt,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -815,8 +815,24 @@ impl ScenarioSize {
     where
         F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
     {
+        self.play_with(session, turns, &mut |_, _| Ok(()), each)
+    }
+
+    /// [`ScenarioSize::play`], calling `before` with each turn before anything of it is
+    /// done: where an MCP server connects, or an agent refreshes what it froze.
+    pub fn play_with<F>(
+        self,
+        session: &mut Session,
+        turns: std::ops::RangeInclusive<u64>,
+        before: &mut dyn FnMut(&ScriptedTurn, &mut Session) -> Result<(), ScenarioError>,
+        each: &mut F,
+    ) -> Result<(), ScenarioError>
+    where
+        F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+    {
         for turn in turns {
             let step = self.script(turn);
+            before(&step, session)?;
             if let Some(text) = &step.instructions {
                 session.set_system_prompt(text);
             }
@@ -947,6 +963,138 @@ fn split_messages(turn: u64, bytes: &[u8]) -> Result<Vec<String>, ScenarioError>
     Ok(raw.into_iter().map(|m| m.get().to_owned()).collect())
 }
 
+/// The request as the simulator reads it: messages and Anthropic breakpoints.
+fn composed(step: &ScriptedTurn, request: &Request<'_>) -> Result<ComposedRequest, ScenarioError> {
+    let stable = request.message_count() - request.ephemeral().len();
+    let breakpoints = if request.has_prefix() {
+        vec![1, stable]
+    } else {
+        vec![stable]
+    };
+    Ok(ComposedRequest {
+        turn: step.turn,
+        sequence: request.sequence(),
+        continuation: request.is_continuation(),
+        messages: split_messages(step.turn, &request.to_bytes())?,
+        breakpoints,
+    })
+}
+
+/// How the tools and guidance of an MCP server that connects mid-session reach the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpArrival {
+    /// Refresh the frozen prefix at once: a new cache epoch at the connection.
+    RefreshNow,
+    /// Announce the server in the tail at once, and refresh at the next compaction, which
+    /// starts a new epoch anyway.
+    DeferToCompaction,
+}
+
+impl McpArrival {
+    /// `mcp_refresh_now` or `mcp_refresh_deferred`: the arm's name in `cacheline simulate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpArrival::RefreshNow => "mcp_refresh_now",
+            McpArrival::DeferToCompaction => "mcp_refresh_deferred",
+        }
+    }
+}
+
+/// The GitHub MCP server's tool schemas, as it lists them.
+pub fn mcp_github_tools() -> Vec<Value> {
+    ["search_issues", "create_issue", "get_pull_request"]
+        .iter()
+        .map(|name| {
+            json!({"type": "function", "function": {"name": name,
+                "description": format!("GitHub: {}.", name.replace('_', " ")),
+                "parameters": {"type": "object", "properties": {"repo": {"type": "string"}, "query": {"type": "string"}}, "required": ["repo"]}}})
+        })
+        .collect()
+}
+
+/// Composes the script at [`ScenarioSize::Full`] with a GitHub MCP server connecting before
+/// turn `connect_at`, its tools and guidance taken in as `arrival` says.
+pub fn compose_mcp_arrival(
+    registry: &Registry,
+    turns: u64,
+    connect_at: u64,
+    arrival: McpArrival,
+) -> Result<Vec<ComposedRequest>, ScenarioError> {
+    let size = ScenarioSize::Full;
+    let policy = default_policy(registry)?;
+    let mut session = registry.start_session(
+        &policy,
+        SessionContext::new(size.session_values()?),
+        SessionOptions::default(),
+    )?;
+    let guidance = || {
+        ComponentId::new("mcp:github").map(|id| {
+            Component::session(id, |_| {
+                Some("GitHub MCP server: search issues before opening one; link pull requests by number.".to_owned())
+            })
+        })
+    };
+    // The new prefix: the server's guidance promoted, its tools in the catalog.
+    let promoted = registry
+        .load_policy(
+            &format!("{DEFAULT_AGENT_TOML}\n[prompt.placement]\n\"mcp:github\" = \"prefix\"\n")
+                .replace("prefix_allow = [", "prefix_allow = [\n  \"mcp:github\","),
+            "<built-in agent.toml + mcp:github>",
+        )?
+        .policy;
+    let mut out = Vec::new();
+    let mut before = |step: &ScriptedTurn, session: &mut Session| -> Result<(), ScenarioError> {
+        if step.turn != connect_at {
+            return Ok(());
+        }
+        let Ok(guidance) = guidance() else {
+            return Ok(());
+        };
+        let mut components: Vec<Component> = registry.components().cloned().collect();
+        components.push(guidance);
+        let mut values = size.session_values()?;
+        if let Some(ToolCatalog(tools)) = values.get::<ToolCatalog>().cloned() {
+            values.insert(ToolCatalog(
+                tools.into_iter().chain(mcp_github_tools()).collect(),
+            ));
+        }
+        let context = SessionContext::new(values);
+        match arrival {
+            McpArrival::RefreshNow => {
+                session.refresh(
+                    components,
+                    &promoted,
+                    session.tools().clone(),
+                    Some(context),
+                )?;
+            }
+            McpArrival::DeferToCompaction => {
+                // Announced in the tail now (run-time components request the tail)…
+                session.refresh(components.clone(), &policy, session.tools().clone(), None)?;
+                // …and moved into the prefix by the next compaction.
+                session.refresh_at_next_compaction(
+                    components,
+                    &promoted,
+                    session.tools().clone(),
+                    Some(context),
+                )?;
+            }
+        }
+        Ok(())
+    };
+    size.play_with(
+        &mut session,
+        1..=turns,
+        &mut before,
+        &mut |step, request| {
+            out.push(composed(step, request)?);
+            Ok(())
+        },
+    )?;
+    Ok(out)
+}
+
 fn compose_cacheline(
     size: ScenarioSize,
     registry: &Registry,
@@ -955,19 +1103,7 @@ fn compose_cacheline(
 ) -> Result<Vec<ComposedRequest>, ScenarioError> {
     let mut out = Vec::new();
     size.run_cacheline(registry, policy, turns, |step, request| {
-        let stable = request.message_count() - request.ephemeral().len();
-        let breakpoints = if request.has_prefix() {
-            vec![1, stable]
-        } else {
-            vec![stable]
-        };
-        out.push(ComposedRequest {
-            turn: step.turn,
-            sequence: request.sequence(),
-            continuation: request.is_continuation(),
-            messages: split_messages(step.turn, &request.to_bytes())?,
-            breakpoints,
-        });
+        out.push(composed(step, request)?);
         Ok(())
     })?;
     Ok(out)

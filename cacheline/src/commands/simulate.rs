@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use prompt_measure::{Arm, O200kBase, RequestText, Rule, SimConfig, simulate_with_progress};
-use prompt_reference::scenario::{self, Strategy};
+use prompt_reference::scenario::{self, McpArrival, Strategy};
 use prompt_registry::Registry;
 
 use crate::output::{load_prices, pct, progress, thousands};
@@ -26,6 +26,11 @@ pub(crate) struct SimulateArgs {
     /// Anthropic's per-model minimum cacheable prefix, in tokens.
     #[arg(long, default_value_t = 1024)]
     anthropic_min_tokens: usize,
+    /// Also simulate a GitHub MCP server connecting before turn K, its tools and guidance
+    /// taken in by a refresh at once (`mcp_refresh_now`) or announced in the tail and
+    /// refreshed at the next compaction (`mcp_refresh_deferred`).
+    #[arg(long, value_name = "K")]
+    mcp_connects_at: Option<u64>,
 }
 
 pub(crate) fn run(
@@ -40,11 +45,21 @@ pub(crate) fn run(
     let mut config = SimConfig::unbounded();
     config.anthropic.min_tokens = args.anthropic_min_tokens;
     let tokenizer = O200kBase::shared()?;
-    let composed = scenario::compose_all(registry, args.turns)?;
+    let mut composed: Vec<(String, Vec<scenario::ComposedRequest>)> =
+        scenario::compose_all(registry, args.turns)?
+            .into_iter()
+            .map(|(strategy, requests)| (strategy.as_str().to_owned(), requests))
+            .collect();
+    if let Some(k) = args.mcp_connects_at {
+        for arrival in [McpArrival::RefreshNow, McpArrival::DeferToCompaction] {
+            let requests = scenario::compose_mcp_arrival(registry, args.turns, k, arrival)?;
+            composed.push((arrival.as_str().to_owned(), requests));
+        }
+    }
     let arms: Vec<Arm<'_>> = composed
         .iter()
-        .map(|(strategy, requests)| Arm {
-            name: strategy.as_str(),
+        .map(|(name, requests)| Arm {
+            name: name.as_str(),
             requests: requests
                 .iter()
                 .map(|r| RequestText {
@@ -84,7 +99,7 @@ pub(crate) fn run(
     )?;
     writeln!(
         out,
-        "{:<16} {:>13}  {:<10} {:>7} {:>9} {:>13} {:>14}",
+        "{:<20} {:>13}  {:<10} {:>7} {:>9} {:>13} {:>14}",
         "strategy",
         "input tokens",
         "backend",
@@ -93,8 +108,12 @@ pub(crate) fn run(
         "cost/no cache",
         "cost/cacheline"
     )?;
-    for strategy in Strategy::ALL {
-        let Some(s) = report.strategies.get(strategy.as_str()) else {
+    let names = Strategy::ALL.iter().map(|s| s.as_str()).chain([
+        McpArrival::RefreshNow.as_str(),
+        McpArrival::DeferToCompaction.as_str(),
+    ]);
+    for name in names {
+        let Some(s) = report.strategies.get(name) else {
             continue;
         };
         for (i, rule) in Rule::ALL.into_iter().enumerate() {
@@ -102,13 +121,13 @@ pub(crate) fn run(
                 continue;
             };
             let (name, tokens) = if i == 0 {
-                (strategy.as_str(), thousands(s.tokens))
+                (name, thousands(s.tokens))
             } else {
                 ("", String::new())
             };
             writeln!(
                 out,
-                "{name:<16} {tokens:>13}  {:<10} {:>7} {:>9} {:>12.2}x {:>13.2}x",
+                "{name:<20} {tokens:>13}  {:<10} {:>7} {:>9} {:>12.2}x {:>13.2}x",
                 rule.as_str(),
                 pct(r.cached_share),
                 pct(r.limit_share),
