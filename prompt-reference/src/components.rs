@@ -37,6 +37,11 @@ pub struct ProjectMemory(pub String);
 #[derive(Debug, Clone)]
 pub struct SkillList(pub Vec<(String, String)>);
 
+/// Session value: the tools travel in the request's `tools` field, so `tool_schemas` has
+/// nothing to write (text-rendered tools are only for backends without a tools field).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolsField;
+
 /// Session value: tool schemas as JSON objects (one per tool); sorted by name when rendered.
 #[derive(Debug, Clone)]
 pub struct ToolCatalog(pub Vec<serde_json::Value>);
@@ -91,6 +96,9 @@ pub const DEFAULT_TOOLS: &str = include_str!("reference_tools.json");
 /// The tool list, sorted by name so its bytes never depend on discovery order.
 #[prompt_component(placement = "prefix", what = "tool schemas, sorted by name")]
 pub fn tool_schemas(session: &SessionContext) -> Option<String> {
+    if session.get::<ToolsField>().is_some() {
+        return None;
+    }
     let mut tools: Vec<serde_json::Value> = match session.get::<ToolCatalog>() {
         Some(catalog) => catalog.0.clone(),
         None => serde_json::from_str(DEFAULT_TOOLS).ok()?,

@@ -12,14 +12,29 @@ use std::collections::HashSet;
 
 use prompt_registry::divergence::common_prefix_len;
 use prompt_registry::node::{NodeKind, Producer};
-use prompt_registry::{Component, ComponentId, Namespace, PromptPolicy, Registry, RegistryError};
-use serde::Serialize;
+use prompt_registry::snapshot::{RestoreMode, SessionSnapshot};
+use prompt_registry::tools::ToolSet;
+use prompt_registry::{
+    Component, ComponentId, DeliveryStyle, Namespace, PromptPolicy, Registry, RegistryError,
+    Request, Session, SessionContext, SessionOptions,
+};
+use serde::{Deserialize, Serialize};
 
-use crate::scenario::{RequestLabels, ScenarioError, ScenarioSize, request_events};
+use crate::components::ToolsField;
+use crate::scenario::{RequestLabels, ScenarioError, ScenarioSize, Strategy, request_events};
 
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
+    /// A saved demo that cannot be resumed.
+    #[error("cannot resume the saved demo: {0}")]
+    State(String),
+    /// The saved session cannot be resumed.
+    #[error("cannot resume the saved session")]
+    Restore(#[from] prompt_registry::snapshot::RestoreError),
+    /// Writing a body failed.
+    #[error("writing a request body")]
+    Write(#[source] std::io::Error),
     /// Registry problem (duplicate id, bad namespace).
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -66,6 +81,8 @@ pub struct DemoTurn {
     pub ephemeral: Vec<String>,
     /// The prefix fingerprint.
     pub fingerprint: String,
+    /// The request's number in the session, counting from 1.
+    pub sequence: u64,
 }
 
 /// Why a node was appended, for the report. `first` is whether its producer appears in
@@ -119,15 +136,158 @@ pub fn run_with_progress(
     registry: &Registry,
     policy: &PromptPolicy,
     turns: u64,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> Result<Vec<DemoTurn>, DemoError> {
+    let mut options = DemoOptions::new(turns);
+    let mut progress = progress;
+    options.progress = Some(&mut progress);
+    Ok(run_demo(registry, policy, options)?.turns)
+}
+
+/// Where a demo stopped: written by `cacheline demo --save`, read by `--resume`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DemoState {
+    /// `cacheline-demo`.
+    pub format: String,
+    /// 1.
+    pub version: u32,
+    /// Turns played.
+    pub turn: u64,
+    /// The last request as measured (for the bytes the next one reuses).
+    pub previous: String,
+    /// Producers already heard in the current cache epoch.
+    pub seen: Vec<Producer>,
+    /// The label state: the turn and continuation of the last request.
+    pub label: (u64, u64),
+    /// The session.
+    pub session: SessionSnapshot,
+}
+
+/// How to run the demo.
+pub struct DemoOptions<'a> {
+    /// The last turn to play.
+    pub turns: u64,
+    /// The delivery style of the library's session.
+    pub delivery: DeliveryStyle,
+    /// The tools sent in a tools field; `None`: rendered as text in the prefix, as a
+    /// backend without a tools field receives them.
+    pub tools: Option<ToolSet>,
+    /// Where to resume from.
+    pub resume: Option<DemoState>,
+    /// The bytes measured for a request (default: the messages array); a wire format
+    /// gives the request body.
+    pub encode: Option<&'a mut dyn FnMut(&Request<'_>) -> Vec<u8>>,
+    /// Gets each request's sequence number and bytes (`--write-bodies`).
+    pub sink: Option<&'a mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>>,
+    /// Gets the number of requests composed so far.
+    pub progress: Option<&'a mut dyn FnMut(u64)>,
+}
+
+impl DemoOptions<'_> {
+    /// `turns` turns from the start, in the system style, tools as text.
+    pub fn new(turns: u64) -> Self {
+        Self {
+            turns,
+            delivery: DeliveryStyle::system(),
+            tools: None,
+            resume: None,
+            encode: None,
+            sink: None,
+            progress: None,
+        }
+    }
+}
+
+/// What a demo run produced.
+pub struct DemoRun {
+    /// The requests played.
+    pub turns: Vec<DemoTurn>,
+    /// Where it stopped, to resume from.
+    pub state: DemoState,
+}
+
+/// Runs the demo as `options` says: from the start or from a saved state, to `turns`.
+pub fn run_demo(
+    registry: &Registry,
+    policy: &PromptPolicy,
+    options: DemoOptions<'_>,
+) -> Result<DemoRun, DemoError> {
+    let DemoOptions {
+        turns,
+        delivery,
+        tools,
+        resume,
+        mut encode,
+        mut sink,
+        mut progress,
+    } = options;
     let registry = with_mcp_server(registry)?;
-    let mut previous = Vec::new();
-    let mut seen: HashSet<Producer> = HashSet::new();
-    let mut epoch = 0;
-    let mut labels = RequestLabels::default();
-    let paired = ScenarioSize::Full.paired_with(&registry, policy, turns, |step, request| {
-        let bytes = request.to_bytes();
+    let size = ScenarioSize::Full;
+    let mut values = size.session_values()?;
+    if tools.is_some() {
+        values.insert(ToolsField);
+    }
+    let session_options = SessionOptions {
+        delivery,
+        ..SessionOptions::default()
+    }
+    .with_tools(tools.unwrap_or_default());
+    let components: Vec<Component> = registry.components().cloned().collect();
+    let (mut session, first, mut previous, mut seen, mut labels) = match resume {
+        None => (
+            Session::start(
+                components,
+                policy,
+                SessionContext::new(values),
+                session_options,
+            )
+            .map_err(ScenarioError::from)?,
+            1,
+            Vec::new(),
+            HashSet::new(),
+            RequestLabels::default(),
+        ),
+        Some(state) => {
+            if state.format != DEMO_FORMAT || state.version != 1 {
+                return Err(DemoError::State(format!(
+                    "not a saved demo: format {:?}, version {}",
+                    state.format, state.version
+                )));
+            }
+            let (session, changes) = Session::restore(
+                &state.session,
+                components,
+                policy,
+                SessionContext::new(values),
+                session_options,
+                RestoreMode::Strict,
+            )?;
+            if let Some(changes) = changes {
+                return Err(DemoError::State(changes.summary()));
+            }
+            (
+                session,
+                state.turn + 1,
+                state.previous.into_bytes(),
+                state.seen.into_iter().collect(),
+                RequestLabels::resume(state.label.0, state.label.1),
+            )
+        }
+    };
+    let mut epoch = session.history().epoch();
+    let mut out: Vec<DemoTurn> = Vec::new();
+    let mut failed: Option<std::io::Error> = None;
+    size.play(&mut session, first..=turns, &mut |step, request| {
+        let bytes = match encode.as_mut() {
+            Some(encode) => encode(request),
+            None => request.to_bytes(),
+        };
+        if let Some(sink) = sink.as_mut()
+            && failed.is_none()
+            && let Err(e) = sink(request.sequence(), &bytes)
+        {
+            failed = Some(e);
+        }
         if request.epoch() != epoch {
             epoch = request.epoch();
             seen.clear();
@@ -137,8 +297,10 @@ pub fn run_with_progress(
                 seen.insert(node.producer().clone());
             }
         }
-        progress(step.turn);
-        let turn = DemoTurn {
+        if let Some(progress) = progress.as_mut() {
+            progress(request.sequence());
+        }
+        out.push(DemoTurn {
             turn: step.turn,
             label: labels.next(step.turn, request.is_continuation()),
             continuation: request.is_continuation(),
@@ -166,19 +328,46 @@ pub fn run_with_progress(
                 .map(|(id, _)| id.to_string())
                 .collect(),
             fingerprint: request.prefix_fingerprint().to_string(),
-        };
+            sequence: request.sequence(),
+        });
         previous = bytes;
-        Ok(turn)
+        Ok(())
     })?;
-    let mut previous = Vec::new();
-    let mut out = Vec::with_capacity(paired.len());
-    for (mut t, head) in paired {
-        let bytes = head.to_bytes();
-        t.head_rewrite_bytes = bytes.len();
-        t.head_rewrite_reused = common_prefix_len(&previous, &bytes);
-        previous = bytes;
-        progress(turns.saturating_add(t.turn));
-        out.push(t);
+    if let Some(e) = failed {
+        return Err(DemoError::Write(e));
     }
-    Ok(out)
+    // The baseline, composed from the start, request by request beside the library's.
+    let head = size.compose(Strategy::ReplaceAtHead, &registry, turns)?;
+    for t in &mut out {
+        let index = usize::try_from(t.sequence)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(1);
+        let Some(request) = head.get(index) else {
+            continue;
+        };
+        let bytes = request.to_bytes();
+        t.head_rewrite_bytes = bytes.len();
+        t.head_rewrite_reused = index
+            .checked_sub(1)
+            .and_then(|i| head.get(i))
+            .map_or(0, |p| common_prefix_len(&p.to_bytes(), &bytes));
+        if let Some(progress) = progress.as_mut() {
+            progress(session.requests().saturating_add(t.sequence));
+        }
+    }
+    let state = DemoState {
+        format: DEMO_FORMAT.to_owned(),
+        version: 1,
+        turn: turns,
+        previous: String::from_utf8_lossy(&previous).into_owned(),
+        seen: seen.into_iter().collect(),
+        label: labels.state(),
+        session: session
+            .save()
+            .map_err(|e| DemoError::State(e.to_string()))?,
+    };
+    Ok(DemoRun { turns: out, state })
 }
+
+/// The `format` of a saved demo.
+pub const DEMO_FORMAT: &str = "cacheline-demo";

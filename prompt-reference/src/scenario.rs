@@ -944,6 +944,16 @@ pub struct RequestLabels {
 }
 
 impl RequestLabels {
+    /// Labels that go on after a request of `turn` with `continuation` continuations.
+    pub fn resume(turn: u64, continuation: u64) -> Self {
+        Self { turn, continuation }
+    }
+
+    /// The turn and continuation of the last label: what [`RequestLabels::resume`] takes.
+    pub fn state(&self) -> (u64, u64) {
+        (self.turn, self.continuation)
+    }
+
     /// The label of the next request.
     pub fn next(&mut self, turn: u64, continuation: bool) -> String {
         if continuation && turn == self.turn {

@@ -127,6 +127,6 @@ pub use prompt_core::{
     TurnContext, set_system_prompt,
 };
 pub use prompt_core::{
-    component, context, delivery, divergence, hash, history, id, messages, node, placement, policy,
-    request, session,
+    adopt, component, context, delivery, divergence, hash, history, id, input, messages, node,
+    placement, policy, refresh, request, session, snapshot, tools,
 };

@@ -4,12 +4,14 @@ use std::error::Error;
 use std::io::Write;
 use std::path::PathBuf;
 
-use prompt_reference::demo::{self, DemoTurn};
-use prompt_registry::Registry;
+use prompt_core::delivery::PrefixRole;
+use prompt_core::input;
+use prompt_reference::demo::{self, DemoOptions, DemoState, DemoTurn};
 use prompt_registry::cli;
+use prompt_registry::{DeliveryStyle, Registry};
 
 use super::DEFAULT_CONFIG;
-use crate::output::{pct_of, progress};
+use crate::output::{pct_of, progress, write_json_error};
 
 /// Arguments of `demo`.
 #[derive(Debug, clap::Args)]
@@ -17,12 +19,44 @@ pub(crate) struct DemoArgs {
     /// agent.toml to use (default: the built-in one); `-` reads standard input.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Number of turns.
+    /// The last turn to play (with --resume: play on from the saved turn to this one).
     #[arg(long, default_value_t = 12)]
     turns: u64,
+    /// How updates are delivered: system, user-reminder, merged (into the next user
+    /// message) or first-user (merged, and the prefix in the first user message).
+    #[arg(long, default_value = "system", value_parser = parse_delivery)]
+    delivery: DeliveryStyle,
+    /// Write the session after the last turn to FILE (resume it with --resume).
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Go on from a session written by --save.
+    #[arg(long, value_name = "FILE")]
+    resume: Option<PathBuf>,
+    /// Write every request exactly as it would be sent, one file per request:
+    /// DIR/request-001.json, request-002.json, … (numbered across --save and --resume).
+    #[arg(long, value_name = "DIR")]
+    write_bodies: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// The most a saved demo may hold: 256 MiB (a long session's history).
+const SAVED_LIMIT: u64 = 256 << 20;
+
+fn parse_delivery(s: &str) -> Result<DeliveryStyle, String> {
+    match s {
+        "system" => Ok(DeliveryStyle::system()),
+        "user-reminder" => Ok(DeliveryStyle::user_reminder("system-reminder")),
+        "merged" => Ok(DeliveryStyle::merged_into_user("system-reminder")),
+        "first-user" => {
+            Ok(DeliveryStyle::merged_into_user("system-reminder")
+                .with_prefix(PrefixRole::FirstUser))
+        }
+        other => Err(format!(
+            "unknown delivery `{other}`: expected system, user-reminder, merged or first-user"
+        )),
+    }
 }
 
 const LEGEND: &str = "\
@@ -48,12 +82,53 @@ pub(crate) fn run(
     else {
         return Ok(2);
     };
+    let resume = match &args.resume {
+        None => None,
+        Some(path) => {
+            let text = match input::read_text(path, SAVED_LIMIT) {
+                Ok(text) => text,
+                Err(e) => {
+                    cli::write_error(err, None, &e);
+                    return Ok(2);
+                }
+            };
+            match serde_json::from_str::<DemoState>(&text) {
+                Ok(state) => Some(state),
+                Err(e) => {
+                    write_json_error(err, path, &e);
+                    return Ok(2);
+                }
+            }
+        }
+    };
+    if let Some(dir) = &args.write_bodies {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{}: cannot create the directory: {e}", dir.display()))?;
+    }
+    // About three requests per turn (tool calls are continuations), twice.
     let bar = progress(
-        args.turns.saturating_mul(2),
+        args.turns.saturating_mul(6),
         "{spinner} composing {pos}/{len} requests {wide_bar}",
     );
-    let report = demo::run_with_progress(registry, &policy, args.turns, |n| bar.set_position(n))?;
+    let mut on_progress = |n: u64| bar.set_position(n);
+    let mut write_body = |sequence: u64, bytes: &[u8]| -> std::io::Result<()> {
+        match &args.write_bodies {
+            Some(dir) => std::fs::write(dir.join(format!("request-{sequence:03}.json")), bytes),
+            None => Ok(()),
+        }
+    };
+    let mut options = DemoOptions::new(args.turns);
+    options.delivery = args.delivery.clone();
+    options.resume = resume;
+    options.progress = Some(&mut on_progress);
+    options.sink = Some(&mut write_body);
+    let run = demo::run_demo(registry, &policy, options)?;
     bar.finish_and_clear();
+    if let Some(path) = &args.save {
+        let text = serde_json::to_string(&run.state)?;
+        std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    }
+    let report = run.turns;
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {

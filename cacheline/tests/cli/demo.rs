@@ -108,3 +108,83 @@ fn demo_runs_the_scripted_session_and_reuses_the_prefix_every_turn() {
         "turn 7: reused {reused} vs replace-at-head {head}"
     );
 }
+
+/// The files of a `--write-bodies` directory, by name.
+fn bodies(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, std::fs::read(&path).unwrap_or_else(|e| panic!("{e}")))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// `demo --save` after turn K and `demo --resume` to turn N write the same request bodies,
+/// byte for byte, as one run of N turns, in every delivery style.
+#[test]
+fn a_saved_and_resumed_demo_writes_the_same_bodies_as_one_run() {
+    let root = std::env::temp_dir().join(format!("cacheline-demo-resume-{}", std::process::id()));
+    for delivery in ["system", "user-reminder", "merged", "first-user"] {
+        let whole = root.join(delivery).join("whole");
+        let split = root.join(delivery).join("split");
+        let saved = root.join(delivery).join("session.json");
+        let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        let (code, _, err) = cacheline(&[
+            "demo",
+            "--turns",
+            "11",
+            "--delivery",
+            delivery,
+            "--write-bodies",
+            &path(&whole),
+        ]);
+        assert_eq!(code, 0, "{delivery}: {err}");
+        let (code, _, err) = cacheline(&[
+            "demo",
+            "--turns",
+            "4",
+            "--delivery",
+            delivery,
+            "--write-bodies",
+            &path(&split),
+            "--save",
+            &path(&saved),
+        ]);
+        assert_eq!(code, 0, "{delivery}: {err}");
+        let (code, out, err) = cacheline(&[
+            "demo",
+            "--turns",
+            "11",
+            "--delivery",
+            delivery,
+            "--write-bodies",
+            &path(&split),
+            "--resume",
+            &path(&saved),
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{delivery}: {err}");
+        let resumed: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            resumed[0]["turn"], 5,
+            "{delivery}: the resumed run starts at turn 5"
+        );
+        let (whole, split) = (bodies(&whole), bodies(&split));
+        assert!(whole.len() > 11, "{delivery}: {} bodies", whole.len());
+        assert_eq!(
+            whole.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            split.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            "{delivery}"
+        );
+        for ((name, a), (_, b)) in whole.iter().zip(&split) {
+            assert!(a == b, "{delivery}: {name} differs after a save and resume");
+        }
+    }
+}
