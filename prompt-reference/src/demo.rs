@@ -163,6 +163,12 @@ pub struct DemoState {
     pub session: SessionSnapshot,
 }
 
+/// Turns a request into the bytes measured and written (a wire format's body).
+pub type Encode<'a> = &'a mut dyn FnMut(&Request<'_>) -> Vec<u8>;
+
+/// Gets each request's sequence number and bytes.
+pub type Sink<'a> = &'a mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>;
+
 /// How to run the demo.
 pub struct DemoOptions<'a> {
     /// The last turn to play.
@@ -176,9 +182,9 @@ pub struct DemoOptions<'a> {
     pub resume: Option<DemoState>,
     /// The bytes measured for a request (default: the messages array); a wire format
     /// gives the request body.
-    pub encode: Option<&'a mut dyn FnMut(&Request<'_>) -> Vec<u8>>,
+    pub encode: Option<Encode<'a>>,
     /// Gets each request's sequence number and bytes (`--write-bodies`).
-    pub sink: Option<&'a mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>>,
+    pub sink: Option<Sink<'a>>,
     /// Gets the number of requests composed so far.
     pub progress: Option<&'a mut dyn FnMut(u64)>,
 }
