@@ -51,6 +51,7 @@
 
 use std::fmt;
 
+use prompt_registry::tools::{ToolSet, ToolSource};
 use prompt_registry::{
     Component, ComponentId, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Registry,
     Request, Session, SessionContext, SessionOptions, TurnContext, component::Content,
@@ -144,6 +145,9 @@ pub enum ScenarioError {
         /// The parser's error.
         source: serde_json::Error,
     },
+    /// The script's tools do not form a tool set.
+    #[error("the scripted tools: {0}")]
+    ToolSet(String),
     /// A composed request is not a JSON array of messages.
     #[error("turn {turn}: the composed request is not a JSON array: {source}")]
     Request {
@@ -690,6 +694,20 @@ impl ScenarioSize {
                     .collect(),
             ))
             .with(ToolCatalog(tools)))
+    }
+}
+
+impl ScenarioSize {
+    /// The script's tools as a [`ToolSet`] (built-in source): what a session sends in the
+    /// request's `tools` field.
+    pub fn tools(self) -> Result<ToolSet, ScenarioError> {
+        let values = self.session_values()?;
+        let catalog = values
+            .get::<ToolCatalog>()
+            .map(|c| Value::Array(c.0.clone()))
+            .unwrap_or_default();
+        ToolSet::from_openai(&[(ToolSource::builtin(), &catalog)])
+            .map_err(|e| ScenarioError::ToolSet(e.to_string()))
     }
 }
 

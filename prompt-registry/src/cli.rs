@@ -26,6 +26,7 @@ use prompt_core::PromptPolicy;
 use prompt_core::input::{self, CONFIG_LIMIT};
 use prompt_core::placement::Placement;
 use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
+use prompt_core::tools::ToolSet;
 use serde::Serialize;
 
 use crate::{Registry, STATUS_SCHEMA_VERSION};
@@ -140,8 +141,23 @@ impl RegistryCommand {
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> Result<u8, Box<dyn Error>> {
+        self.run_with_tools(registry, default_config, None, out, err)
+    }
+
+    /// [`RegistryCommand::run`] for an agent that sends a tools field: `status` shows it as
+    /// a row of its own.
+    pub fn run_with_tools(
+        &self,
+        registry: &Registry,
+        default_config: Option<DefaultConfig>,
+        tools: Option<&ToolSet>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<u8, Box<dyn Error>> {
         match self {
-            RegistryCommand::Status(args) => status(args, registry, default_config, out, err),
+            RegistryCommand::Status(args) => {
+                status_with_tools(args, registry, default_config, tools, out, err)
+            }
             RegistryCommand::Check(args) => check(args, registry, out, err),
         }
     }
@@ -357,10 +373,25 @@ pub fn status(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, Box<dyn Error>> {
+    status_with_tools(args, registry, default_config, None, out, err)
+}
+
+/// [`status`], with the row of the tools field the agent sends.
+pub fn status_with_tools(
+    args: &StatusArgs,
+    registry: &Registry,
+    default_config: Option<DefaultConfig>,
+    tools: Option<&ToolSet>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
     let Some(policy) = load_policy(args.config.as_deref(), registry, default_config, err)? else {
         return Ok(2);
     };
-    let report = registry.status(&policy);
+    let mut report = registry.status(&policy);
+    if let Some(tools) = tools {
+        report = report.with_tools(tools);
+    }
     if args.json {
         writeln!(out, "{}", report.to_json())?;
     } else {

@@ -118,7 +118,7 @@ mod status;
 
 pub use prompt_macros::prompt_component;
 pub use registry::{Namespace, Registry, RegistryError};
-pub use status::{ComponentStatus, PromptStatus, STATUS_SCHEMA_VERSION, StatusReport};
+pub use status::{ComponentStatus, PromptStatus, STATUS_SCHEMA_VERSION, StatusReport, ToolsStatus};
 
 // The names nearly every user needs, by name; the rest of prompt-core through its modules.
 pub use prompt_core::{

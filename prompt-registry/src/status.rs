@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use prompt_core::tools::ToolSet;
 use prompt_core::{
     Component, Persist, Placement, PromptPolicy, placement::Stability, policy::Reason,
 };
@@ -19,6 +20,36 @@ pub struct StatusReport {
     pub schema_version: u32,
     /// The `[prompt]` section's resolved view.
     pub prompt: PromptStatus,
+    /// The tools field, when the agent sends one (`null` otherwise).
+    pub tools: Option<ToolsStatus>,
+}
+
+/// The `tools` request field: frozen for the session like the prefix, and cached before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolsStatus {
+    /// `request field`: the tools travel beside the messages, not in them.
+    pub lands: &'static str,
+    /// `session`: frozen when the session starts; a change is a deliberate refresh.
+    pub stability: &'static str,
+    /// Number of tool definitions.
+    pub definitions: usize,
+    /// Their sources (`builtin`, `mcp:github`, …), sorted.
+    pub sources: Vec<String>,
+    /// Hash of the field as sent, hex.
+    pub fingerprint: String,
+}
+
+impl ToolsStatus {
+    /// The row of `tools`.
+    pub fn of(tools: &ToolSet) -> Self {
+        Self {
+            lands: "request field",
+            stability: "session",
+            definitions: tools.len(),
+            sources: tools.sources().iter().map(ToString::to_string).collect(),
+            fingerprint: tools.fingerprint().to_string(),
+        }
+    }
 }
 
 /// The policy and the rows.
@@ -84,6 +115,7 @@ impl StatusReport {
             .collect();
         Self {
             schema_version: STATUS_SCHEMA_VERSION,
+            tools: None,
             prompt: PromptStatus {
                 default: policy.default,
                 prefix_allow: policy
@@ -95,6 +127,12 @@ impl StatusReport {
                 components: rows,
             },
         }
+    }
+
+    /// The same report with the tools field's row.
+    pub fn with_tools(mut self, tools: &ToolSet) -> Self {
+        self.tools = (!tools.is_empty()).then(|| ToolsStatus::of(tools));
+        self
     }
 
     /// The row of a component.
@@ -170,6 +208,15 @@ impl fmt::Display for StatusReport {
             .iter()
             .filter(|c| c.placement == Placement::Prefix)
             .count();
+        if let Some(tools) = &self.tools {
+            writeln!(
+                f,
+                "tools: {}, {} definitions ({}), frozen for the session",
+                tools.lands,
+                tools.definitions,
+                tools.sources.join(", ")
+            )?;
+        }
         write!(
             f,
             "{} components: {prefix} in the prefix, {} in the tail",

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 use clap::{Parser, Subcommand};
 use prompt_reference::components::DEFAULT_AGENT_TOML;
+use prompt_reference::scenario::ScenarioSize;
 use prompt_registry::Registry;
 use prompt_registry::cli::{self, App, DefaultConfig, RegistryCommand};
 
@@ -68,7 +69,10 @@ pub(crate) fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
 fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, Box<dyn Error>> {
     let registry = Registry::linked()?;
     match command {
-        Command::Registry(command) => command.run(&registry, Some(DEFAULT_CONFIG), out, err),
+        Command::Registry(command) => {
+            let tools = ScenarioSize::Full.tools()?;
+            command.run_with_tools(&registry, Some(DEFAULT_CONFIG), Some(&tools), out, err)
+        }
         Command::Demo(args) => demo::run(&args, &registry, out, err),
         Command::Simulate(args) => simulate::run(&args, &registry, out, err),
         Command::Audit(args) => audit::run(&args, out, err),

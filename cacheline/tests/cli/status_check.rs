@@ -40,6 +40,11 @@ fn status_json_lists_every_reference_component_with_resolved_placement() {
         .unwrap_or_else(|| panic!("date"));
     // docs/status-json.md, schema version 1: every key on every row, with its type.
     assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["tools"]["lands"], "request field");
+    assert_eq!(json["tools"]["stability"], "session");
+    assert!(json["tools"]["definitions"].as_u64().is_some_and(|n| n > 0));
+    assert_eq!(json["tools"]["sources"][0], "builtin");
+    assert!(json["tools"]["fingerprint"].is_string());
     assert!(json["prompt"]["prefix_deny"].is_array());
     let one_of =
         |value: &Value, allowed: &[&str]| value.as_str().is_some_and(|v| allowed.contains(&v));
