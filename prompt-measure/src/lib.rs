@@ -45,6 +45,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub mod audit;
+pub mod fleet;
 pub mod meter;
 pub mod sim;
 pub mod simulate;

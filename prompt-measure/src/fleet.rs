@@ -1,0 +1,510 @@
+//! A fleet of engine replicas behind a router, simulated: which share of prompt tokens the
+//! replicas' prefix caches serve under each routing policy, at any scale.
+//!
+//! A prefix cache lives in one replica. A request that lands on a replica that has not seen
+//! its prefix pays for the whole prompt again. The simulator plays many sessions of the same
+//! agent (one shared frozen prefix, each session its own append-only history, of varied
+//! length) arriving over time, and routes every request to one of `R` replicas. Each replica
+//! keeps a KV cache of fixed capacity in tokens, as blocks with least-recently-used eviction
+//! (vLLM's and SGLang's model: a block is reused only when every block before it is); a
+//! request reuses its longest cached block chain and re-processes the rest, which the
+//! replica then keeps. Routing policies: round robin, least loaded (shortest backlog),
+//! session-key rendezvous hashing, prefix-fingerprint rendezvous hashing, the library's key
+//! ([`Policy::Library`]: the prefix fingerprint combined with one of `k` slots chosen by the
+//! session), and a longest-prefix-match oracle that knows every replica's cache.
+//!
+//! ```
+//! use prompt_measure::fleet::{simulate_fleet, FleetConfig, Policy, SessionShape};
+//! // An 8,000-token prefix; each request adds 1,000 tokens of history.
+//! let shape = SessionShape::linear(8_000, 1_000, 20);
+//! let config = FleetConfig { replicas: 4, sessions: 40, ..FleetConfig::default() };
+//! let spread = simulate_fleet(&shape, &config, Policy::RoundRobin);
+//! let kept = simulate_fleet(&shape, &config, Policy::SessionHash);
+//! assert!(kept.cached_share > spread.cached_share);
+//! assert_eq!(kept.requests, spread.requests);
+//! ```
+
+use std::collections::hash_map::Entry;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::cmp::Reverse;
+
+use serde::Serialize;
+
+/// The requests of one session: prompt lengths in tokens, the prefix they share with every
+/// session of the agent, and where the history restarts (a compaction's new epoch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionShape {
+    /// Tokens of the frozen prefix (tools and system text), the same in every session.
+    pub prefix_tokens: u64,
+    /// Prompt tokens of each request, in order.
+    pub requests: Vec<u64>,
+    /// For each request, its cache epoch: the history after the prefix is new when it
+    /// changes.
+    pub epochs: Vec<u32>,
+}
+
+impl SessionShape {
+    /// A prefix and `requests` requests that each add `step` tokens, one epoch.
+    pub fn linear(prefix_tokens: u64, step: u64, requests: usize) -> Self {
+        let requests: Vec<u64> = (1..=requests as u64)
+            .map(|k| prefix_tokens.saturating_add(step.saturating_mul(k)))
+            .collect();
+        Self {
+            prefix_tokens,
+            epochs: vec![0; requests.len()],
+            requests,
+        }
+    }
+}
+
+/// A routing policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum Policy {
+    /// Each request to the next replica.
+    RoundRobin,
+    /// Each request to the replica with the shortest backlog.
+    LeastLoaded,
+    /// Rendezvous hashing of the session key: a session keeps its replica.
+    SessionHash,
+    /// Rendezvous hashing of the prefix fingerprint: every session of an agent on one
+    /// replica.
+    PrefixHash,
+    /// The library's key: rendezvous hashing of the prefix fingerprint and one of `slots`
+    /// slots picked by the session key, so an agent's sessions spread over at most `slots`
+    /// replicas and each keeps its own.
+    Library {
+        /// Replicas an agent's sessions may spread over.
+        slots: u32,
+    },
+    /// The replica whose cache holds the longest prefix of the request (ties: the shortest
+    /// backlog): what a router that saw every cache could do.
+    Oracle,
+}
+
+impl Policy {
+    /// A short name for tables.
+    pub fn name(&self) -> String {
+        match self {
+            Policy::RoundRobin => "round_robin".to_owned(),
+            Policy::LeastLoaded => "least_loaded".to_owned(),
+            Policy::SessionHash => "session_hash".to_owned(),
+            Policy::PrefixHash => "prefix_hash".to_owned(),
+            Policy::Library { slots } => format!("library(k={slots})"),
+            Policy::Oracle => "oracle".to_owned(),
+        }
+    }
+}
+
+/// The fleet and its load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FleetConfig {
+    /// Engine replicas.
+    pub replicas: usize,
+    /// KV-cache capacity of each replica, in tokens.
+    pub capacity_tokens: u64,
+    /// Tokens per cache block.
+    pub block_tokens: u64,
+    /// Concurrent sessions.
+    pub sessions: usize,
+    /// Each session plays between this many requests…
+    pub min_requests: usize,
+    /// …and this many (capped by the shape).
+    pub max_requests: usize,
+    /// Sessions start spread over this many time units.
+    pub arrival_spread: u64,
+    /// Mean time between two requests of a session.
+    pub think_time: u64,
+    /// Time a replica spends per re-processed token (a cached token is free), for the
+    /// backlog least-loaded routing sees.
+    pub cost_per_token: u64,
+    /// Agents (distinct frozen prefixes); sessions are dealt to them in turn.
+    pub agents: usize,
+    /// Seed of the session lengths and timings.
+    pub seed: u64,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            replicas: 8,
+            capacity_tokens: 2_000_000,
+            block_tokens: 256,
+            sessions: 100,
+            min_requests: 5,
+            max_requests: usize::MAX,
+            arrival_spread: 1_000_000,
+            think_time: 20_000,
+            cost_per_token: 1,
+            agents: 1,
+            seed: 1,
+        }
+    }
+}
+
+/// What a policy did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetReport {
+    /// The policy.
+    pub policy: String,
+    /// Replicas.
+    pub replicas: usize,
+    /// Sessions.
+    pub sessions: usize,
+    /// Requests routed.
+    pub requests: u64,
+    /// Prompt tokens over all requests.
+    pub tokens: u64,
+    /// Tokens served from a replica's cache.
+    pub cached: u64,
+    /// Tokens re-processed.
+    pub reprocessed: u64,
+    /// `cached / tokens`.
+    pub cached_share: f64,
+    /// Most requests on one replica over the mean per replica (1.0: perfectly even).
+    pub imbalance: f64,
+}
+
+/// SplitMix64: a fast, well-mixed hash of one word, for block ids and rendezvous scores.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn mix2(a: u64, b: u64) -> u64 {
+    mix(a ^ mix(b))
+}
+
+/// Rendezvous hashing: the replica with the highest score for `key`.
+fn rendezvous(key: u64, replicas: usize) -> usize {
+    (0..replicas)
+        .max_by_key(|&r| mix2(key, r as u64))
+        .unwrap_or(0)
+}
+
+/// One replica's KV cache: blocks with least-recently-used eviction.
+struct Replica {
+    capacity: usize,
+    /// Block → the tick of its last use.
+    blocks: HashMap<u64, u64>,
+    /// (block, tick) in use order; entries whose tick is stale are skipped.
+    order: VecDeque<(u64, u64)>,
+    busy_until: u64,
+    requests: u64,
+}
+
+impl Replica {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            blocks: HashMap::new(),
+            order: VecDeque::new(),
+            busy_until: 0,
+            requests: 0,
+        }
+    }
+
+    /// Leading blocks of `chain` present.
+    fn cached_blocks(&self, chain: &[u64]) -> usize {
+        chain
+            .iter()
+            .take_while(|b| self.blocks.contains_key(b))
+            .count()
+    }
+
+    /// Keeps `chain` as most recently used; evicts what no longer fits, reporting evicted
+    /// blocks to `evicted`.
+    fn touch(&mut self, chain: &[u64], tick: &mut u64, evicted: &mut dyn FnMut(u64)) {
+        for &block in chain {
+            *tick += 1;
+            self.blocks.insert(block, *tick);
+            self.order.push_back((block, *tick));
+        }
+        while self.blocks.len() > self.capacity {
+            let Some((block, at)) = self.order.pop_front() else {
+                break;
+            };
+            if let Entry::Occupied(entry) = self.blocks.entry(block)
+                && *entry.get() == at
+            {
+                entry.remove();
+                evicted(block);
+            }
+        }
+        // Stale entries are dropped when they reach the front; keep the queue bounded.
+        if self.order.len() > 4 * self.capacity + 1024 {
+            let blocks = &self.blocks;
+            self.order.retain(|(b, at)| blocks.get(b) == Some(at));
+        }
+    }
+}
+
+/// Which replicas hold a block: for the oracle, so a lookup never scans every replica.
+#[derive(Default)]
+struct Holders {
+    map: HashMap<u64, Vec<u64>>,
+    words: usize,
+}
+
+impl Holders {
+    fn new(replicas: usize) -> Self {
+        Self {
+            map: HashMap::new(),
+            words: replicas.div_ceil(64),
+        }
+    }
+
+    fn add(&mut self, block: u64, replica: usize) {
+        let words = self.words;
+        let bits = self.map.entry(block).or_insert_with(|| vec![0; words]);
+        bits[replica / 64] |= 1 << (replica % 64);
+    }
+
+    fn remove(&mut self, block: u64, replica: usize) {
+        if let Some(bits) = self.map.get_mut(&block) {
+            bits[replica / 64] &= !(1 << (replica % 64));
+            if bits.iter().all(|w| *w == 0) {
+                self.map.remove(&block);
+            }
+        }
+    }
+
+    /// Replicas holding the longest prefix of `chain`, and its length in blocks.
+    fn longest(&self, chain: &[u64], replicas: usize) -> (Vec<u64>, usize) {
+        let mut candidates = vec![u64::MAX; self.words];
+        if replicas % 64 != 0
+            && let Some(last) = candidates.last_mut()
+        {
+            *last = (1u64 << (replicas % 64)) - 1;
+        }
+        let mut depth = 0;
+        for block in chain {
+            let Some(bits) = self.map.get(block) else {
+                break;
+            };
+            let next: Vec<u64> = candidates.iter().zip(bits).map(|(a, b)| a & b).collect();
+            if next.iter().all(|w| *w == 0) {
+                break;
+            }
+            candidates = next;
+            depth += 1;
+        }
+        (candidates, depth)
+    }
+}
+
+/// The agent a session belongs to.
+fn agent_of(config: &FleetConfig, session: usize) -> u64 {
+    (session % config.agents.max(1)) as u64
+}
+
+/// One session's timeline.
+struct SessionPlan {
+    requests: usize,
+    start: u64,
+    gap: u64,
+}
+
+fn plan(config: &FleetConfig, shape: &SessionShape, session: usize) -> SessionPlan {
+    let h = mix2(config.seed, session as u64);
+    let most = shape.requests.len().min(config.max_requests).max(1);
+    let least = config.min_requests.clamp(1, most);
+    let requests = least + (h % (most - least + 1) as u64) as usize;
+    let start = mix(h) % config.arrival_spread.max(1);
+    let gap = config.think_time / 2 + mix(h ^ 1) % config.think_time.max(1);
+    SessionPlan {
+        requests,
+        start,
+        gap: gap.max(1),
+    }
+}
+
+/// The block chain of `session`'s request `k`: full blocks only; those inside the shared
+/// prefix are the agent's, the rest the session's (per epoch).
+fn chain(
+    shape: &SessionShape,
+    config: &FleetConfig,
+    session: usize,
+    k: usize,
+    out: &mut Vec<u64>,
+) {
+    out.clear();
+    let block = config.block_tokens.max(1);
+    let tokens = shape.requests.get(k).copied().unwrap_or(0);
+    let epoch = shape.epochs.get(k).copied().unwrap_or(0);
+    let shared = shape.prefix_tokens / block;
+    let agent = agent_of(config, session);
+    for i in 0..tokens / block {
+        out.push(if i < shared {
+            mix2(mix2(0xa9e7, agent), i)
+        } else {
+            mix2(mix2(session as u64 + 1, u64::from(epoch)), i)
+        });
+    }
+}
+
+/// Plays every session through the fleet under `policy`.
+pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy) -> FleetReport {
+    let replicas_n = config.replicas.max(1);
+    let capacity = usize::try_from(config.capacity_tokens / config.block_tokens.max(1))
+        .unwrap_or(usize::MAX);
+    let mut replicas: Vec<Replica> = (0..replicas_n).map(|_| Replica::new(capacity)).collect();
+    let mut holders = Holders::new(if policy == Policy::Oracle { replicas_n } else { 0 });
+    let plans: Vec<SessionPlan> = (0..config.sessions)
+        .map(|s| plan(config, shape, s))
+        .collect();
+    // (time, session, request index), earliest first.
+    let mut events: BinaryHeap<Reverse<(u64, usize, usize)>> = plans
+        .iter()
+        .enumerate()
+        .map(|(s, p)| Reverse((p.start, s, 0)))
+        .collect();
+    let (mut tick, mut next_rr) = (0u64, 0usize);
+    let (mut requests, mut tokens, mut cached) = (0u64, 0u64, 0u64);
+    let mut blocks = Vec::new();
+    while let Some(Reverse((now, session, k))) = events.pop() {
+        chain(shape, config, session, k, &mut blocks);
+        let request_tokens = shape.requests.get(k).copied().unwrap_or(0);
+        let session_key = mix2(config.seed ^ 0x5e55, session as u64);
+        let prefix_key = mix2(0x0070_7265_6669_78, agent_of(config, session));
+        let least_loaded = |replicas: &[Replica]| {
+            (0..replicas.len())
+                .min_by_key(|&r| replicas[r].busy_until.max(now))
+                .unwrap_or(0)
+        };
+        let target = match policy {
+            Policy::RoundRobin => {
+                next_rr = (next_rr + 1) % replicas_n;
+                next_rr
+            }
+            Policy::LeastLoaded => least_loaded(&replicas),
+            Policy::SessionHash => rendezvous(session_key, replicas_n),
+            Policy::PrefixHash => rendezvous(prefix_key, replicas_n),
+            Policy::Library { slots } => {
+                let slot = session_key % u64::from(slots.max(1));
+                rendezvous(mix2(prefix_key, slot), replicas_n)
+            }
+            Policy::Oracle => {
+                let (candidates, depth) = holders.longest(&blocks, replicas_n);
+                if depth == 0 {
+                    least_loaded(&replicas)
+                } else {
+                    (0..replicas_n)
+                        .filter(|r| candidates[r / 64] >> (r % 64) & 1 == 1)
+                        .min_by_key(|&r| replicas[r].busy_until.max(now))
+                        .unwrap_or(0)
+                }
+            }
+        };
+        let replica = &mut replicas[target];
+        let hit_blocks = replica.cached_blocks(&blocks) as u64;
+        let hit = hit_blocks
+            .saturating_mul(config.block_tokens)
+            .min(request_tokens);
+        let miss = request_tokens - hit;
+        replica.busy_until = replica
+            .busy_until
+            .max(now)
+            .saturating_add(miss.saturating_mul(config.cost_per_token));
+        replica.requests += 1;
+        if policy == Policy::Oracle {
+            for &b in &blocks {
+                holders.add(b, target);
+            }
+            let holders = &mut holders;
+            replica.touch(&blocks, &mut tick, &mut |b| holders.remove(b, target));
+        } else {
+            replica.touch(&blocks, &mut tick, &mut |_| {});
+        }
+        requests += 1;
+        tokens = tokens.saturating_add(request_tokens);
+        cached = cached.saturating_add(hit);
+        let plan = &plans[session];
+        if k + 1 < plan.requests {
+            events.push(Reverse((now.saturating_add(plan.gap), session, k + 1)));
+        }
+    }
+    let most = replicas.iter().map(|r| r.requests).max().unwrap_or(0);
+    let mean = requests as f64 / replicas_n as f64;
+    FleetReport {
+        policy: policy.name(),
+        replicas: replicas_n,
+        sessions: config.sessions,
+        requests,
+        tokens,
+        cached,
+        reprocessed: tokens - cached,
+        cached_share: if tokens == 0 {
+            0.0
+        } else {
+            cached as f64 / tokens as f64
+        },
+        imbalance: if mean == 0.0 { 0.0 } else { most as f64 / mean },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> FleetConfig {
+        FleetConfig {
+            replicas: 4,
+            sessions: 12,
+            capacity_tokens: 10_000_000,
+            ..FleetConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_session_kept_on_its_replica_reprocesses_only_what_is_new() {
+        let shape = SessionShape::linear(1024, 512, 10);
+        let config = FleetConfig {
+            min_requests: 10,
+            ..small()
+        };
+        let report = simulate_fleet(&shape, &config, Policy::SessionHash);
+        // Each session: its first request is cold but for the shared prefix; later ones
+        // reuse everything but the new 512 tokens.
+        assert_eq!(report.requests, 12 * 10);
+        let per_session_new = 1024 + 512 + 9 * 512;
+        assert!(report.reprocessed <= 12 * per_session_new as u64, "{report:?}");
+    }
+
+    #[test]
+    fn the_oracle_never_does_worse_than_any_hash() {
+        let shape = SessionShape::linear(4096, 1024, 15);
+        let config = FleetConfig {
+            capacity_tokens: 60_000,
+            ..small()
+        };
+        let oracle = simulate_fleet(&shape, &config, Policy::Oracle);
+        for policy in [Policy::RoundRobin, Policy::SessionHash, Policy::PrefixHash] {
+            let other = simulate_fleet(&shape, &config, policy);
+            assert!(oracle.cached + 4096 * 12 >= other.cached, "{policy:?}: {other:?} vs {oracle:?}");
+        }
+    }
+
+    #[test]
+    fn prefix_hashing_piles_every_session_on_one_replica() {
+        let shape = SessionShape::linear(1024, 256, 8);
+        let report = simulate_fleet(&shape, &small(), Policy::PrefixHash);
+        assert!((report.imbalance - 4.0).abs() < 1e-9, "{report:?}");
+        let spread = simulate_fleet(&shape, &small(), Policy::Library { slots: 4 });
+        assert!(spread.imbalance < report.imbalance, "{spread:?}");
+    }
+
+    #[test]
+    fn eviction_bounds_each_replica_to_its_capacity() {
+        let mut replica = Replica::new(3);
+        let mut tick = 0;
+        let mut evicted = Vec::new();
+        replica.touch(&[1, 2, 3], &mut tick, &mut |b| evicted.push(b));
+        replica.touch(&[1, 4], &mut tick, &mut |b| evicted.push(b));
+        assert_eq!(evicted, [2]);
+        assert_eq!(replica.cached_blocks(&[1, 3, 4]), 3);
+        assert_eq!(replica.cached_blocks(&[2, 1]), 0);
+    }
+}
