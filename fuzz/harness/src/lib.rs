@@ -6,6 +6,10 @@
 //! `cargo test` without nightly.
 #![forbid(unsafe_code)]
 
+mod template_probe;
+
+pub use template_probe::template_probe;
+
 /// A fuzz target: its name (the `fuzz/fuzz_targets/<name>.rs` file and corpus folder) and
 /// its body.
 pub struct Target {
@@ -16,4 +20,7 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: &[Target] = &[];
+pub const TARGETS: &[Target] = &[Target {
+    name: "template_probe",
+    run: template_probe,
+}];
