@@ -40,10 +40,13 @@
 pub const TEMPLATE_LIMIT: u64 = 1 << 20;
 
 mod clock;
+mod guard;
+mod limits;
 mod probe;
 mod render;
 
 pub use clock::Clock;
+pub use limits::{Limit, RenderLimits};
 pub use probe::{
     Delivery, DeliveryAttempt, DeliveryRefused, HeadSystem, MidSystem, PrefixStability,
     ProbeOptions, ProbeReport, REMINDER_TAG, Scenario, ScenarioOutcome, TemplateDivergence, probe,

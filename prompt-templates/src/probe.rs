@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::clock::Clock;
+use super::limits::RenderLimits;
 use super::render::{ChatTemplate, RenderError, RenderOptions};
 
 /// The tag that wraps updates delivered as user messages.
@@ -30,10 +31,23 @@ const USER3: &str = "probe-user-three-q7z";
 const NEW_SYSTEM: &str = "probe-new-system-prompt-q7z";
 
 /// Options of a probe.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeOptions {
-    /// What the renders see (`bos_token`, `eos_token`, the clock, extra variables).
+    /// What the renders see (`bos_token`, `eos_token`, the clock, extra variables) and what
+    /// each may cost.
     pub render: RenderOptions,
+}
+
+impl Default for ProbeOptions {
+    /// The default render options with [`RenderLimits::PROBE`].
+    fn default() -> Self {
+        Self {
+            render: RenderOptions {
+                limits: RenderLimits::PROBE,
+                ..RenderOptions::default()
+            },
+        }
+    }
 }
 
 /// How the template treats a `role: "system"` message that is not the first message.

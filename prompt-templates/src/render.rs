@@ -2,13 +2,21 @@
 //! (`--jinja`) do, with minijinja.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use minijinja::value::{Kwargs, Value as JValue, ValueKind};
-use minijinja::{Environment, Error as JError, ErrorKind};
+use minijinja::{Environment, Error as JError, ErrorKind, State};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::clock::Clock;
+use super::guard::{self, ACYCLIC_GUARD, CYCLE_GUARD, GUARD, NO_CYCLE_ITEMS, STEP_GUARD};
+use super::limits::{
+    CappedWriter, FueledWriter, Limit, RenderLimits, guard_acyclic, guard_cycle_items,
+    guard_slice_step, guard_value, limit_error, limit_hit, no_cycle_items,
+};
 
 /// The template could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +47,20 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// The render exceeded one of its [`RenderLimits`] and was stopped.
+    #[error("the template exceeds a render limit ({}): {message}", limit.label())]
+    Limit {
+        /// Which limit.
+        limit: Limit,
+        /// What happened, with the line when known.
+        message: String,
+    },
+    /// The engine panicked; the panic was caught and the render abandoned.
+    #[error("the template engine panicked: {message}")]
+    Panicked {
+        /// The panic message.
+        message: String,
+    },
 }
 
 /// What a render sees besides `messages` and `add_generation_prompt`.
@@ -55,6 +77,8 @@ pub struct RenderOptions {
     pub llama_cpp_extras: bool,
     /// Further top-level variables (`enable_thinking`, `reasoning_effort`, `tools`…).
     pub extra: serde_json::Map<String, Value>,
+    /// What one render may cost.
+    pub limits: RenderLimits,
 }
 
 impl Default for RenderOptions {
@@ -65,6 +89,7 @@ impl Default for RenderOptions {
             clock: Clock::default(),
             llama_cpp_extras: true,
             extra: serde_json::Map::new(),
+            limits: RenderLimits::default(),
         }
     }
 }
@@ -90,6 +115,17 @@ impl std::error::Error for Raised {}
 /// (`", "` and `": "` separators, no ASCII or HTML escaping), `bos_token`, `eos_token`;
 /// `tools` is left undefined.
 ///
+/// The template is untrusted code: every render runs within [`RenderOptions::limits`]
+/// (fuel, output size, the size and nesting of values, recursion), the filters and
+/// functions added here bound their arguments, and a template that exceeds a limit fails
+/// with [`RenderError::Limit`]. Compiling rejects what would make minijinja itself crash
+/// (a line of 65 535 characters or more, an expression chaining more than 256 operators).
+/// A panic inside minijinja is caught and reported as [`RenderError::Panicked`] or a
+/// [`TemplateError`]: the checks above prevent the panics known, and catching is the last
+/// line of defence so that a bug in the engine costs one probe, not the process. (It cannot
+/// help where Rust aborts instead of unwinding: allocation failure and stack overflow, which
+/// is why those are prevented before they happen.)
+///
 /// ```
 /// use prompt_templates::ChatTemplate;
 /// use serde_json::json;
@@ -102,6 +138,10 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
     options: RenderOptions,
+    /// The fuel used by all renders so far (see [`RenderLimits::total_fuel`]).
+    spent: AtomicU64,
+    /// The fuel used when `raise_exception` was last called.
+    raised_at: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for ChatTemplate {
@@ -122,7 +162,21 @@ impl ChatTemplate {
 
     /// Compiles `source` with `options`.
     pub fn with_options(source: &str, options: RenderOptions) -> Result<Self, TemplateError> {
-        let mut env = Environment::new();
+        Self::compile(source, options, true)
+    }
+
+    /// Compiles `source`, with the guards of `guard.rs` inserted when `guarded` (always,
+    /// outside the test that checks they change nothing).
+    fn compile(source: &str, options: RenderOptions, guarded: bool) -> Result<Self, TemplateError> {
+        if source.len() as u64 > crate::TEMPLATE_LIMIT {
+            return Err(TemplateError {
+                message: format!(
+                    "the template is {} bytes; at most {} are supported",
+                    source.len(),
+                    crate::TEMPLATE_LIMIT
+                ),
+            });
+        }
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
             .lstrip_blocks(true)
@@ -130,18 +184,67 @@ impl ChatTemplate {
             .map_err(|e| TemplateError {
                 message: describe(&e),
             })?;
+        let compiled = if guarded {
+            unwind(|| guard::prepare(source, NAME, &syntax)).map_err(|panic| TemplateError {
+                message: format!("the template engine panicked: {panic}"),
+            })??
+        } else {
+            source.to_owned()
+        };
+        let limits = options.limits;
+        let mut env = Environment::new();
         env.set_syntax(syntax);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_fuel(Some(limits.fuel));
+        env.set_recursion_limit(limits.recursion);
+        // Not in Hugging Face's environment; it prints the whole context unbounded.
+        env.remove_global("debug");
+        env.set_unknown_method_callback(python_method);
+        env.add_filter(GUARD, move |state: &State, value: JValue| {
+            guard_value(state, value, &limits)
+        });
+        env.add_filter(
+            ACYCLIC_GUARD,
+            move |state: &State, value: JValue, targets: minijinja::value::Rest<JValue>| {
+                guard_acyclic(state, value, &targets, &limits)
+            },
+        );
+        env.add_filter(STEP_GUARD, guard_slice_step);
+        env.add_filter(CYCLE_GUARD, guard_cycle_items);
+        env.add_function(NO_CYCLE_ITEMS, || -> Result<JValue, JError> {
+            Err(no_cycle_items())
+        });
+        env.add_filter("split", split_filter);
+        env.add_filter("sum", sum_filter);
+        env.add_filter("lines", lines_filter);
+        env.add_function("range", range_function);
+        let raised_at = Arc::new(AtomicU64::new(0));
+        let raised_fuel = Arc::clone(&raised_at);
         env.add_function(
             "raise_exception",
-            |message: String| -> Result<JValue, JError> {
+            move |state: &State, message: String| -> Result<JValue, JError> {
+                let used = state.fuel_levels().map_or(0, |(used, _)| used);
+                raised_fuel.store(used, Ordering::Relaxed);
+                let message = truncate(&message, MESSAGE_CHARS);
                 Err(JError::new(ErrorKind::InvalidOperation, message.clone())
                     .with_source(Raised(message)))
             },
         );
         let clock = options.clock;
-        env.add_function("strftime_now", move |fmt: String| clock.strftime(&fmt));
-        env.add_filter("tojson", tojson);
+        env.add_function("strftime_now", move |fmt: String| {
+            if fmt.chars().count() > STRFTIME_CHARS {
+                return Err(limit_error(
+                    Limit::Argument,
+                    format!("strftime_now format is longer than {STRFTIME_CHARS} characters"),
+                ));
+            }
+            Ok(clock.strftime(&fmt))
+        });
+        env.add_filter(
+            "tojson",
+            move |state: &State, value: &JValue, indent: Option<JValue>, kwargs: Kwargs| {
+                tojson(state, value, indent, kwargs, limits.value_bytes)
+            },
+        );
         if options.llama_cpp_extras {
             env.add_global(
                 "datetime",
@@ -149,14 +252,19 @@ impl ChatTemplate {
             );
             env.add_global("functions", JValue::from("[]"));
         }
-        env.add_template_owned(NAME, source.to_owned())
-            .map_err(|e| TemplateError {
-                message: describe(&e),
+        let added =
+            unwind(|| env.add_template_owned(NAME, compiled)).map_err(|panic| TemplateError {
+                message: format!("the template engine panicked: {panic}"),
             })?;
+        added.map_err(|e| TemplateError {
+            message: describe(&e),
+        })?;
         Ok(Self {
             env,
             source: source.to_owned(),
             options,
+            spent: AtomicU64::new(0),
+            raised_at,
         })
     }
 
@@ -211,14 +319,35 @@ impl ChatTemplate {
         for (key, value) in &self.options.extra {
             ctx.push((key.clone(), to_jinja(value)));
         }
-        template
-            .render(JValue::from_pairs(ctx))
-            .map_err(|e| match raised_message(&e) {
-                Some(message) => RenderError::Raised { message },
-                None => RenderError::Engine {
-                    message: describe(&e),
-                },
-            })
+        let limits = &self.options.limits;
+        if let Some(total) = limits.total_fuel
+            && self.spent.load(Ordering::Relaxed) >= total
+        {
+            return Err(RenderError::Limit {
+                limit: Limit::Fuel,
+                message: format!("the template used up its fuel ({total} over all renders)"),
+            });
+        }
+        let mut out = CappedWriter::new(limits.output_bytes);
+        let rendered = unwind(|| {
+            template
+                .render_captured_to(JValue::from_pairs(ctx), &mut out)
+                .map(|captured| captured.state().fuel_levels().map_or(0, |(used, _)| used))
+        });
+        let (used, result) = match rendered {
+            Ok(Ok(used)) => (used, Ok(out.into_string())),
+            Ok(Err(e)) => {
+                let error = classify(&e, out.overflowed, limits);
+                let used = match error {
+                    RenderError::Raised { .. } => self.raised_at.load(Ordering::Relaxed),
+                    _ => limits.fuel,
+                };
+                (used, Err(error))
+            }
+            Err(message) => (limits.fuel, Err(RenderError::Panicked { message })),
+        };
+        self.spent.fetch_add(used, Ordering::Relaxed);
+        result
     }
 
     /// Renders a serialized request (a JSON array of messages, as
@@ -253,15 +382,255 @@ fn raised_message(err: &JError) -> Option<String> {
     None
 }
 
-fn describe(err: &JError) -> String {
+/// The longest `raise_exception` message kept, in characters.
+const MESSAGE_CHARS: usize = 2048;
+/// The longest `strftime_now` format accepted, in characters.
+const STRFTIME_CHARS: usize = 256;
+/// The widest `tojson` indent accepted (spaces, or characters of an indent string).
+const MAX_INDENT: usize = 64;
+/// The largest width or precision accepted in a `str.format` field.
+const MAX_FORMAT_WIDTH: u64 = 4096;
+
+fn truncate(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Runs `f`, turning a panic into its message.
+///
+/// Used around compiling and rendering only: minijinja is a large interpreter fed untrusted
+/// templates, and a panic in it (an overflow check, an `unwrap`) must not take the process
+/// down. The environment is not mutated by a render, so it stays usable after one.
+fn unwind<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "unknown panic".to_owned()
+        }
+    })
+}
+
+fn classify(err: &JError, overflowed: bool, limits: &RenderLimits) -> RenderError {
+    if let Some(message) = raised_message(err) {
+        return RenderError::Raised { message };
+    }
+    let line = match err.line() {
+        Some(line) => format!(" (line {line})"),
+        None => String::new(),
+    };
+    let (limit, message) = if overflowed {
+        (
+            Limit::Output,
+            format!("the output exceeds {} bytes", limits.output_bytes),
+        )
+    } else if let Some(hit) = limit_hit(err) {
+        (hit.limit, hit.message)
+    } else if chain(err).any(|e| e.kind() == ErrorKind::OutOfFuel) {
+        (
+            Limit::Fuel,
+            format!("the render ran out of fuel ({} per render)", limits.fuel),
+        )
+    } else if chain(err).any(|e| e.detail().is_some_and(|d| d.contains("recursion limit"))) {
+        (
+            Limit::Recursion,
+            format!(
+                "macro calls, loops and includes nest more than {} deep",
+                limits.recursion
+            ),
+        )
+    } else {
+        return RenderError::Engine {
+            message: describe(err),
+        };
+    };
+    RenderError::Limit {
+        limit,
+        message: format!("{message}{line}"),
+    }
+}
+
+/// `err` and the engine errors in its source chain.
+fn chain(err: &JError) -> impl Iterator<Item = &JError> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    std::iter::from_fn(move || {
+        while let Some(e) = current {
+            current = e.source();
+            if let Some(j) = e.downcast_ref::<JError>() {
+                return Some(j);
+            }
+        }
+        None
+    })
+}
+
+/// The engine's message, with the line when known (at most 2048 characters).
+pub(crate) fn describe(err: &JError) -> String {
     let mut text = match err.detail() {
-        Some(detail) => format!("{}: {detail}", err.kind()),
+        Some(detail) => format!("{}: {}", err.kind(), truncate(detail, MESSAGE_CHARS)),
         None => err.kind().to_string(),
     };
     if let Some(line) = err.line() {
         text.push_str(&format!(" (line {line})"));
     }
     text
+}
+
+/// Python string methods (minijinja-contrib `pycompat`), with the checks it lacks: the
+/// widths and precisions of `str.format` are bounded (they allocate before anything is
+/// charged), and `split`/`splitlines` pay for the list they build before building it.
+fn python_method(
+    state: &mut State,
+    value: &JValue,
+    method: &str,
+    args: &[JValue],
+) -> Result<JValue, JError> {
+    if let Some(s) = value.as_str() {
+        match method {
+            "format" => check_format_numbers(s)?,
+            "split" => {
+                let sep = args.first().and_then(JValue::as_str);
+                charge_split(state, s, sep)?;
+            }
+            "splitlines" => charge_split(state, s, Some("\n"))?,
+            _ => {}
+        }
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+}
+
+/// Refuses a `str.format` string with a number over [`MAX_FORMAT_WIDTH`] inside a field.
+fn check_format_numbers(format: &str) -> Result<(), JError> {
+    let mut in_field = false;
+    let mut number: u64 = 0;
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !in_field {
+            if c == '{' {
+                if chars.peek() == Some(&'{') {
+                    chars.next();
+                } else {
+                    in_field = true;
+                }
+            }
+            continue;
+        }
+        match c.to_digit(10) {
+            Some(d) => {
+                number = number.saturating_mul(10).saturating_add(u64::from(d));
+                if number > MAX_FORMAT_WIDTH {
+                    return Err(limit_error(
+                        Limit::Argument,
+                        format!("a str.format field has a number over {MAX_FORMAT_WIDTH}"),
+                    ));
+                }
+            }
+            None => {
+                number = 0;
+                if c == '}' {
+                    in_field = false;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Charges for the list splitting `s` at `sep` builds (half a fuel per item, the engine's
+/// cost of a list slot) before it is built. `None` splits at whitespace.
+fn charge_split(state: &State, s: &str, sep: Option<&str>) -> Result<(), JError> {
+    let items = match sep {
+        None => s.split_whitespace().count(),
+        Some("") => s.chars().count() + 2,
+        Some(sep) => s.matches(sep).count() + 1,
+    };
+    state.consume_fuel((items / 2) as u64)
+}
+
+/// The `split` filter, charged for its list before building it.
+fn split_filter(
+    state: &State,
+    value: &JValue,
+    sep: Option<std::sync::Arc<str>>,
+    maxsplits: Option<i64>,
+) -> Result<JValue, JError> {
+    if let Some(s) = value.as_str() {
+        charge_split(state, s, sep.as_deref())?;
+    }
+    minijinja::filters::split(value, sep, maxsplits)
+}
+
+/// The `lines` filter, charged for its list before building it.
+fn lines_filter(state: &State, value: &JValue) -> Result<JValue, JError> {
+    if let Some(s) = value.as_str() {
+        charge_split(state, s, Some("\n"))?;
+    }
+    minijinja::filters::lines(value)
+}
+
+/// The `sum` filter, charged for the copying it does when it adds strings or lists.
+///
+/// minijinja's `sum` charges one item per value it adds, but adding to a string copies the
+/// whole sum so far, so summing `n` strings copies about `n²/2` of them. The total is worked
+/// out from the item sizes and paid before summing (the input is bounded by the guard).
+fn sum_filter(
+    state: &State,
+    values: JValue,
+    attribute: Option<&str>,
+    start: Option<JValue>,
+    kwargs: Kwargs,
+) -> Result<JValue, JError> {
+    let given_start = match &start {
+        Some(start) => Some(start.clone()),
+        None => kwargs.get::<Option<JValue>>("start")?,
+    };
+    if let Some(start) = given_start.filter(|s| !s.is_number()) {
+        let size = |v: &JValue| -> u64 {
+            match v.as_str() {
+                Some(s) => s.len() as u64,
+                None => v.len().map_or(8, |n| n as u64 * 8),
+            }
+        };
+        let mut sum = size(&start);
+        let mut copied = 0u64;
+        if let Ok(items) = values.try_iter() {
+            for item in items {
+                copied = copied.saturating_add(sum);
+                sum = sum.saturating_add(size(&item));
+            }
+        }
+        state.consume_fuel(copied / 64)?;
+    }
+    minijinja::filters::sum(state, values, attribute, start, kwargs)
+}
+
+/// `range`, refusing the arguments whose length computation overflows in minijinja (a
+/// negative step of `isize::MIN`, or bounds further apart than `isize` can hold).
+fn range_function(
+    lower: isize,
+    upper: Option<isize>,
+    step: Option<isize>,
+) -> Result<JValue, JError> {
+    if let Some(step) = step
+        && step < 0
+    {
+        let (start, end) = match upper {
+            Some(upper) => (lower, upper),
+            None => (0, lower),
+        };
+        let span = start as i128 - end as i128 - step as i128;
+        if step == isize::MIN || span > isize::MAX as i128 {
+            return Err(limit_error(
+                Limit::Argument,
+                "range bounds and step are out of range".to_owned(),
+            ));
+        }
+    }
+    minijinja::functions::range(lower, upper, step)
 }
 
 /// JSON text read straight into a template value, keeping every object's key order as
@@ -386,7 +755,17 @@ fn to_json(value: &JValue) -> Result<Value, JError> {
 
 /// `tojson` as Hugging Face defines it: `json.dumps(x, ensure_ascii=False, indent=indent,
 /// sort_keys=sort_keys)`, so `", "`/`": "` separators without indent, `","`/`": "` with.
-fn tojson(value: &JValue, indent: Option<JValue>, kwargs: Kwargs) -> Result<JValue, JError> {
+///
+/// The indent is at most [`MAX_INDENT`] spaces or characters (Python accepts any, and a
+/// huge one allocated it before anything else), and the text is written through a
+/// [`FueledWriter`] capped at `cap` bytes, so indentation cannot multiply a value.
+fn tojson(
+    state: &State,
+    value: &JValue,
+    indent: Option<JValue>,
+    kwargs: Kwargs,
+    cap: usize,
+) -> Result<JValue, JError> {
     let indent: Option<JValue> = match indent {
         Some(i) => Some(i),
         None => kwargs.get::<Option<JValue>>("indent")?,
@@ -395,14 +774,27 @@ fn tojson(value: &JValue, indent: Option<JValue>, kwargs: Kwargs) -> Result<JVal
     let _: Option<JValue> = kwargs.get("ensure_ascii")?;
     let _: Option<JValue> = kwargs.get("separators")?;
     kwargs.assert_all_used()?;
+    let too_wide = || {
+        limit_error(
+            Limit::Argument,
+            format!("tojson indent is wider than {MAX_INDENT}"),
+        )
+    };
     let indent = match indent {
-        Some(i) if i.kind() == ValueKind::Number => i
-            .as_i64()
-            .map(|n| " ".repeat(usize::try_from(n).unwrap_or(0))),
-        Some(i) if i.kind() == ValueKind::String => i.as_str().map(str::to_owned),
+        Some(i) if i.kind() == ValueKind::Number => match i.as_i64() {
+            // Like Python, an indent of zero or less puts newlines without indentation.
+            Some(n) if n <= 0 => Some(String::new()),
+            Some(n) if n as u64 <= MAX_INDENT as u64 => Some(" ".repeat(n as usize)),
+            Some(_) => return Err(too_wide()),
+            None => None,
+        },
+        Some(i) if i.kind() == ValueKind::String => match i.as_str() {
+            Some(s) if s.chars().count() > MAX_INDENT => return Err(too_wide()),
+            other => other.map(str::to_owned),
+        },
         _ => None,
     };
-    let mut out = Vec::new();
+    let mut out = FueledWriter::new(state, cap);
     let mut ser = serde_json::Serializer::with_formatter(
         &mut out,
         PyFormatter {
@@ -418,9 +810,13 @@ fn tojson(value: &JValue, indent: Option<JValue>, kwargs: Kwargs) -> Result<JVal
     } else {
         value.serialize(&mut ser)
     };
+    if let Some(stopped) = out.stopped.take() {
+        return Err(stopped);
+    }
     written.map_err(|e| JError::new(ErrorKind::InvalidOperation, format!("tojson failed: {e}")))?;
+    out.settle()?;
     Ok(JValue::from_safe_string(
-        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&out.out).into_owned(),
     ))
 }
 
@@ -554,6 +950,49 @@ mod tests {
         );
         let out = render("{{ 1 + messages }}", &[]);
         assert!(matches!(out, Err(RenderError::Engine { .. })), "{out:?}");
+    }
+
+    #[test]
+    fn the_guards_change_no_render_of_the_fixture_templates() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat-templates");
+        let sys = |c: &str| json!({"role": "system", "content": c});
+        let user = |c: &str| json!({"role": "user", "content": c});
+        let assistant = |c: &str| json!({"role": "assistant", "content": c});
+        let conversations = [
+            vec![user("a")],
+            vec![sys("s"), user("a"), assistant("b"), user("c")],
+            vec![user("a"), assistant("b"), sys("u"), user("c")],
+            vec![
+                sys("s"),
+                user("a"),
+                json!({"role": "assistant", "content": "<think>\nr\n</think>\n\nb", "reasoning_content": "r"}),
+                user("c"),
+                assistant("d"),
+            ],
+        ];
+        let mut compared = 0;
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{e}")) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            if path.extension().is_none_or(|e| e != "jinja") {
+                continue;
+            }
+            let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+            let compile = |guarded| {
+                ChatTemplate::compile(&src, RenderOptions::default(), guarded)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            };
+            let (guarded, plain) = (compile(true), compile(false));
+            for messages in &conversations {
+                for generation in [true, false] {
+                    let a = guarded.render(messages, generation);
+                    let b = plain.render(messages, generation);
+                    assert_eq!(a, b, "{}", path.display());
+                    compared += 1;
+                }
+            }
+        }
+        assert_eq!(compared, 32 * 8);
     }
 
     #[test]

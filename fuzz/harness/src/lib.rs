@@ -9,12 +9,14 @@
 mod audit_line;
 mod history_ops;
 mod policy_loader;
+mod template_probe;
 mod usage;
 mod vec_system_prompt;
 
 pub use audit_line::audit_line;
 pub use history_ops::history_ops;
 pub use policy_loader::policy_loader;
+pub use template_probe::template_probe;
 pub use usage::usage;
 pub use vec_system_prompt::vec_system_prompt;
 
@@ -40,6 +42,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "policy_loader",
         run: policy_loader,
+    },
+    Target {
+        name: "template_probe",
+        run: template_probe,
     },
     Target {
         name: "usage",
