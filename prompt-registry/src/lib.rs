@@ -130,3 +130,5 @@ pub use prompt_core::{
     component, context, delivery, divergence, hash, history, id, messages, node, placement, policy,
     request, session,
 };
+/// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].
+pub use prompt_wire as wire;
