@@ -10,11 +10,13 @@ mod audit_line;
 mod history_ops;
 mod usage;
 mod vec_system_prompt;
+mod wire_bodies;
 
 pub use audit_line::audit_line;
 pub use history_ops::history_ops;
 pub use usage::usage;
 pub use vec_system_prompt::vec_system_prompt;
+pub use wire_bodies::wire_bodies;
 
 /// A fuzz target: its name (the `fuzz/fuzz_targets/<name>.rs` file and corpus folder) and
 /// its body.
@@ -42,5 +44,9 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "vec_system_prompt",
         run: vec_system_prompt,
+    },
+    Target {
+        name: "wire_bodies",
+        run: wire_bodies,
     },
 ];
