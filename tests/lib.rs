@@ -30,4 +30,6 @@ pub mod docs {
     pub mod status_json {}
     #[doc = include_str!("../docs/templates.md")]
     pub mod templates {}
+    #[doc = include_str!("../docs/wire.md")]
+    pub mod wire {}
 }

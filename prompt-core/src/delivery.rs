@@ -157,6 +157,10 @@ pub enum ApiKind {
     /// OpenAI Chat Completions and compatible APIs: a later system message is kept in place.
     #[serde(rename = "openai")]
     OpenAi,
+    /// OpenAI Responses: the frozen prefix in `instructions`, updates as `system` input
+    /// messages, kept in place like Chat Completions' system messages.
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
     /// Anthropic Messages: one `system` field; every system message is hoisted there.
     Anthropic,
     /// Gemini: one `systemInstruction`; same as Anthropic.
@@ -169,8 +173,26 @@ impl ApiKind {
     /// The delivery style for this API.
     pub fn delivery(self) -> DeliveryStyle {
         match self {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => DeliveryStyle::system(),
+            ApiKind::OpenAi | ApiKind::OpenAiResponses | ApiKind::LlamaCpp => {
+                DeliveryStyle::system()
+            }
             ApiKind::Anthropic | ApiKind::Gemini => DeliveryStyle::user_reminder("system-reminder"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_responses_delivers_updates_as_system_messages_and_reads_its_serde_name() {
+        assert_eq!(ApiKind::OpenAiResponses.delivery(), DeliveryStyle::system());
+        let kind: ApiKind = serde_json::from_str("\"openai_responses\"").unwrap();
+        assert_eq!(kind, ApiKind::OpenAiResponses);
+        assert_eq!(
+            serde_json::to_string(&ApiKind::OpenAiResponses).unwrap(),
+            "\"openai_responses\""
+        );
     }
 }

@@ -12,6 +12,7 @@ mod policy_loader;
 mod template_probe;
 mod usage;
 mod vec_system_prompt;
+mod wire_bodies;
 
 pub use audit_line::audit_line;
 pub use history_ops::history_ops;
@@ -19,6 +20,7 @@ pub use policy_loader::policy_loader;
 pub use template_probe::template_probe;
 pub use usage::usage;
 pub use vec_system_prompt::vec_system_prompt;
+pub use wire_bodies::wire_bodies;
 
 /// A fuzz target: its name (the `fuzz/fuzz_targets/<name>.rs` file and corpus folder) and
 /// its body.
@@ -54,5 +56,9 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "vec_system_prompt",
         run: vec_system_prompt,
+    },
+    Target {
+        name: "wire_bodies",
+        run: wire_bodies,
     },
 ];

@@ -1,0 +1,168 @@
+//! One turn's body for each API (compose + serialize) at growing history lengths.
+//!
+//! Run: `cargo bench -p cacheline-benches --bench wire`. The per-turn cost must not grow with
+//! history length: the wire converts only the nodes new since the previous body (each node
+//! is converted once, memoized by its chained id) and the body is a view over those bytes.
+//! What is measured per sample: `Session::turn`, `Wire::body` (conversion of the new nodes,
+//! lengths, Anthropic's breakpoints), the body's length and stable length, and writing the
+//! chunks from the first new node to the end into a reused buffer — what a client sends
+//! after the bytes it already streamed for the previous request.
+
+use prompt_core::tools::{ToolSet, ToolSource};
+use prompt_core::{
+    ApiKind, Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
+};
+use prompt_wire::{Wire, WireOptions};
+use serde_json::json;
+
+fn main() {
+    divan::main();
+}
+
+struct Date(String);
+
+fn id(s: &str) -> ComponentId {
+    ComponentId::new(s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn tools() -> ToolSet {
+    let listing: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            json!({"type": "function", "function": {"name": format!("tool_{i:02}"),
+                "description": "Read a file from the workspace.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}})
+        })
+        .collect();
+    ToolSet::from_openai(&[(ToolSource::builtin(), &json!(listing))])
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A session with `nodes` history nodes for `api`, and its wire after one body (every
+/// node converted once, as in a session that sent a body per turn).
+fn setup(api: ApiKind, nodes: usize) -> (Session, Wire) {
+    let components = vec![
+        Component::constant(
+            id("assistant_instructions"),
+            "You are a careful coding assistant. ".repeat(20),
+        )
+        .placement(Placement::Prefix),
+        Component::turn(id("date"), |t| {
+            t.get::<Date>().map(|d| format!("Today is {}.", d.0))
+        }),
+    ];
+    let policy = PromptPolicy::from_agent_toml(
+        "[prompt]\nprefix_allow = [\"assistant_instructions\"]\n",
+        "agent.toml",
+        components.iter().map(Component::id),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .policy;
+    let mut s = Session::start(
+        components,
+        &policy,
+        SessionContext::default(),
+        prompt_wire::session_options(api, tools()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let options = match api {
+        ApiKind::Gemini => WireOptions::new("model").param(
+            "generationConfig",
+            &json!({"maxOutputTokens": 1024, "temperature": 0.2}),
+        ),
+        ApiKind::OpenAiResponses => {
+            WireOptions::new("model").param("max_output_tokens", &json!(1024))
+        }
+        _ => WireOptions::new("model")
+            .param("max_tokens", &json!(1024))
+            .param("temperature", &json!(0.2)),
+    };
+    let mut w = Wire::new(api, options).unwrap_or_else(|e| panic!("{e}"));
+    let mut day = 0;
+    while s.history().len() < nodes {
+        day += 1;
+        let values = Extensions::new().with(Date(format!("day {}", day / 7)));
+        if let Err(e) = s.turn(
+            values,
+            format!("Question {day}: what does module {day} do?"),
+        ) {
+            panic!("{e}");
+        }
+        let reply = json!({"role": "assistant", "content": format!("Module {day} parses the config and returns typed errors with line numbers.")});
+        if let Err(e) = s.record_assistant(&reply) {
+            panic!("{e}");
+        }
+    }
+    let values = Extensions::new().with(Date("day 9999".to_owned()));
+    match s.turn(values, "Warm up.") {
+        Ok(req) => {
+            if let Err(e) = w.body(&req) {
+                panic!("{e}");
+            }
+        }
+        Err(e) => panic!("{e}"),
+    }
+    (s, w)
+}
+
+const SIZES: [usize; 3] = [100, 1_000, 10_000];
+
+/// One long-lived session per size, as an agent runs it: each sample appends one more turn.
+fn bench(bencher: divan::Bencher, api: ApiKind, nodes: usize) {
+    let (mut s, mut w) = setup(api, nodes);
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+    bencher.bench_local(|| {
+        let values = Extensions::new().with(Date("day 9999".to_owned()));
+        let req = match s.turn(values, "One more question about the parser?") {
+            Ok(req) => req,
+            Err(e) => panic!("{e}"),
+        };
+        let body = match w.body(&req) {
+            Ok(body) => body,
+            Err(e) => panic!("{e}"),
+        };
+        out.clear();
+        for chunk in body.new_chunks() {
+            out.extend_from_slice(chunk);
+        }
+        (body.len(), body.stable_len(), out.len())
+    });
+}
+
+#[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
+fn openai_chat(bencher: divan::Bencher, nodes: usize) {
+    bench(bencher, ApiKind::OpenAi, nodes);
+}
+
+#[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
+fn openai_responses(bencher: divan::Bencher, nodes: usize) {
+    bench(bencher, ApiKind::OpenAiResponses, nodes);
+}
+
+#[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
+fn anthropic(bencher: divan::Bencher, nodes: usize) {
+    bench(bencher, ApiKind::Anthropic, nodes);
+}
+
+#[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
+fn gemini(bencher: divan::Bencher, nodes: usize) {
+    bench(bencher, ApiKind::Gemini, nodes);
+}
+
+#[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
+fn llama_cpp(bencher: divan::Bencher, nodes: usize) {
+    bench(bencher, ApiKind::LlamaCpp, nodes);
+}
+
+/// The same turn without a wire (`Session::turn` and the request's length): the baseline the
+/// wire's cost adds to.
+#[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
+fn baseline_turn_only(bencher: divan::Bencher, nodes: usize) {
+    let (mut s, _) = setup(ApiKind::OpenAi, nodes);
+    bencher.bench_local(|| {
+        let values = Extensions::new().with(Date("day 9999".to_owned()));
+        match s.turn(values, "One more question about the parser?") {
+            Ok(req) => req.len(),
+            Err(e) => panic!("{e}"),
+        }
+    });
+}

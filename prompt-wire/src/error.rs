@@ -1,0 +1,99 @@
+//! What can go wrong composing a body or recording a reply.
+
+use prompt_core::ComposeError;
+use prompt_core::hash::Fingerprint;
+use prompt_core::node::Producer;
+
+/// Why a body cannot be composed, or a reply cannot be read or recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// A parameter would overwrite a key the library writes itself.
+    #[error(
+        "parameter \"{key}\" is written by the library for {api} bodies; it cannot be set as an extra parameter"
+    )]
+    ReservedParameter {
+        /// The parameter.
+        key: String,
+        /// The API.
+        api: &'static str,
+    },
+    /// A parameter the API requires is not set.
+    #[error("{api} requires the parameter \"{key}\"; set it with WireOptions::param")]
+    MissingParameter {
+        /// The parameter.
+        key: &'static str,
+        /// The API.
+        api: &'static str,
+    },
+    /// A parameter given as JSON text is not JSON.
+    #[error("parameter \"{key}\" is not valid JSON")]
+    InvalidParameter {
+        /// The parameter.
+        key: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// A request of another session (its prefix fingerprint differs from the one this wire
+    /// froze at its first body).
+    #[error(
+        "the request belongs to another session: prefix fingerprint {found}, this wire serves {expected}; use one Wire per session"
+    )]
+    OtherSession {
+        /// The fingerprint frozen at the first body.
+        expected: Fingerprint,
+        /// The request's.
+        found: Fingerprint,
+    },
+    /// A history node that cannot be written in the API's shape.
+    #[error("history node {index} (from {producer}) cannot be sent to {api}: {problem}")]
+    Node {
+        /// Its index in the history.
+        index: usize,
+        /// Who wrote it.
+        producer: Producer,
+        /// The API.
+        api: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A reply body over the size limit; nothing was read.
+    #[error("the {api} reply is {len} bytes, over the {max}-byte limit")]
+    ReplyTooLarge {
+        /// The API.
+        api: &'static str,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A reply body that is not the API's response shape.
+    #[error("the {api} reply is not a response: {problem} (at {at})")]
+    Reply {
+        /// The API.
+        api: &'static str,
+        /// Where in the body, as a path (`choices[0].message`).
+        at: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The provider answered with an error object.
+    #[error("the {api} reply is an error: {message}")]
+    ProviderError {
+        /// The API.
+        api: &'static str,
+        /// The provider's message (at most 512 bytes of it).
+        message: String,
+    },
+    /// The provider answered without a message to record (a blocked prompt, an empty
+    /// candidate list).
+    #[error("the {api} reply holds no message to record: {reason}")]
+    NoMessage {
+        /// The API.
+        api: &'static str,
+        /// The provider's reason, when it gave one.
+        reason: String,
+    },
+    /// The session refused the reply's message (its tool calls wait for results, …).
+    #[error("the session refused the reply's message")]
+    Record(#[source] ComposeError),
+}

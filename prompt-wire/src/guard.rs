@@ -1,0 +1,1138 @@
+//! The guard for integrators who build bodies themselves: does the later body extend the
+//! earlier one, and if not, where and why not.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::raw::{self, Object, offset_in};
+
+/// The largest body the guard reads; a longer one is refused before parsing.
+pub const MAX_AUDIT_BODY_BYTES: usize = 32 << 20;
+
+/// Bytes of hoisted text shown in [`Cause::Hoisting`].
+const HOISTED_EXCERPT: usize = 120;
+
+/// The shape of a body, recognised from its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// OpenAI Chat Completions (and llama.cpp's server): `messages` with system messages.
+    ChatCompletions,
+    /// OpenAI Responses: `instructions` and `input`.
+    Responses,
+    /// Anthropic Messages: `system` and `messages` of content blocks.
+    Anthropic,
+    /// Gemini `generateContent`: `systemInstruction` and `contents`.
+    Gemini,
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Shape::ChatCompletions => "Chat Completions",
+            Shape::Responses => "Responses",
+            Shape::Anthropic => "Anthropic Messages",
+            Shape::Gemini => "Gemini",
+        })
+    }
+}
+
+/// Which of the two bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Which {
+    /// The earlier body.
+    Earlier,
+    /// The later body.
+    Later,
+}
+
+impl fmt::Display for Which {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Which::Earlier => "earlier",
+            Which::Later => "later",
+        })
+    }
+}
+
+/// Why two bodies cannot be compared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    /// A body over [`MAX_AUDIT_BODY_BYTES`]; nothing was read.
+    #[error("the {body} body is {len} bytes, over the {max}-byte limit")]
+    TooLarge {
+        /// Which body.
+        body: Which,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A body that is not one JSON object with unique keys.
+    #[error("the {body} body is {problem}")]
+    NotAnObject {
+        /// Which body.
+        body: Which,
+        /// What it is instead.
+        problem: String,
+    },
+    /// A body of none of the known shapes.
+    #[error(
+        "the {body} body has none of `messages`, `input`/`instructions`, `contents`/`systemInstruction` (keys: {keys})"
+    )]
+    UnknownShape {
+        /// Which body.
+        body: Which,
+        /// Its top-level keys, comma-separated (at most 200 bytes).
+        keys: String,
+    },
+    /// Two bodies of different APIs.
+    #[error("the earlier body is a {earlier} body, the later one a {later} body")]
+    ShapeMismatch {
+        /// The earlier body's shape.
+        earlier: Shape,
+        /// The later body's shape.
+        later: Shape,
+    },
+    /// A known shape with a field of the wrong type.
+    #[error("the {body} body's {at} is {problem}")]
+    Malformed {
+        /// Which body.
+        body: Which,
+        /// Where (`messages[3].content`).
+        at: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Where a later body stops extending the earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "place", rename_all = "snake_case")]
+pub enum Place {
+    /// The `model`.
+    Model,
+    /// The `prompt_cache_key`.
+    CacheKey,
+    /// A parameter that keys the provider's cache (Anthropic's `tool_choice`, `thinking`).
+    Parameter {
+        /// Its name.
+        name: String,
+    },
+    /// The tools field, at this tool (in the later body's order).
+    Tools {
+        /// The tool's index.
+        index: usize,
+    },
+    /// The system field (Anthropic `system`, Gemini `systemInstruction`, Responses
+    /// `instructions`, or Chat's leading system messages), at this block.
+    System {
+        /// The block's index.
+        block: usize,
+    },
+    /// A message (Responses: an input item).
+    Message {
+        /// Its index in the body's messages array.
+        index: usize,
+        /// The content block, for APIs of content blocks.
+        block: Option<usize>,
+    },
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Model => f.write_str("model"),
+            Place::CacheKey => f.write_str("prompt_cache_key"),
+            Place::Parameter { name } => write!(f, "parameter {name}"),
+            Place::Tools { index } => write!(f, "tools[{index}]"),
+            Place::System { block } => write!(f, "system block {block}"),
+            Place::Message {
+                index,
+                block: Some(block),
+            } => write!(f, "message {index}, block {block}"),
+            Place::Message { index, block: None } => write!(f, "message {index}"),
+        }
+    }
+}
+
+/// Why the later body does not extend the earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum Cause {
+    /// Another model: no cache is shared across models.
+    ModelChanged,
+    /// Another `prompt_cache_key`: the request is routed to another cache.
+    CacheKeyChanged,
+    /// A parameter that keys the cache changed.
+    ParameterChanged,
+    /// A tool appears that the earlier body did not have.
+    ToolAdded {
+        /// Its name.
+        name: String,
+    },
+    /// A tool of the earlier body is gone.
+    ToolRemoved {
+        /// Its name.
+        name: String,
+    },
+    /// A tool's definition changed.
+    ToolEdited {
+        /// Its name.
+        name: String,
+    },
+    /// The same tools in another order.
+    ToolsReordered {
+        /// The tool found where another was.
+        name: String,
+    },
+    /// The system field was rewritten.
+    SystemRewritten,
+    /// The later system field is the earlier one plus text that, in an append-only client,
+    /// would have been a later message: an update moved to the head.
+    Hoisting {
+        /// The start of the text added to the system field.
+        hoisted: String,
+    },
+    /// A message the earlier body had was edited in place.
+    MessageEdited,
+    /// Messages were inserted before this one.
+    MessageInserted {
+        /// How many.
+        count: usize,
+    },
+    /// This message of the earlier body is gone; the ones after it moved up.
+    MessageRemoved,
+    /// The earlier body's messages appear in another order.
+    MessagesReordered,
+    /// The earlier body's content from here on is not in the later body (which is shorter,
+    /// or goes on with other content): only the earlier body's end is lost, as with a
+    /// per-request (ephemeral) tail.
+    TailDropped,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::ModelChanged => f.write_str("the model changed"),
+            Cause::CacheKeyChanged => f.write_str("the prompt_cache_key changed"),
+            Cause::ParameterChanged => f.write_str("a cache-keying parameter changed"),
+            Cause::ToolAdded { name } => write!(f, "tool `{name}` was added"),
+            Cause::ToolRemoved { name } => write!(f, "tool `{name}` was removed"),
+            Cause::ToolEdited { name } => write!(f, "tool `{name}` was edited"),
+            Cause::ToolsReordered { name } => {
+                write!(f, "the tools were reordered (`{name}` moved)")
+            }
+            Cause::SystemRewritten => f.write_str("the system field was rewritten"),
+            Cause::Hoisting { hoisted } => write!(
+                f,
+                "hoisting: text was added to the system field instead of appended as a message ({hoisted:?})"
+            ),
+            Cause::MessageEdited => f.write_str("a message was edited"),
+            Cause::MessageInserted { count } => {
+                write!(f, "{count} message(s) were inserted before it")
+            }
+            Cause::MessageRemoved => f.write_str("a message was removed"),
+            Cause::MessagesReordered => f.write_str("the messages were reordered"),
+            Cause::TailDropped => f.write_str("the earlier body's end is not carried over"),
+        }
+    }
+}
+
+/// The first place where the later body stops extending the earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Break {
+    /// The bodies' shape.
+    pub shape: Shape,
+    /// Where.
+    pub place: Place,
+    /// Why.
+    pub cause: Cause,
+    /// The position in the later body, with both sides' bytes around it (for Anthropic,
+    /// without `cache_control`). `message_index` is set for a message.
+    pub divergence: Divergence,
+}
+
+impl fmt::Display for Break {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} at {} (byte {} of the later body)",
+            self.shape, self.cause, self.place, self.divergence.byte_offset
+        )
+    }
+}
+
+/// What [`compare`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every message and block of the earlier body is unchanged at the head of the later
+    /// one (for Anthropic ignoring `cache_control`), with the same model, key and tools.
+    Extends {
+        /// The bodies' shape.
+        shape: Shape,
+    },
+    /// It does not.
+    Breaks(Break),
+}
+
+impl Verdict {
+    /// Whether the later body extends the earlier one.
+    pub fn extends(&self) -> bool {
+        matches!(self, Verdict::Extends { .. })
+    }
+}
+
+/// One element of a body: its bytes as sent, its bytes as compared, where it starts.
+#[derive(Debug)]
+struct Elem<'a> {
+    raw: &'a str,
+    /// As compared: Anthropic's without `cache_control`; a string content as a text block.
+    norm: Cow<'a, str>,
+    offset: usize,
+}
+
+#[derive(Debug)]
+struct Tool<'a> {
+    name: String,
+    elem: Elem<'a>,
+}
+
+#[derive(Debug)]
+struct Msg<'a> {
+    index: usize,
+    role: String,
+    elem: Elem<'a>,
+    /// The message without its content (`content`, Gemini `parts`): its other fields.
+    rest: Cow<'a, str>,
+    /// The content blocks (parts), as compared; a string content as one text block.
+    blocks: Vec<Elem<'a>>,
+    /// The text, for a system message.
+    text: String,
+    /// A hash of the role, the other fields and the blocks as compared.
+    hash: u64,
+}
+
+impl Msg<'_> {
+    /// The same message, as compared (blocks without `cache_control`).
+    fn same(&self, other: &Msg<'_>) -> bool {
+        self.hash == other.hash
+            && self.role == other.role
+            && self.rest == other.rest
+            && blocks_equal(&self.blocks, &other.blocks)
+    }
+
+    fn rehash(&mut self) {
+        let mut h = DefaultHasher::new();
+        self.role.hash(&mut h);
+        self.rest.hash(&mut h);
+        for b in &self.blocks {
+            b.norm.hash(&mut h);
+        }
+        self.hash = h.finish();
+    }
+}
+
+/// Evidence of the API a `messages` body is for.
+#[derive(Debug, Default, Clone, Copy)]
+struct Evidence {
+    anthropic: bool,
+    chat: bool,
+}
+
+#[derive(Debug)]
+struct Parsed<'a> {
+    which: Which,
+    text: &'a str,
+    class: Class,
+    evidence: Evidence,
+    model: Option<&'a RawValue>,
+    cache_key: Option<&'a RawValue>,
+    params: Vec<(&'static str, Option<&'a RawValue>)>,
+    tools: Vec<Tool<'a>>,
+    tools_end: usize,
+    /// The system field's blocks, and for Chat/Responses the leading system messages.
+    system: Vec<Elem<'a>>,
+    system_text: String,
+    system_end: usize,
+    messages: Vec<Msg<'a>>,
+    messages_end: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Messages,
+    Responses,
+    Gemini,
+}
+
+const ANTHROPIC_BLOCKS: [&str; 6] = [
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+];
+
+/// Compares two consecutive bodies of any supported API (recognised from their keys):
+/// [`Verdict::Extends`], or the first place the later body stops extending the earlier one
+/// and why — tools changed, the system field rewritten or grown by hoisting, a message
+/// edited, inserted, removed or reordered.
+///
+/// Pass the earlier body as sent (its per-request tail then shows as
+/// [`Cause::TailDropped`]) or without its per-request tail
+/// ([`Body::stable_body`](crate::Body::stable_body)). Anthropic bodies are compared block by
+/// block ignoring `cache_control`, since breakpoints move between requests. Each body is
+/// at most [`MAX_AUDIT_BODY_BYTES`]; the work is linear in their size.
+///
+/// ```
+/// use prompt_wire::{compare, Cause};
+/// let earlier = br#"{"model":"m","system":"Be brief.","messages":[{"role":"user","content":"hi"}]}"#;
+/// let later = br#"{"model":"m","system":"Be brief.\n\nToday is Monday.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"}]}"#;
+/// let verdict = compare(earlier, later).unwrap();
+/// let prompt_wire::Verdict::Breaks(b) = verdict else { panic!("{verdict:?}") };
+/// assert!(matches!(b.cause, Cause::Hoisting { .. }));
+/// ```
+pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
+    let mut e = parse(earlier, Which::Earlier)?;
+    let mut l = parse(later, Which::Later)?;
+    let shape_of = |p: &Parsed<'_>, evidence: Evidence| match p.class {
+        Class::Gemini => Shape::Gemini,
+        Class::Responses => Shape::Responses,
+        Class::Messages if evidence.anthropic && !evidence.chat => Shape::Anthropic,
+        Class::Messages => Shape::ChatCompletions,
+    };
+    if e.class != l.class {
+        return Err(GuardError::ShapeMismatch {
+            earlier: shape_of(&e, e.evidence),
+            later: shape_of(&l, l.evidence),
+        });
+    }
+    let evidence = Evidence {
+        anthropic: e.evidence.anthropic || l.evidence.anthropic,
+        chat: e.evidence.chat || l.evidence.chat,
+    };
+    let shape = shape_of(&e, evidence);
+    if shape == Shape::ChatCompletions {
+        // Chat's system field is its leading system messages.
+        e.split_leading_system();
+        l.split_leading_system();
+    }
+    e.normalize();
+    l.normalize();
+    let found = check(&e, &l, shape);
+    Ok(match found {
+        None => Verdict::Extends { shape },
+        Some((place, cause, divergence)) => Verdict::Breaks(Break {
+            shape,
+            place,
+            cause,
+            divergence,
+        }),
+    })
+}
+
+type Found = Option<(Place, Cause, Divergence)>;
+
+fn divergence(
+    earlier: Option<&Elem<'_>>,
+    later: Option<&Elem<'_>>,
+    fallback: usize,
+    message_index: Option<usize>,
+    producer: Option<String>,
+) -> Divergence {
+    let e = earlier.map_or("", |e| &e.norm);
+    let l = later.map_or("", |l| &l.norm);
+    let common = common_prefix_len(e.as_bytes(), l.as_bytes());
+    let byte_offset = later.map_or(fallback, |l| {
+        if l.norm == l.raw {
+            l.offset + common
+        } else {
+            // Compared in another form (a string content as a text block, a block without
+            // its `cache_control`): the offset from the bytes as sent.
+            let sent = earlier.map_or("", |e| e.raw);
+            l.offset + common_prefix_len(sent.as_bytes(), l.raw.as_bytes())
+        }
+    });
+    Divergence {
+        byte_offset,
+        message_index,
+        producer,
+        excerpt: Excerpt::around(e.as_bytes(), l.as_bytes(), common),
+    }
+}
+
+fn raw_elem<'a>(raw: Option<&'a RawValue>, text: &str) -> Option<Elem<'a>> {
+    raw.map(|r| Elem {
+        raw: r.get(),
+        norm: Cow::Borrowed(r.get()),
+        offset: offset_in(text, r.get()).unwrap_or(0),
+    })
+}
+
+fn check(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
+    let differs =
+        |a: Option<&RawValue>, b: Option<&RawValue>| a.map(RawValue::get) != b.map(RawValue::get);
+    if e.model.is_some() && l.model.is_some() && differs(e.model, l.model) {
+        let (a, b) = (raw_elem(e.model, e.text), raw_elem(l.model, l.text));
+        return Some((
+            Place::Model,
+            Cause::ModelChanged,
+            divergence(a.as_ref(), b.as_ref(), 0, None, Some("model".into())),
+        ));
+    }
+    if differs(e.cache_key, l.cache_key) {
+        let (a, b) = (raw_elem(e.cache_key, e.text), raw_elem(l.cache_key, l.text));
+        return Some((
+            Place::CacheKey,
+            Cause::CacheKeyChanged,
+            divergence(
+                a.as_ref(),
+                b.as_ref(),
+                0,
+                None,
+                Some("prompt_cache_key".into()),
+            ),
+        ));
+    }
+    if let Some(found) = check_tools(e, l) {
+        return Some(found);
+    }
+    if let Some(found) = check_system(e, l, shape) {
+        return Some(found);
+    }
+    for ((name, a), (_, b)) in e.params.iter().zip(&l.params) {
+        if differs(*a, *b) {
+            let (x, y) = (raw_elem(*a, e.text), raw_elem(*b, l.text));
+            return Some((
+                Place::Parameter {
+                    name: (*name).to_owned(),
+                },
+                Cause::ParameterChanged,
+                divergence(
+                    x.as_ref(),
+                    y.as_ref(),
+                    l.messages_end,
+                    None,
+                    Some((*name).into()),
+                ),
+            ));
+        }
+    }
+    check_messages(e, l)
+}
+
+fn check_tools(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
+    let at = (0..e.tools.len().max(l.tools.len())).find(|&i| {
+        match (e.tools.get(i), l.tools.get(i)) {
+            (Some(a), Some(b)) => a.elem.norm != b.elem.norm,
+            _ => true,
+        }
+    })?;
+    let earlier_names: HashSet<&str> = e.tools.iter().map(|t| t.name.as_str()).collect();
+    let later_names: HashSet<&str> = l.tools.iter().map(|t| t.name.as_str()).collect();
+    let (a, b) = (e.tools.get(at), l.tools.get(at));
+    let cause = match (a, b) {
+        (Some(a), Some(b)) if a.name == b.name => Cause::ToolEdited {
+            name: b.name.clone(),
+        },
+        (_, Some(b)) if !earlier_names.contains(b.name.as_str()) => Cause::ToolAdded {
+            name: b.name.clone(),
+        },
+        (Some(a), _) if !later_names.contains(a.name.as_str()) => Cause::ToolRemoved {
+            name: a.name.clone(),
+        },
+        (_, Some(b)) => Cause::ToolsReordered {
+            name: b.name.clone(),
+        },
+        (Some(a), None) => Cause::ToolRemoved {
+            name: a.name.clone(),
+        },
+        (None, None) => return None,
+    };
+    let producer = b.or(a).map(|t| format!("tool `{}`", t.name));
+    Some((
+        Place::Tools { index: at },
+        cause,
+        divergence(
+            a.map(|t| &t.elem),
+            b.map(|t| &t.elem),
+            l.tools_end,
+            None,
+            producer,
+        ),
+    ))
+}
+
+fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
+    let at = (0..e.system.len().max(l.system.len())).find(|&i| {
+        match (e.system.get(i), l.system.get(i)) {
+            (Some(a), Some(b)) => a.norm != b.norm,
+            _ => true,
+        }
+    })?;
+    let flat = matches!(shape, Shape::ChatCompletions | Shape::Responses);
+    // System messages appended to a body that has nothing else are appended in place.
+    if flat && at == e.system.len() && e.messages.is_empty() {
+        return None;
+    }
+    let (a, b) = (e.system.get(at), l.system.get(at));
+    let grown = l.system_text.len() > e.system_text.len()
+        && l.system_text.starts_with(e.system_text.as_str());
+    let cause = if grown {
+        let added = &l.system_text[e.system_text.len()..];
+        let end = added.floor_char_boundary(HOISTED_EXCERPT);
+        Cause::Hoisting {
+            hoisted: added[..end].to_owned(),
+        }
+    } else {
+        Cause::SystemRewritten
+    };
+    Some((
+        Place::System { block: at },
+        cause,
+        divergence(a, b, l.system_end, None, Some("system".into())),
+    ))
+}
+
+fn check_messages(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
+    let last = e.messages.len().checked_sub(1)?;
+    for (i, a) in e.messages.iter().enumerate() {
+        let Some(b) = l.messages.get(i) else {
+            return Some(message_break(e, l, i, None, Cause::TailDropped));
+        };
+        if a.same(b) {
+            continue;
+        }
+        let same_message = a.role == b.role && a.rest == b.rest;
+        // The first block where they differ (or the earlier one's end).
+        let j = (0..a.blocks.len())
+            .find(|&j| b.blocks.get(j).is_none_or(|x| x.norm != a.blocks[j].norm))
+            .unwrap_or(a.blocks.len());
+        if same_message && j == a.blocks.len() && i == last {
+            // The last message goes on with more blocks (a merged user message).
+            continue;
+        }
+        let cause = classify(e, l, i);
+        if same_message && matches!(cause, Cause::MessageEdited | Cause::TailDropped) {
+            // Told at the block: the blocks before it are kept.
+            let later_blocks: HashSet<&str> = b.blocks.iter().map(|y| y.norm.as_ref()).collect();
+            let tail_gone = a.blocks[j..]
+                .iter()
+                .all(|x| !later_blocks.contains(x.norm.as_ref()));
+            // Blocks of the last message kept, the rest gone: its per-request tail. Its
+            // first block changed: an edit.
+            let cause = if i == last && tail_gone && 0 < j && j < a.blocks.len() {
+                Cause::TailDropped
+            } else {
+                Cause::MessageEdited
+            };
+            return Some(message_break(e, l, i, Some(j), cause));
+        }
+        return Some(message_break(e, l, i, None, cause));
+    }
+    None
+}
+
+fn blocks_equal(a: &[Elem<'_>], b: &[Elem<'_>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.norm == y.norm)
+}
+
+/// Why message `i` of the earlier body differs from message `i` of the later one.
+fn classify(e: &Parsed<'_>, l: &Parsed<'_>, i: usize) -> Cause {
+    let (em, lm) = (&e.messages, &l.messages);
+    let mut later_at: HashMap<u64, usize> = HashMap::new();
+    for (k, m) in lm.iter().enumerate().skip(i) {
+        later_at.entry(m.hash).or_insert(k);
+    }
+    let find = |m: &Msg<'_>| later_at.get(&m.hash).copied().filter(|&k| lm[k].same(m));
+    if let Some(k) = find(&em[i]) {
+        let rest = em.len() - i;
+        let moved_whole =
+            lm.len() >= k + rest && em[i..].iter().zip(&lm[k..]).all(|(a, b)| a.same(b));
+        return if moved_whole {
+            Cause::MessageInserted { count: k - i }
+        } else {
+            Cause::MessagesReordered
+        };
+    }
+    if em
+        .get(i + 1)
+        .is_some_and(|n| lm.get(i + 1).is_some_and(|m| m.same(n)))
+    {
+        return Cause::MessageEdited;
+    }
+    if em.get(i + 1).is_some_and(|n| lm[i].same(n)) {
+        return Cause::MessageRemoved;
+    }
+    if em[i..].iter().all(|m| find(m).is_none()) {
+        return Cause::TailDropped;
+    }
+    Cause::MessageEdited
+}
+
+fn message_break(
+    e: &Parsed<'_>,
+    l: &Parsed<'_>,
+    i: usize,
+    block: Option<usize>,
+    cause: Cause,
+) -> (Place, Cause, Divergence) {
+    let a = e.messages.get(i);
+    let b = l.messages.get(i);
+    let (x, y) = match block {
+        Some(j) => (
+            a.and_then(|m| m.blocks.get(j)),
+            b.and_then(|m| m.blocks.get(j)),
+        ),
+        None => (a.map(|m| &m.elem), b.map(|m| &m.elem)),
+    };
+    let fallback = b.map_or(l.messages_end, |m| m.elem.offset + m.elem.raw.len());
+    let index = a.map_or(i, |m| m.index);
+    let index = b.map_or(index, |m| m.index);
+    let producer = a.or(b).map(|m| m.role.clone());
+    (
+        Place::Message { index, block },
+        cause,
+        divergence(x, y, fallback, Some(index), producer),
+    )
+}
+
+impl<'a> Parsed<'a> {
+    fn malformed(&self, at: impl Into<String>, problem: impl Into<String>) -> GuardError {
+        GuardError::Malformed {
+            body: self.which,
+            at: at.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn elem(&self, raw: &'a RawValue) -> Elem<'a> {
+        Elem {
+            raw: raw.get(),
+            norm: Cow::Borrowed(raw.get()),
+            offset: offset_in(self.text, raw.get()).unwrap_or(0),
+        }
+    }
+
+    fn end_of(&self, raw: &RawValue) -> usize {
+        offset_in(self.text, raw.get()).map_or(0, |o| o + raw.get().len().saturating_sub(1))
+    }
+
+    fn array(&self, raw: &'a RawValue, at: &str) -> Result<Vec<&'a RawValue>, GuardError> {
+        raw::array_of(raw)
+            .ok_or_else(|| self.malformed(at, format!("{}, not an array", raw::kind_of(raw))))
+    }
+
+    fn object(&self, raw: &'a RawValue, at: &str) -> Result<Object<'a>, GuardError> {
+        Object::of(raw).map_err(|p| self.malformed(at, p.to_string()))
+    }
+
+    /// Reads `tools`: each tool's name and bytes (Gemini: each function declaration).
+    fn read_tools(&mut self, raw: &'a RawValue) -> Result<(), GuardError> {
+        self.tools_end = self.end_of(raw);
+        for (i, tool) in self.array(raw, "tools")?.into_iter().enumerate() {
+            let at = format!("tools[{i}]");
+            let object = self.object(tool, &at)?;
+            if self.class == Class::Gemini {
+                if let Some(decls) = object.get("functionDeclarations") {
+                    for decl in self.array(decls, &format!("{at}.functionDeclarations"))? {
+                        let name = Object::of(decl)
+                            .ok()
+                            .and_then(|d| d.str("name").map(Cow::into_owned))
+                            .unwrap_or_default();
+                        self.tools.push(Tool {
+                            name,
+                            elem: self.elem(decl),
+                        });
+                    }
+                } else {
+                    let name = object.fields.first().map(|(k, _)| k.to_string());
+                    self.tools.push(Tool {
+                        name: name.unwrap_or_default(),
+                        elem: self.elem(tool),
+                    });
+                }
+                continue;
+            }
+            let function = object.get("function").and_then(|f| Object::of(f).ok());
+            if function.is_some() {
+                self.evidence.chat = true;
+            }
+            if object.has("input_schema") {
+                self.evidence.anthropic = true;
+            }
+            let name = function
+                .as_ref()
+                .and_then(|f| f.str("name"))
+                .or_else(|| object.str("name"))
+                .or_else(|| object.str("type"))
+                .map(Cow::into_owned)
+                .unwrap_or_default();
+            self.tools.push(Tool {
+                name,
+                elem: self.elem(tool),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads one message (or Responses input item, or Gemini content).
+    fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
+        let at = format!("messages[{index}]");
+        let object = self.object(raw, &at)?;
+        let role = object
+            .str("role")
+            .or_else(|| object.str("type"))
+            .map(Cow::into_owned)
+            .unwrap_or_else(|| "user".to_owned());
+        if matches!(role.as_str(), "system" | "developer" | "tool") || object.has("tool_calls") {
+            self.evidence.chat = true;
+        }
+        let key = if self.class == Class::Gemini {
+            "parts"
+        } else {
+            "content"
+        };
+        let mut blocks = Vec::new();
+        let mut text = String::new();
+        if let Some(content) = object.get(key) {
+            if let Some(s) = raw::string_of(content) {
+                text.push_str(&s);
+                blocks.push(Elem {
+                    raw: content.get(),
+                    norm: Cow::Owned(text_block(&s)),
+                    offset: offset_in(self.text, content.get()).unwrap_or(0),
+                });
+            } else if content.get().starts_with('[') {
+                for block in self.array(content, &format!("{at}.{key}"))? {
+                    if let Ok(b) = Object::of(block) {
+                        if let Some(t) = b.str("text") {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&t);
+                        }
+                        if b.str("type")
+                            .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t.as_ref()))
+                            && !b.has("image_url")
+                        {
+                            self.evidence.anthropic = true;
+                        }
+                    }
+                    blocks.push(self.elem(block));
+                }
+            }
+        }
+        let rest = object
+            .without(key)
+            .map_or(Cow::Borrowed(raw.get()), Cow::Owned);
+        let mut message = Msg {
+            index,
+            role,
+            elem: self.elem(raw),
+            rest,
+            blocks,
+            text,
+            hash: 0,
+        };
+        message.rehash();
+        self.messages.push(message);
+        Ok(())
+    }
+
+    /// Reads a system field: a string, an array of text blocks, or Gemini's `{parts}`.
+    fn read_system(&mut self, raw: &'a RawValue, at: &str) -> Result<(), GuardError> {
+        self.system_end = self.end_of(raw);
+        let blocks = if let Some(s) = raw::string_of(raw) {
+            self.push_system_text(&s);
+            self.system.push(Elem {
+                raw: raw.get(),
+                norm: Cow::Owned(text_block(&s)),
+                offset: offset_in(self.text, raw.get()).unwrap_or(0),
+            });
+            return Ok(());
+        } else if raw.get().starts_with('{') {
+            let object = self.object(raw, at)?;
+            match object.get("parts") {
+                Some(parts) => self.array(parts, &format!("{at}.parts"))?,
+                None => vec![raw],
+            }
+        } else {
+            self.array(raw, at)?
+        };
+        for block in blocks {
+            if let Some(t) = Object::of(block).ok().and_then(|b| b.str("text")) {
+                self.push_system_text(&t);
+            }
+            self.system.push(self.elem(block));
+        }
+        Ok(())
+    }
+
+    fn push_system_text(&mut self, text: &str) {
+        if !self.system_text.is_empty() {
+            self.system_text.push('\n');
+        }
+        self.system_text.push_str(text);
+    }
+
+    /// Chat Completions and Responses: the leading system messages are the system field.
+    fn split_leading_system(&mut self) {
+        let lead = self
+            .messages
+            .iter()
+            .take_while(|m| matches!(m.role.as_str(), "system" | "developer"))
+            .count();
+        if lead == 0 {
+            return;
+        }
+        let rest = self.messages.split_off(lead);
+        let leading = std::mem::replace(&mut self.messages, rest);
+        if let Some(last) = leading.last() {
+            self.system_end = last.elem.offset + last.elem.raw.len();
+        }
+        for m in leading {
+            self.push_system_text(&m.text);
+            self.system.push(m.elem);
+        }
+    }
+
+    /// Compares without `cache_control`: breakpoints (Anthropic's, and those OpenAI-style
+    /// routers pass on to it) move between requests.
+    fn normalize(&mut self) {
+        let strip = |elem: &mut Elem<'_>| {
+            if !elem.norm.contains("cache_control") {
+                return;
+            }
+            if let Some(s) = Object::parse(&elem.norm)
+                .ok()
+                .and_then(|o| o.without("cache_control"))
+            {
+                elem.norm = Cow::Owned(s);
+            }
+        };
+        for tool in &mut self.tools {
+            strip(&mut tool.elem);
+        }
+        self.system.iter_mut().for_each(strip);
+        for message in &mut self.messages {
+            message.blocks.iter_mut().for_each(strip);
+            message.rehash();
+        }
+    }
+}
+
+/// A string content or system field, compared as the one text block it stands for.
+fn text_block(text: &str) -> String {
+    format!(r#"{{"type":"text","text":{}}}"#, raw::quote(text))
+}
+
+fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
+    if bytes.len() > MAX_AUDIT_BODY_BYTES {
+        return Err(GuardError::TooLarge {
+            body: which,
+            len: bytes.len(),
+            max: MAX_AUDIT_BODY_BYTES,
+        });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| GuardError::NotAnObject {
+        body: which,
+        problem: format!("not UTF-8 ({e})"),
+    })?;
+    let top = Object::parse(text).map_err(|p| GuardError::NotAnObject {
+        body: which,
+        problem: p.to_string(),
+    })?;
+    let has = |k: &str| top.has(k);
+    let class = if has("contents") || has("systemInstruction") || has("system_instruction") {
+        Class::Gemini
+    } else if has("input") || has("instructions") {
+        Class::Responses
+    } else if has("messages") {
+        Class::Messages
+    } else {
+        let mut keys = top
+            .fields
+            .iter()
+            .map(|(k, _)| k.as_ref())
+            .collect::<Vec<_>>()
+            .join(", ");
+        keys.truncate(keys.floor_char_boundary(200));
+        return Err(GuardError::UnknownShape { body: which, keys });
+    };
+    let mut parsed = Parsed {
+        which,
+        text,
+        class,
+        evidence: Evidence::default(),
+        model: top.get("model"),
+        cache_key: top.get("prompt_cache_key"),
+        params: Vec::new(),
+        tools: Vec::new(),
+        tools_end: 0,
+        system: Vec::new(),
+        system_text: String::new(),
+        system_end: 0,
+        messages: Vec::new(),
+        messages_end: 0,
+    };
+    if has("prompt_cache_key") || has("cache_prompt") {
+        parsed.evidence.chat = true;
+    }
+    if has("system") || has("anthropic_version") {
+        parsed.evidence.anthropic = true;
+    }
+    if class == Class::Messages {
+        // Anthropic: a change to these invalidates the cached messages.
+        parsed.params = vec![
+            ("tool_choice", top.get("tool_choice")),
+            ("thinking", top.get("thinking")),
+        ];
+    }
+    if let Some(tools) = top.get("tools") {
+        parsed.read_tools(tools)?;
+    }
+    let system_key = match class {
+        Class::Gemini if has("system_instruction") => Some("system_instruction"),
+        Class::Gemini => Some("systemInstruction"),
+        Class::Responses => Some("instructions"),
+        Class::Messages => Some("system"),
+    };
+    if let Some(key) = system_key
+        && let Some(system) = top.get(key)
+    {
+        parsed.read_system(system, key)?;
+    }
+    let array_key = match class {
+        Class::Gemini => "contents",
+        Class::Responses => "input",
+        Class::Messages => "messages",
+    };
+    if let Some(messages) = top.get(array_key) {
+        parsed.messages_end = parsed.end_of(messages);
+        if let Some(s) = raw::string_of(messages) {
+            // Responses' `input` may be one string: one user message.
+            let mut message = Msg {
+                index: 0,
+                role: "user".to_owned(),
+                elem: parsed.elem(messages),
+                rest: Cow::Borrowed(""),
+                blocks: vec![Elem {
+                    raw: messages.get(),
+                    norm: Cow::Owned(text_block(&s)),
+                    offset: offset_in(text, messages.get()).unwrap_or(0),
+                }],
+                text: s.into_owned(),
+                hash: 0,
+            };
+            message.rehash();
+            parsed.messages.push(message);
+        } else {
+            for (i, m) in parsed.array(messages, array_key)?.into_iter().enumerate() {
+                parsed.read_message(i, m)?;
+            }
+        }
+    }
+    if class == Class::Responses {
+        // Leading system items join `instructions` as the system field.
+        let lead = parsed
+            .messages
+            .iter()
+            .take_while(|m| matches!(m.role.as_str(), "system" | "developer"))
+            .count();
+        if lead > 0 {
+            let rest = parsed.messages.split_off(lead);
+            let leading = std::mem::replace(&mut parsed.messages, rest);
+            for m in leading {
+                parsed.push_system_text(&m.text);
+                parsed.system.push(m.elem);
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(a: &str, b: &str) -> Verdict {
+        compare(a.as_bytes(), b.as_bytes()).unwrap()
+    }
+
+    fn cause(a: &str, b: &str) -> Cause {
+        match verdict(a, b) {
+            Verdict::Breaks(b) => b.cause,
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_extends_itself_and_its_continuation() {
+        let a = r#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"}]}"#;
+        let b = r#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}],"temperature":1}"#;
+        assert!(verdict(a, a).extends());
+        assert!(verdict(a, b).extends());
+    }
+
+    #[test]
+    fn chat_message_edits_removals_insertions_and_tails_are_told_apart() {
+        let m = |xs: &[&str]| {
+            let msgs: Vec<String> = xs
+                .iter()
+                .map(|x| format!(r#"{{"role":"user","content":"{x}"}}"#))
+                .collect();
+            format!(r#"{{"messages":[{}]}}"#, msgs.join(","))
+        };
+        assert_eq!(
+            cause(&m(&["a", "b", "c"]), &m(&["a", "B", "c"])),
+            Cause::MessageEdited
+        );
+        assert_eq!(
+            cause(&m(&["a", "b", "c"]), &m(&["a", "c"])),
+            Cause::MessageRemoved
+        );
+        assert_eq!(
+            cause(&m(&["a", "b", "c"]), &m(&["a", "x", "b", "c"])),
+            Cause::MessageInserted { count: 1 }
+        );
+        assert_eq!(
+            cause(&m(&["a", "b", "c"]), &m(&["a", "c", "b"])),
+            Cause::MessagesReordered
+        );
+        // The last message replaced by one of the same role reads as an edit; by one of
+        // another role, as its end not carried over.
+        assert_eq!(
+            cause(&m(&["a", "b", "eph"]), &m(&["a", "b", "d", "e"])),
+            Cause::MessageEdited
+        );
+        let eph =
+            r#"{"messages":[{"role":"user","content":"a"},{"role":"system","content":"eph"}]}"#;
+        let next =
+            r#"{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}"#;
+        assert_eq!(cause(eph, next), Cause::TailDropped);
+        assert_eq!(cause(&m(&["a", "b"]), &m(&["a"])), Cause::TailDropped);
+    }
+
+    #[test]
+    fn anthropic_blocks_compare_without_cache_control_and_merge_into_the_last_message() {
+        let a = r#"{"model":"m","system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}"#;
+        let b = r#"{"model":"m","system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"text","text":"more","cache_control":{"type":"ephemeral"}}]}]}"#;
+        assert_eq!(
+            verdict(a, b),
+            Verdict::Extends {
+                shape: Shape::Anthropic
+            }
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! # prompt-wire
+//!
+//! The exact body each provider receives for a [`Session`](prompt_core::Session)'s request, the provider's reply
+//! read back into the history, and a guard over two consecutive bodies built by anyone.
+//!
+//! - [`Wire::body`] turns a [`Request`](prompt_core::Request) into the body of OpenAI Chat
+//!   Completions, OpenAI Responses, Anthropic Messages, Gemini `generateContent` or
+//!   llama.cpp's server. Each history node is converted into the API's shape once; the
+//!   tools field, the system field and the keys around the messages array are written once
+//!   per session; a body is a view over those bytes ([`Body::chunks`]). Within a cache
+//!   epoch the stable part of a body is a byte prefix of the next body, except for
+//!   Anthropic, whose breakpoints move: there every content block before the stable end is
+//!   identical, ignoring `cache_control` ([`Body::stable_blocks`]).
+//! - [`Wire::record_reply`] reads the provider's reply and records the assistant message
+//!   the next request must carry, byte-for-byte (thinking blocks with their signatures,
+//!   Responses output items, Gemini parts); it returns the tool calls to run and the raw
+//!   usage object for the meter.
+//! - [`compare`] takes two consecutive bodies of any of these shapes and says whether the
+//!   later one extends the earlier one, or names the first differing tool, system block,
+//!   message or content block and why (tools changed, system rewritten, hoisting, a
+//!   message edited, inserted, removed, reordered).
+//!
+//! Key orders, where each API's stable part ends, where Anthropic's breakpoints go and how
+//! updates are delivered: `docs/wire.md`.
+//!
+//! ```
+//! use prompt_core::{Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext};
+//! use prompt_core::session::ToolResult;
+//! use prompt_core::tools::{ToolSet, ToolSource};
+//! use prompt_core::ApiKind;
+//! use prompt_wire::{compare, Wire, WireOptions};
+//! use serde_json::json;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let tools = ToolSet::from_openai(&[(ToolSource::builtin(), &json!([
+//!     {"name": "read_file", "description": "Read a file.",
+//!      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}
+//! ]))])?;
+//! let components = vec![Component::constant(ComponentId::new("house_rules")?, "You are terse.")
+//!     .placement(Placement::Prefix)];
+//! let policy = PromptPolicy::from_agent_toml("[prompt]\nprefix_allow = [\"house_rules\"]",
+//!     "agent.toml", components.iter().map(Component::id))?.policy;
+//! let options = prompt_wire::session_options(ApiKind::Anthropic, tools);
+//! let mut session = Session::start(components, &policy, SessionContext::default(), options)?;
+//! let mut wire = Wire::new(ApiKind::Anthropic,
+//!     WireOptions::new("claude-sonnet-4-5").param("max_tokens", &json!(1024)))?;
+//!
+//! let first = wire.body(&session.turn(Extensions::new(), "Read main.rs")?)?.stable_body();
+//! // The provider answers with a tool call; the reply is recorded as it came.
+//! let reply = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",
+//!   "content":[{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"main.rs"}}],
+//!   "stop_reason":"tool_use","usage":{"input_tokens":12,"output_tokens":8}}"#;
+//! let reply = wire.record_reply(&mut session, reply)?;
+//! assert_eq!(reply.tool_calls[0].name, "read_file");
+//! session.record_tool(&ToolResult::text(&reply.tool_calls[0].id, "fn main() {}"))?;
+//! let second = wire.body(&session.continuation(Extensions::new())?)?.to_bytes();
+//!
+//! assert!(compare(&first, &second)?.extends());
+//! let body: serde_json::Value = serde_json::from_slice(&second)?;
+//! assert_eq!(body["messages"][1]["content"][0]["type"], "tool_use");
+//! assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+mod convert;
+mod error;
+mod guard;
+mod options;
+mod raw;
+mod reply;
+mod wire;
+
+pub use error::WireError;
+pub use guard::{
+    Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,
+};
+pub use options::WireOptions;
+pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
+pub use wire::{ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, Wire, prompt_cache_key};
+
+use prompt_core::tools::ToolSet;
+use prompt_core::{ApiKind, SessionOptions};
+
+/// The session options for `api`: its delivery style (a system message for the OpenAI APIs
+/// and llama.cpp, a `system-reminder` user message for Anthropic and Gemini) and the tools.
+///
+/// ```
+/// use prompt_core::{ApiKind, delivery::UpdateRole, tools::ToolSet};
+/// let options = prompt_wire::session_options(ApiKind::Gemini, ToolSet::empty());
+/// assert_eq!(options.delivery.role, UpdateRole::UserReminder);
+/// ```
+pub fn session_options(api: ApiKind, tools: ToolSet) -> SessionOptions {
+    SessionOptions::for_api(api).with_tools(tools)
+}
+
+/// The API's name in messages.
+pub(crate) fn api_name(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::OpenAi => "OpenAI Chat Completions",
+        ApiKind::OpenAiResponses => "OpenAI Responses",
+        ApiKind::Anthropic => "Anthropic Messages",
+        ApiKind::Gemini => "Gemini generateContent",
+        ApiKind::LlamaCpp => "llama.cpp server",
+    }
+}

@@ -1,0 +1,117 @@
+//! The caller's part of a body: the model and the extra parameters, in a fixed order.
+
+use std::collections::BTreeMap;
+
+use prompt_core::ApiKind;
+use serde_json::Value;
+
+use crate::error::WireError;
+
+/// The model and the extra parameters (`max_tokens`, `temperature`, `stream`, …) of every
+/// body of a session.
+///
+/// Parameters are written after the messages (`contents`, `input`) array, so a change to one
+/// never moves a byte of the stable part, in the order of their names (a `BTreeMap`): the
+/// same parameters give the same bytes whatever order they were set in.
+///
+/// ```
+/// use prompt_wire::WireOptions;
+/// let options = WireOptions::new("claude-sonnet-4-5")
+///     .param("temperature", &serde_json::json!(0.2))
+///     .param("max_tokens", &serde_json::json!(1024));
+/// let names: Vec<&str> = options.params().map(|(k, _)| k).collect();
+/// assert_eq!(names, ["max_tokens", "temperature"]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WireOptions {
+    model: String,
+    params: BTreeMap<String, String>,
+}
+
+impl WireOptions {
+    /// Options for `model` (written as the body's `model`, first; Gemini takes the model in
+    /// the URL, so its bodies carry none).
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            params: BTreeMap::new(),
+        }
+    }
+
+    /// Sets a parameter to `value`, serialized once, compactly (object keys sorted).
+    pub fn param(mut self, key: impl Into<String>, value: &Value) -> Self {
+        self.params.insert(key.into(), value.to_string());
+        self
+    }
+
+    /// Sets a parameter to a JSON text, kept byte-for-byte.
+    pub fn param_raw(mut self, key: impl Into<String>, json: &str) -> Result<Self, WireError> {
+        let key = key.into();
+        if let Err(source) = serde_json::from_str::<&serde_json::value::RawValue>(json) {
+            return Err(WireError::InvalidParameter { key, source });
+        }
+        self.params.insert(key, json.trim().to_owned());
+        Ok(self)
+    }
+
+    /// The model.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The parameters, as written: name and JSON text, in name order.
+    pub fn params(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.params.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Checks the parameters against the keys the library writes for `api`, and the ones
+    /// the API requires.
+    pub(crate) fn check(&self, api: ApiKind) -> Result<(), WireError> {
+        if let Some(key) = self
+            .params
+            .keys()
+            .find(|k| reserved(api).contains(&k.as_str()))
+        {
+            return Err(WireError::ReservedParameter {
+                key: key.clone(),
+                api: crate::api_name(api),
+            });
+        }
+        if api == ApiKind::Anthropic && !self.params.contains_key("max_tokens") {
+            return Err(WireError::MissingParameter {
+                key: "max_tokens",
+                api: crate::api_name(api),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The top-level keys the library writes itself for `api`.
+fn reserved(api: ApiKind) -> &'static [&'static str] {
+    match api {
+        ApiKind::OpenAi => &["model", "tools", "messages", "prompt_cache_key"],
+        ApiKind::LlamaCpp => &[
+            "model",
+            "tools",
+            "messages",
+            "prompt_cache_key",
+            "cache_prompt",
+        ],
+        ApiKind::OpenAiResponses => &[
+            "model",
+            "instructions",
+            "tools",
+            "input",
+            "prompt_cache_key",
+        ],
+        ApiKind::Anthropic => &["model", "tools", "system", "messages"],
+        ApiKind::Gemini => &[
+            "model",
+            "systemInstruction",
+            "system_instruction",
+            "tools",
+            "contents",
+        ],
+    }
+}

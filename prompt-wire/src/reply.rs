@@ -1,0 +1,454 @@
+//! A provider's reply read back: the message the next request must carry, the tool calls to
+//! run, the usage to meter.
+
+use std::borrow::Cow;
+
+use prompt_core::hash::Digest128;
+use prompt_core::{ApiKind, Session};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::error::WireError;
+use crate::raw::{self, Object, push_quoted};
+use crate::wire::Wire;
+
+/// The largest reply body read; a longer one is refused before parsing.
+pub const MAX_REPLY_BYTES: usize = 16 << 20;
+
+/// Most bytes of a provider's error message kept in [`WireError::ProviderError`].
+const MAX_ERROR_MESSAGE: usize = 512;
+
+/// A tool call the agent must run, then answer with
+/// [`Session::record_tool`](prompt_core::Session::record_tool) under the same id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCall {
+    /// The call id (Gemini calls without one get a deterministic id, `gemini-…`).
+    pub id: String,
+    /// The function name.
+    pub name: String,
+    /// The arguments, as the JSON text the model wrote.
+    pub arguments: String,
+}
+
+/// Whose usage shape [`UsageReport::json`] is; the names are `prompt_measure::Provider`'s,
+/// so a caller maps it without this crate depending on the meter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageProvider {
+    /// OpenAI Chat Completions or Responses `usage`.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic `usage`.
+    Anthropic,
+    /// Gemini `usageMetadata`.
+    Gemini,
+    /// llama.cpp `timings`.
+    LlamaCpp,
+}
+
+impl UsageProvider {
+    /// The name: `openai`, `anthropic`, `gemini`, `llama_cpp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageProvider::OpenAi => "openai",
+            UsageProvider::Anthropic => "anthropic",
+            UsageProvider::Gemini => "gemini",
+            UsageProvider::LlamaCpp => "llama_cpp",
+        }
+    }
+}
+
+/// A reply's usage object, raw, for `prompt_measure::Usage::from_provider`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageReport {
+    /// Its shape.
+    pub provider: UsageProvider,
+    /// The object, as the provider sent it.
+    pub json: String,
+}
+
+/// A reply, read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reply {
+    /// The assistant message as the history stores it (what the next request carries).
+    pub message: String,
+    /// The tool calls to run, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// The reply's text (thinking excluded), joined.
+    pub text: String,
+    /// Why generation stopped, as the provider says it.
+    pub stop_reason: Option<String>,
+    /// The usage, when the reply has one.
+    pub usage: Option<UsageReport>,
+}
+
+impl Wire {
+    /// Reads a reply body of this wire's API and records its message into `session`
+    /// (byte-for-byte what the provider sent, in the shape the next body carries back).
+    /// Returns the tool calls to run and the usage to meter.
+    ///
+    /// Nothing is recorded when the body is refused.
+    pub fn record_reply(&self, session: &mut Session, body: &[u8]) -> Result<Reply, WireError> {
+        let salt = u64::try_from(session.history().len()).unwrap_or(u64::MAX);
+        let reply = parse(self.api(), body, salt)?;
+        session
+            .record_assistant_raw(&reply.message)
+            .map_err(WireError::Record)?;
+        Ok(reply)
+    }
+}
+
+/// Reads a reply body of `api` without recording it (ids made up for Gemini calls without
+/// one are unique only when recorded through [`Wire::record_reply`]).
+pub fn read_reply(api: ApiKind, body: &[u8]) -> Result<Reply, WireError> {
+    parse(api, body, 0)
+}
+
+struct Ctx {
+    api: &'static str,
+}
+
+impl Ctx {
+    fn bad(&self, at: impl Into<String>, problem: impl Into<String>) -> WireError {
+        WireError::Reply {
+            api: self.api,
+            at: at.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn object<'a>(&self, raw: &'a RawValue, at: &str) -> Result<Object<'a>, WireError> {
+        Object::of(raw).map_err(|p| self.bad(at, p.to_string()))
+    }
+
+    fn array<'a>(&self, raw: &'a RawValue, at: &str) -> Result<Vec<&'a RawValue>, WireError> {
+        raw::array_of(raw)
+            .ok_or_else(|| self.bad(at, format!("{}, not an array", raw::kind_of(raw))))
+    }
+
+    fn string<'a>(&self, o: &Object<'a>, key: &str, at: &str) -> Result<Cow<'a, str>, WireError> {
+        o.str(key)
+            .ok_or_else(|| self.bad(format!("{at}.{key}"), "missing or not a string"))
+    }
+
+    /// Refuses an error body: `{"error": {...}}` (`type: "error"` for Anthropic).
+    fn refuse_error(&self, top: &Object<'_>) -> Result<(), WireError> {
+        let Some(error) = top.get("error").filter(|e| !raw::is_null(e)) else {
+            return Ok(());
+        };
+        let message = Object::of(error)
+            .ok()
+            .and_then(|e| e.str("message").map(Cow::into_owned))
+            .or_else(|| raw::string_of(error).map(Cow::into_owned))
+            .unwrap_or_else(|| error.get().to_owned());
+        let end = message.floor_char_boundary(MAX_ERROR_MESSAGE);
+        Err(WireError::ProviderError {
+            api: self.api,
+            message: message[..end].to_owned(),
+        })
+    }
+}
+
+fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireError> {
+    let ctx = Ctx {
+        api: crate::api_name(api),
+    };
+    if body.len() > MAX_REPLY_BYTES {
+        return Err(WireError::ReplyTooLarge {
+            api: ctx.api,
+            len: body.len(),
+            max: MAX_REPLY_BYTES,
+        });
+    }
+    let text =
+        std::str::from_utf8(body).map_err(|e| ctx.bad("body", format!("not UTF-8 ({e})")))?;
+    let top = Object::parse(text).map_err(|p| ctx.bad("body", p.to_string()))?;
+    ctx.refuse_error(&top)?;
+    match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => chat(&ctx, &top, api),
+        ApiKind::OpenAiResponses => responses(&ctx, &top),
+        ApiKind::Anthropic => anthropic(&ctx, &top),
+        ApiKind::Gemini => gemini(&ctx, &top, salt),
+    }
+}
+
+fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageReport> {
+    top.get(key)
+        .filter(|u| u.get().starts_with('{'))
+        .map(|u| UsageReport {
+            provider,
+            json: u.get().to_owned(),
+        })
+}
+
+/// `,"tool_calls":[…]` in the OpenAI shape, for the session's bookkeeping of open calls.
+fn push_tool_calls(out: &mut String, calls: &[ToolCall]) {
+    if calls.is_empty() {
+        return;
+    }
+    out.push_str(r#","tool_calls":["#);
+    for (i, call) in calls.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(r#"{"id":"#);
+        push_quoted(out, &call.id);
+        out.push_str(r#","type":"function","function":{"name":"#);
+        push_quoted(out, &call.name);
+        out.push_str(r#","arguments":"#);
+        push_quoted(out, &call.arguments);
+        out.push_str("}}");
+    }
+    out.push(']');
+}
+
+fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
+    let choices = top
+        .get("choices")
+        .ok_or_else(|| ctx.bad("choices", "missing"))?;
+    let choices = ctx.array(choices, "choices")?;
+    let Some(first) = choices.first() else {
+        return Err(WireError::NoMessage {
+            api: ctx.api,
+            reason: "no choices".to_owned(),
+        });
+    };
+    let choice = ctx.object(first, "choices[0]")?;
+    let raw_message = choice
+        .get("message")
+        .ok_or_else(|| ctx.bad("choices[0].message", "missing"))?;
+    let message = ctx.object(raw_message, "choices[0].message")?;
+    let role = ctx.string(&message, "role", "choices[0].message")?;
+    if role != "assistant" {
+        return Err(ctx.bad(
+            "choices[0].message.role",
+            format!("\"{role}\", not \"assistant\""),
+        ));
+    }
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = message.get("tool_calls").filter(|c| !raw::is_null(c)) {
+        for (i, call) in ctx
+            .array(calls, "choices[0].message.tool_calls")?
+            .into_iter()
+            .enumerate()
+        {
+            let at = format!("choices[0].message.tool_calls[{i}]");
+            let call = ctx.object(call, &at)?;
+            let function = call
+                .get("function")
+                .ok_or_else(|| ctx.bad(format!("{at}.function"), "missing"))?;
+            let function = ctx.object(function, &format!("{at}.function"))?;
+            tool_calls.push(ToolCall {
+                id: ctx.string(&call, "id", &at)?.into_owned(),
+                name: ctx
+                    .string(&function, "name", &format!("{at}.function"))?
+                    .into_owned(),
+                arguments: function
+                    .str("arguments")
+                    .map_or_else(|| "{}".to_owned(), Cow::into_owned),
+            });
+        }
+    }
+    let text = match message.get("content") {
+        Some(c) => raw::string_of(c).map(Cow::into_owned).unwrap_or_default(),
+        None => String::new(),
+    };
+    let usage = if api == ApiKind::LlamaCpp {
+        usage(top, "timings", UsageProvider::LlamaCpp)
+            .or_else(|| usage(top, "usage", UsageProvider::OpenAi))
+    } else {
+        usage(top, "usage", UsageProvider::OpenAi)
+    };
+    Ok(Reply {
+        message: raw_message.get().to_owned(),
+        tool_calls,
+        text,
+        stop_reason: choice.str("finish_reason").map(Cow::into_owned),
+        usage,
+    })
+}
+
+fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
+    let output = top
+        .get("output")
+        .ok_or_else(|| ctx.bad("output", "missing"))?;
+    let items = ctx.array(output, "output")?;
+    if items.is_empty() {
+        return Err(WireError::NoMessage {
+            api: ctx.api,
+            reason: top
+                .str("status")
+                .map_or_else(|| "empty output".to_owned(), |s| format!("status {s}")),
+        });
+    }
+    let mut tool_calls = Vec::new();
+    let mut text = String::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("output[{i}]");
+        let item = ctx.object(item, &at)?;
+        match item.str("type").as_deref() {
+            Some("function_call") => tool_calls.push(ToolCall {
+                id: ctx.string(&item, "call_id", &at)?.into_owned(),
+                name: ctx.string(&item, "name", &at)?.into_owned(),
+                arguments: ctx.string(&item, "arguments", &at)?.into_owned(),
+            }),
+            Some("message") => {
+                let Some(content) = item.get("content") else {
+                    continue;
+                };
+                for (j, part) in ctx
+                    .array(content, &format!("{at}.content"))?
+                    .into_iter()
+                    .enumerate()
+                {
+                    let part = ctx.object(part, &format!("{at}.content[{j}]"))?;
+                    if part.str("type").as_deref() == Some("output_text")
+                        && let Some(t) = part.str("text")
+                    {
+                        text.push_str(&t);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut message = String::from(r#"{"role":"assistant","content":null"#);
+    push_tool_calls(&mut message, &tool_calls);
+    message.push_str(r#","output":"#);
+    message.push_str(output.get());
+    message.push('}');
+    let stop_reason = top
+        .get("incomplete_details")
+        .and_then(|d| Object::of(d).ok())
+        .and_then(|d| d.str("reason").map(Cow::into_owned))
+        .or_else(|| top.str("status").map(Cow::into_owned));
+    Ok(Reply {
+        message,
+        tool_calls,
+        text,
+        stop_reason,
+        usage: usage(top, "usage", UsageProvider::OpenAi),
+    })
+}
+
+fn anthropic(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
+    if top.str("type").as_deref() == Some("error") {
+        return Err(WireError::ProviderError {
+            api: ctx.api,
+            message: "an error without a message".to_owned(),
+        });
+    }
+    let content = top
+        .get("content")
+        .ok_or_else(|| ctx.bad("content", "missing"))?;
+    let blocks = ctx.array(content, "content")?;
+    let mut tool_calls = Vec::new();
+    let mut text = String::new();
+    for (i, block) in blocks.iter().enumerate() {
+        let at = format!("content[{i}]");
+        let block = ctx.object(block, &at)?;
+        match block.str("type").as_deref() {
+            Some("tool_use") => {
+                let input = block
+                    .get("input")
+                    .ok_or_else(|| ctx.bad(format!("{at}.input"), "missing"))?;
+                tool_calls.push(ToolCall {
+                    id: ctx.string(&block, "id", &at)?.into_owned(),
+                    name: ctx.string(&block, "name", &at)?.into_owned(),
+                    arguments: input.get().to_owned(),
+                });
+            }
+            Some("text") => {
+                if let Some(t) = block.str("text") {
+                    text.push_str(&t);
+                }
+            }
+            None => return Err(ctx.bad(format!("{at}.type"), "missing or not a string")),
+            Some(_) => {}
+        }
+    }
+    let mut message = String::from(r#"{"role":"assistant","content":"#);
+    message.push_str(content.get());
+    push_tool_calls(&mut message, &tool_calls);
+    message.push('}');
+    Ok(Reply {
+        message,
+        tool_calls,
+        text,
+        stop_reason: top.str("stop_reason").map(Cow::into_owned),
+        usage: usage(top, "usage", UsageProvider::Anthropic),
+    })
+}
+
+fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
+    let no_message = |reason: String| WireError::NoMessage {
+        api: ctx.api,
+        reason,
+    };
+    let blocked = || {
+        top.get("promptFeedback")
+            .and_then(|f| Object::of(f).ok())
+            .and_then(|f| f.str("blockReason").map(|r| format!("prompt blocked: {r}")))
+            .unwrap_or_else(|| "no candidates".to_owned())
+    };
+    let Some(candidates) = top.get("candidates") else {
+        return Err(no_message(blocked()));
+    };
+    let candidates = ctx.array(candidates, "candidates")?;
+    let Some(first) = candidates.first() else {
+        return Err(no_message(blocked()));
+    };
+    let candidate = ctx.object(first, "candidates[0]")?;
+    let finish = candidate.str("finishReason").map(Cow::into_owned);
+    let Some(content) = candidate.get("content") else {
+        return Err(no_message(format!(
+            "a candidate without content (finishReason {})",
+            finish.as_deref().unwrap_or("missing")
+        )));
+    };
+    let content = ctx.object(content, "candidates[0].content")?;
+    let Some(parts) = content.get("parts") else {
+        return Err(no_message(format!(
+            "a candidate without parts (finishReason {})",
+            finish.as_deref().unwrap_or("missing")
+        )));
+    };
+    let items = ctx.array(parts, "candidates[0].content.parts")?;
+    let digest = Digest128::of(&[parts.get().as_bytes(), &salt.to_le_bytes()]).to_string();
+    let mut tool_calls = Vec::new();
+    let mut text = String::new();
+    for (i, part) in items.iter().enumerate() {
+        let at = format!("candidates[0].content.parts[{i}]");
+        let part = ctx.object(part, &at)?;
+        if let Some(call) = part.get("functionCall") {
+            let at = format!("{at}.functionCall");
+            let call = ctx.object(call, &at)?;
+            let id = call
+                .str("id")
+                .map_or_else(|| format!("gemini-{}-{i}", &digest[..16]), Cow::into_owned);
+            tool_calls.push(ToolCall {
+                id,
+                name: ctx.string(&call, "name", &at)?.into_owned(),
+                arguments: call
+                    .get("args")
+                    .map_or_else(|| "{}".to_owned(), |a| a.get().to_owned()),
+            });
+        } else if part.get("thought").is_none_or(|t| t.get() != "true")
+            && let Some(t) = part.str("text")
+        {
+            text.push_str(&t);
+        }
+    }
+    let mut message = String::from(r#"{"role":"assistant","content":null"#);
+    push_tool_calls(&mut message, &tool_calls);
+    message.push_str(r#","parts":"#);
+    message.push_str(parts.get());
+    message.push('}');
+    Ok(Reply {
+        message,
+        tool_calls,
+        text,
+        stop_reason: finish,
+        usage: usage(top, "usageMetadata", UsageProvider::Gemini),
+    })
+}

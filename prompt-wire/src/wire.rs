@@ -1,0 +1,827 @@
+//! The body each provider receives, as a view over bytes converted once per node.
+
+use std::io::{self, Write};
+
+use prompt_core::hash::{Fingerprint, NodeId};
+use prompt_core::node::{Node, NodeKind};
+use prompt_core::tools::ToolSet;
+use prompt_core::{ApiKind, Request};
+
+use crate::convert::{self, Call, Part, Role};
+use crate::error::WireError;
+use crate::options::WireOptions;
+use crate::raw::push_quoted;
+
+/// An Anthropic breakpoint, as written inside the block it marks.
+const CACHE_CONTROL: &str = r#","cache_control":{"type":"ephemeral"}"#;
+
+/// Anthropic looks for an earlier cache entry at most this many blocks before a breakpoint.
+pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
+
+/// How many blocks a breakpoint may move back from the block it belongs on, past blocks that
+/// cannot carry one (thinking blocks, empty text).
+const BREAKPOINT_SEARCH: usize = 8;
+
+/// The `prompt_cache_key` of a request: its prefix fingerprint, as 32 hex digits. The one
+/// place the key is made, so its contract can change here alone.
+///
+/// ```
+/// # use prompt_core::{Extensions, PromptPolicy, Session, SessionContext, SessionOptions};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let mut session = Session::start(vec![], &PromptPolicy::default(), SessionContext::default(), SessionOptions::default())?;
+/// let request = session.turn(Extensions::new(), "hi")?;
+/// assert_eq!(prompt_wire::prompt_cache_key(&request), request.prefix_fingerprint().to_string());
+/// # Ok(()) }
+/// ```
+pub fn prompt_cache_key(request: &Request<'_>) -> String {
+    request.prefix_fingerprint().to_string()
+}
+
+/// How the parts of one item are introduced in the messages array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lead {
+    /// First element of the array.
+    Nothing,
+    /// After an element (or a block of the same message).
+    Comma,
+    /// Opens the first message.
+    Open(Role),
+    /// Closes the open message and opens one of another role.
+    CloseOpen(Role),
+}
+
+/// A history node in the API's shape, converted once, with where it lies in the array.
+#[derive(Debug)]
+struct Item {
+    id: NodeId,
+    role: Role,
+    parts: Vec<Part>,
+    lead: Lead,
+    /// Bytes of the messages array section up to the end of this item.
+    end_len: usize,
+    /// Parts (elements, blocks) up to the end of this item.
+    end_parts: usize,
+    /// The message open after this item (grouping APIs).
+    open_after: Option<Role>,
+    /// The calls an assistant node opens.
+    calls: Vec<Call>,
+    assistant: bool,
+    /// A leading system node of an API with one system field: its text goes there.
+    system_text: Option<Box<str>>,
+}
+
+/// What is frozen at the first body: session-constant bytes.
+#[derive(Debug)]
+struct Frozen {
+    fingerprint: Fingerprint,
+    prefix: Option<String>,
+    tools: Option<String>,
+    head: String,
+    /// The last leading system node the head holds (APIs with one system field).
+    head_leading: Option<NodeId>,
+    /// Whether the head ends with a message of the array (Chat's prefix message).
+    head_element: bool,
+    /// Whether the head has a system field (Anthropic: a breakpoint on its last block).
+    head_system: bool,
+    tail: String,
+}
+
+/// The previous body's stable end, for Anthropic's second rolling breakpoint.
+#[derive(Debug, Clone, Copy)]
+struct Previous {
+    epoch: u64,
+    parts: usize,
+}
+
+/// The wire of one session to one API: turns each request into the exact body the API
+/// receives.
+///
+/// Each history node is converted into the API's shape once, memoized by its
+/// [`NodeId`](prompt_core::hash::NodeId) (which chains every earlier node, so one comparison
+/// tells that a whole history prefix is unchanged), and the tools field, the system field
+/// and the keys around the messages array are written once per session. A body is a view
+/// over those bytes: composing one costs the new nodes, not the history.
+#[derive(Debug)]
+pub struct Wire {
+    api: ApiKind,
+    options: WireOptions,
+    frozen: Option<Frozen>,
+    items: Vec<Item>,
+    /// Leading items whose text went to the system field.
+    leading: usize,
+    last_assistant: Option<usize>,
+    previous: Option<Previous>,
+}
+
+fn grouped(api: ApiKind) -> bool {
+    matches!(api, ApiKind::Anthropic | ApiKind::Gemini)
+}
+
+fn opener(api: ApiKind, role: Role) -> &'static str {
+    match (api, role) {
+        (ApiKind::Gemini, Role::User) => r#"{"role":"user","parts":["#,
+        (ApiKind::Gemini, Role::Assistant) => r#"{"role":"model","parts":["#,
+        (_, Role::User) => r#"{"role":"user","content":["#,
+        (_, Role::Assistant) => r#"{"role":"assistant","content":["#,
+    }
+}
+
+fn lead_len(api: ApiKind, lead: Lead) -> usize {
+    match lead {
+        Lead::Nothing => 0,
+        Lead::Comma => 1,
+        Lead::Open(role) => opener(api, role).len(),
+        Lead::CloseOpen(role) => 3 + opener(api, role).len(),
+    }
+}
+
+fn parts_len(parts: &[Part]) -> usize {
+    parts.iter().map(|p| p.text.len()).sum::<usize>() + parts.len().saturating_sub(1)
+}
+
+impl Wire {
+    /// A wire for one session to `api`. Anthropic requires `max_tokens` among the
+    /// parameters; a parameter the library writes itself (`messages`, `tools`, …) is
+    /// refused.
+    pub fn new(api: ApiKind, options: WireOptions) -> Result<Self, WireError> {
+        options.check(api)?;
+        Ok(Self {
+            api,
+            options,
+            frozen: None,
+            items: Vec::new(),
+            leading: 0,
+            last_assistant: None,
+            previous: None,
+        })
+    }
+
+    /// The API.
+    pub fn api(&self) -> ApiKind {
+        self.api
+    }
+
+    /// The options.
+    pub fn options(&self) -> &WireOptions {
+        &self.options
+    }
+
+    /// The body of `request`: converts the nodes new since the previous body, and returns a
+    /// view over the session's bytes.
+    ///
+    /// Refused for a request of another session than the first one given
+    /// ([`WireError::OtherSession`]), and for a node that cannot be written in the API's
+    /// shape ([`WireError::Node`]).
+    pub fn body(&mut self, request: &Request<'_>) -> Result<Body<'_>, WireError> {
+        let fingerprint = request.prefix_fingerprint();
+        match &self.frozen {
+            Some(frozen) if frozen.fingerprint != fingerprint => {
+                return Err(WireError::OtherSession {
+                    expected: frozen.fingerprint,
+                    found: fingerprint,
+                });
+            }
+            Some(_) => {}
+            None => self.frozen = Some(self.freeze(request)),
+        }
+        let truncated = self.sync(request.nodes())?;
+        if truncated {
+            self.previous = None;
+        }
+        self.refresh_head();
+
+        let api = self.api;
+        let mut ephemeral = Vec::new();
+        for (component, message) in request.ephemeral() {
+            let converted =
+                convert::convert(api, message, &|_| None).map_err(|problem| WireError::Node {
+                    index: request.nodes().len(),
+                    producer: prompt_core::node::Producer::Component(component.clone()),
+                    api: crate::api_name(api),
+                    problem,
+                })?;
+            ephemeral.extend(converted.parts);
+        }
+        let open_before = self.items.last().and_then(|i| i.open_after);
+        let parts_before = self.items.last().map_or(0, |i| i.end_parts);
+        let head_element = self.frozen.as_ref().is_some_and(|f| f.head_element);
+        let ephemeral_lead = if ephemeral.is_empty() {
+            Lead::Nothing
+        } else {
+            self.lead(Role::User, open_before, parts_before, head_element)
+        };
+        let open_end = if grouped(api) && !ephemeral.is_empty() {
+            Some(Role::User)
+        } else {
+            open_before
+        };
+
+        let breakpoints = if api == ApiKind::Anthropic {
+            self.breakpoints(request.epoch())
+        } else {
+            Vec::new()
+        };
+
+        let (head_len, tail_len) = self
+            .frozen
+            .as_ref()
+            .map_or((0, 0), |f| (f.head.len(), f.tail.len()));
+        let section = self.items.last().map_or(0, |i| i.end_len);
+        let stable_len = head_len + section + breakpoints.len() * CACHE_CONTROL.len();
+        let ephemeral_len = if ephemeral.is_empty() {
+            0
+        } else {
+            lead_len(api, ephemeral_lead) + parts_len(&ephemeral)
+        };
+        let closer = if open_end.is_some() { 2 } else { 0 };
+        // The tail starts with the array's closing bracket.
+        let len = stable_len + ephemeral_len + closer + tail_len;
+        let new_from = request.nodes().len() - request.new_nodes().len();
+        Ok(Body {
+            wire: self,
+            ephemeral,
+            ephemeral_lead,
+            open_end,
+            breakpoints,
+            new_from,
+            stable_len,
+            len,
+        })
+    }
+
+    fn lead(
+        &self,
+        role: Role,
+        open: Option<Role>,
+        parts_before: usize,
+        head_element: bool,
+    ) -> Lead {
+        if grouped(self.api) {
+            match open {
+                Some(r) if r == role => Lead::Comma,
+                Some(_) => Lead::CloseOpen(role),
+                None => Lead::Open(role),
+            }
+        } else if parts_before > 0 || head_element {
+            Lead::Comma
+        } else {
+            Lead::Nothing
+        }
+    }
+
+    /// Keeps the converted items whose node is unchanged, converts the rest. Returns whether
+    /// any item was dropped (a compaction or a removal: a new epoch).
+    fn sync(&mut self, nodes: &[Node]) -> Result<bool, WireError> {
+        let n = self.items.len().min(nodes.len());
+        let same = |k: usize| k == 0 || self.items[k - 1].id == nodes[k - 1].id();
+        // Ids chain: node k's id is unchanged only if every earlier one is, so the matching
+        // length is found by bisection.
+        let keep = if n == self.items.len() && same(n) {
+            n
+        } else {
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if same(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            lo
+        };
+        let truncated = keep < self.items.len();
+        if truncated {
+            self.items.truncate(keep);
+            self.leading = self.leading.min(keep);
+            self.last_assistant = self.items.iter().rposition(|i| i.assistant);
+        }
+        for (index, node) in nodes.iter().enumerate().skip(keep) {
+            self.push(index, node)?;
+        }
+        Ok(truncated)
+    }
+
+    fn push(&mut self, index: usize, node: &Node) -> Result<(), WireError> {
+        let api = self.api;
+        let converted = {
+            let calls = self
+                .last_assistant
+                .and_then(|at| self.items.get(at))
+                .map(|i| &i.calls);
+            let answered = |id: &str| {
+                let calls = calls?;
+                let at = calls.binary_search_by(|c| c.id.as_str().cmp(id)).ok()?;
+                calls.get(at).cloned()
+            };
+            convert::convert(api, node.bytes(), &answered).map_err(|problem| WireError::Node {
+                index,
+                producer: node.producer().clone(),
+                api: crate::api_name(api),
+                problem,
+            })?
+        };
+        let leading = grouped(api)
+            && self.leading == self.items.len()
+            && converted.system_text.is_some()
+            && matches!(node.kind(), NodeKind::System | NodeKind::CompactionSummary);
+        let (parts, system_text) = if leading {
+            self.leading += 1;
+            (Vec::new(), converted.system_text.map(Box::from))
+        } else {
+            (converted.parts, None)
+        };
+        let before = self.items.last();
+        let open_before = before.and_then(|i| i.open_after);
+        let parts_before = before.map_or(0, |i| i.end_parts);
+        let len_before = before.map_or(0, |i| i.end_len);
+        let head_element = self.frozen.as_ref().is_some_and(|f| f.head_element);
+        let (lead, open_after, len) = if parts.is_empty() {
+            (Lead::Nothing, open_before, 0)
+        } else {
+            let lead = self.lead(converted.role, open_before, parts_before, head_element);
+            let open = grouped(api).then_some(converted.role);
+            (lead, open, lead_len(api, lead) + parts_len(&parts))
+        };
+        let assistant = matches!(node.kind(), NodeKind::Assistant);
+        self.items.push(Item {
+            id: node.id(),
+            role: converted.role,
+            end_len: len_before + len,
+            end_parts: parts_before + parts.len(),
+            parts,
+            lead,
+            open_after,
+            calls: converted.calls,
+            assistant,
+            system_text,
+        });
+        if assistant {
+            self.last_assistant = Some(self.items.len() - 1);
+        }
+        Ok(())
+    }
+
+    /// Writes what is frozen for the session: the tools field, the keys around the
+    /// messages array, the prefix.
+    fn freeze(&self, request: &Request<'_>) -> Frozen {
+        let prefix = request
+            .has_prefix()
+            .then(|| request.prefix_text().to_owned());
+        let tools = tools_field(self.api, request.tools());
+        let key = prompt_cache_key(request);
+        let mut tail = String::from("]");
+        if matches!(
+            self.api,
+            ApiKind::OpenAi | ApiKind::LlamaCpp | ApiKind::OpenAiResponses
+        ) {
+            tail.push_str(r#","prompt_cache_key":"#);
+            push_quoted(&mut tail, &key);
+        }
+        if self.api == ApiKind::LlamaCpp {
+            tail.push_str(r#","cache_prompt":true"#);
+        }
+        for (k, v) in self.options.params() {
+            tail.push(',');
+            push_quoted(&mut tail, k);
+            tail.push(':');
+            tail.push_str(v);
+        }
+        tail.push('}');
+        let mut frozen = Frozen {
+            fingerprint: request.prefix_fingerprint(),
+            prefix,
+            tools,
+            head: String::new(),
+            head_leading: None,
+            head_element: false,
+            head_system: false,
+            tail,
+        };
+        frozen.head_element =
+            matches!(self.api, ApiKind::OpenAi | ApiKind::LlamaCpp) && frozen.prefix.is_some();
+        (frozen.head, frozen.head_system) = head(self.api, &self.options, &frozen, &[]);
+        frozen
+    }
+
+    /// Rewrites the head when the leading system nodes changed (only at the first body of
+    /// an epoch: later nodes never lead).
+    fn refresh_head(&mut self) {
+        if !grouped(self.api) {
+            return;
+        }
+        let key = self.leading.checked_sub(1).map(|i| self.items[i].id);
+        let Some(frozen) = self.frozen.as_mut() else {
+            return;
+        };
+        if frozen.head_leading == key && !frozen.head.is_empty() {
+            return;
+        }
+        let texts: Vec<&str> = self.items[..self.leading]
+            .iter()
+            .filter_map(|i| i.system_text.as_deref())
+            .collect();
+        (frozen.head, frozen.head_system) = head(self.api, &self.options, frozen, &texts);
+        frozen.head_leading = key;
+    }
+
+    /// Anthropic's breakpoints in the messages: the rolling one on the last stable block,
+    /// and, when more than [`ANTHROPIC_LOOKBACK_BLOCKS`] blocks were appended since the
+    /// previous body, a second one where the previous body's stable part ended.
+    fn breakpoints(&mut self, epoch: u64) -> Vec<usize> {
+        let total = self.items.last().map_or(0, |i| i.end_parts);
+        let previous = self
+            .previous
+            .filter(|p| p.epoch == epoch && p.parts <= total);
+        self.previous = Some(Previous {
+            epoch,
+            parts: total,
+        });
+        let mut out = Vec::with_capacity(2);
+        if let Some(second) = previous
+            .filter(|p| total - p.parts > ANTHROPIC_LOOKBACK_BLOCKS)
+            .and_then(|p| p.parts.checked_sub(1))
+            .and_then(|at| self.cacheable_at_or_before(at))
+        {
+            out.push(second);
+        }
+        if let Some(rolling) = total
+            .checked_sub(1)
+            .and_then(|at| self.cacheable_at_or_before(at))
+            && !out.contains(&rolling)
+        {
+            out.push(rolling);
+        }
+        out
+    }
+
+    /// The part with global index `at`, and the item holding it.
+    fn part(&self, at: usize) -> Option<&Part> {
+        let item = self.items.partition_point(|i| i.end_parts <= at);
+        let item = self.items.get(item)?;
+        let first = item.end_parts - item.parts.len();
+        item.parts.get(at - first)
+    }
+
+    fn cacheable_at_or_before(&self, at: usize) -> Option<usize> {
+        (0..=at)
+            .rev()
+            .take(BREAKPOINT_SEARCH)
+            .find(|&g| self.part(g).is_some_and(|p| p.cacheable))
+    }
+}
+
+/// The tools field's value for `api`, written once; `None` without tools.
+fn tools_field(api: ApiKind, tools: &ToolSet) -> Option<String> {
+    if tools.is_empty() {
+        return None;
+    }
+    let defs = tools.definitions();
+    let mut out = String::from("[");
+    match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => return Some(tools.openai_json().to_owned()),
+        ApiKind::OpenAiResponses => {
+            for (i, d) in defs.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(r#"{"type":"function","name":"#);
+                push_quoted(&mut out, &d.name);
+                out.push_str(r#","description":"#);
+                push_quoted(&mut out, &d.description);
+                out.push_str(r#","parameters":"#);
+                out.push_str(&d.parameters);
+                out.push_str(r#","strict":false}"#);
+            }
+        }
+        ApiKind::Anthropic => {
+            for (i, d) in defs.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(r#"{"name":"#);
+                push_quoted(&mut out, &d.name);
+                out.push_str(r#","description":"#);
+                push_quoted(&mut out, &d.description);
+                out.push_str(r#","input_schema":"#);
+                out.push_str(&d.parameters);
+                if i + 1 == defs.len() {
+                    out.push_str(CACHE_CONTROL);
+                }
+                out.push('}');
+            }
+        }
+        ApiKind::Gemini => {
+            out.push_str(r#"{"functionDeclarations":["#);
+            for (i, d) in defs.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(r#"{"name":"#);
+                push_quoted(&mut out, &d.name);
+                out.push_str(r#","description":"#);
+                push_quoted(&mut out, &d.description);
+                out.push_str(r#","parameters":"#);
+                out.push_str(&d.parameters);
+                out.push('}');
+            }
+            out.push_str("]}");
+        }
+    }
+    out.push(']');
+    Some(out)
+}
+
+/// Everything before the first history message, in the documented key order, and whether
+/// it has a system field.
+fn head(api: ApiKind, options: &WireOptions, frozen: &Frozen, leading: &[&str]) -> (String, bool) {
+    let mut out = String::from("{");
+    let mut system = false;
+    let tools = frozen.tools.as_deref();
+    let model = |out: &mut String| {
+        out.push_str(r#""model":"#);
+        push_quoted(out, options.model());
+    };
+    match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => {
+            model(&mut out);
+            if let Some(tools) = tools {
+                out.push_str(r#","tools":"#);
+                out.push_str(tools);
+            }
+            out.push_str(r#","messages":["#);
+            if let Some(prefix) = &frozen.prefix {
+                out.push_str(r#"{"role":"system","content":"#);
+                push_quoted(&mut out, prefix);
+                out.push('}');
+            }
+        }
+        ApiKind::OpenAiResponses => {
+            model(&mut out);
+            if let Some(prefix) = &frozen.prefix {
+                out.push_str(r#","instructions":"#);
+                push_quoted(&mut out, prefix);
+            }
+            if let Some(tools) = tools {
+                out.push_str(r#","tools":"#);
+                out.push_str(tools);
+            }
+            out.push_str(r#","input":["#);
+        }
+        ApiKind::Anthropic => {
+            model(&mut out);
+            if let Some(tools) = tools {
+                out.push_str(r#","tools":"#);
+                out.push_str(tools);
+            }
+            let texts: Vec<&str> = frozen
+                .prefix
+                .as_deref()
+                .into_iter()
+                .chain(leading.iter().copied())
+                .filter(|t| !t.is_empty())
+                .collect();
+            if !texts.is_empty() {
+                system = true;
+                out.push_str(r#","system":["#);
+                for (i, text) in texts.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(r#"{"type":"text","text":"#);
+                    push_quoted(&mut out, text);
+                    if i + 1 == texts.len() {
+                        out.push_str(CACHE_CONTROL);
+                    }
+                    out.push('}');
+                }
+                out.push(']');
+            }
+            out.push_str(r#","messages":["#);
+        }
+        ApiKind::Gemini => {
+            let texts: Vec<&str> = frozen
+                .prefix
+                .as_deref()
+                .into_iter()
+                .chain(leading.iter().copied())
+                .filter(|t| !t.is_empty())
+                .collect();
+            if !texts.is_empty() {
+                system = true;
+                out.push_str(r#""systemInstruction":{"parts":["#);
+                for (i, text) in texts.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(r#"{"text":"#);
+                    push_quoted(&mut out, text);
+                    out.push('}');
+                }
+                out.push_str("]},");
+            }
+            if let Some(tools) = tools {
+                out.push_str(r#""tools":"#);
+                out.push_str(tools);
+                out.push(',');
+            }
+            out.push_str(r#""contents":["#);
+        }
+    }
+    (out, system)
+}
+
+/// One body: a view over the wire's bytes and this request's ephemeral content. Its
+/// [`chunks`](Body::chunks) concatenate to the exact body.
+#[derive(Debug)]
+pub struct Body<'w> {
+    wire: &'w Wire,
+    ephemeral: Vec<Part>,
+    ephemeral_lead: Lead,
+    open_end: Option<Role>,
+    /// Global indices of the message blocks carrying an Anthropic breakpoint.
+    breakpoints: Vec<usize>,
+    new_from: usize,
+    stable_len: usize,
+    len: usize,
+}
+
+/// One content block (Anthropic), part (Gemini) or array element (OpenAI) of a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block<'a> {
+    /// The role of the message holding it (`user`, `assistant`; Gemini `model`); `None` for
+    /// OpenAI's elements, which are messages or items themselves.
+    pub role: Option<&'static str>,
+    /// The block as sent, without a `cache_control`.
+    pub json: &'a str,
+}
+
+impl<'w> Body<'w> {
+    /// The API.
+    pub fn api(&self) -> ApiKind {
+        self.wire.api
+    }
+
+    /// Length of the body in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a body has at least its braces.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Byte length of the stable part: everything up to the end of the last history node.
+    /// For every API but Anthropic it is a byte prefix of every later body in the same
+    /// epoch; Anthropic's breakpoints move, so there the invariant is on the blocks
+    /// ([`Body::stable_blocks`]).
+    pub fn stable_len(&self) -> usize {
+        self.stable_len
+    }
+
+    /// Number of Anthropic breakpoints in the body (tools, system, rolling ones); 0 for
+    /// other APIs.
+    pub fn breakpoint_count(&self) -> usize {
+        if self.wire.api != ApiKind::Anthropic {
+            return 0;
+        }
+        let frozen = self.wire.frozen.as_ref();
+        let tools = frozen.is_some_and(|f| f.tools.is_some());
+        let system = frozen.is_some_and(|f| f.head_system);
+        usize::from(tools) + usize::from(system) + self.breakpoints.len()
+    }
+
+    fn emit<'b>(&'b self, from: usize, head: bool, ephemeral: bool, out: &mut dyn FnMut(&'b [u8])) {
+        let api = self.wire.api;
+        let lead = |lead: Lead, out: &mut dyn FnMut(&'b [u8])| match lead {
+            Lead::Nothing => {}
+            Lead::Comma => out(b","),
+            Lead::Open(role) => out(opener(api, role).as_bytes()),
+            Lead::CloseOpen(role) => {
+                out(b"]},");
+                out(opener(api, role).as_bytes());
+            }
+        };
+        let frozen = self.wire.frozen.as_ref();
+        if head && let Some(f) = frozen {
+            out(f.head.as_bytes());
+        }
+        for item in self.wire.items.iter().skip(from) {
+            if item.parts.is_empty() {
+                continue;
+            }
+            lead(item.lead, out);
+            let first = item.end_parts - item.parts.len();
+            for (j, part) in item.parts.iter().enumerate() {
+                if j > 0 {
+                    out(b",");
+                }
+                let text = part.text.as_bytes();
+                match text.split_last() {
+                    Some((b'}', body)) if self.breakpoints.contains(&(first + j)) => {
+                        out(body);
+                        out(CACHE_CONTROL.as_bytes());
+                        out(b"}");
+                    }
+                    _ => out(text),
+                }
+            }
+        }
+        let open_end = if ephemeral && !self.ephemeral.is_empty() {
+            lead(self.ephemeral_lead, out);
+            for (j, part) in self.ephemeral.iter().enumerate() {
+                if j > 0 {
+                    out(b",");
+                }
+                out(part.text.as_bytes());
+            }
+            self.open_end
+        } else {
+            self.wire.items.last().and_then(|i| i.open_after)
+        };
+        if open_end.is_some() {
+            out(b"]}");
+        }
+        if let Some(f) = frozen {
+            out(f.tail.as_bytes());
+        }
+    }
+
+    /// The serialized pieces in order; their concatenation is the body. Borrowing, not
+    /// copying: the history's bytes were written once, when each node was converted.
+    pub fn chunks(&self) -> Vec<&[u8]> {
+        let mut out = Vec::with_capacity(self.wire.items.len() * 2 + 8);
+        self.emit(0, true, true, &mut |c| out.push(c));
+        out
+    }
+
+    /// The pieces from the first node new in this request to the end: what a client that
+    /// kept the previous body's stable part has not sent yet.
+    pub fn new_chunks(&self) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        self.emit(self.new_from, false, true, &mut |c| out.push(c));
+        out
+    }
+
+    /// Writes the body.
+    pub fn write_to<W: Write>(&self, mut out: W) -> io::Result<()> {
+        let mut result = Ok(());
+        self.emit(0, true, true, &mut |c| {
+            if result.is_ok() {
+                result = out.write_all(c);
+            }
+        });
+        result
+    }
+
+    /// The body as one buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        self.emit(0, true, true, &mut |c| out.extend_from_slice(c));
+        out
+    }
+
+    /// The stable part as one buffer: a byte prefix of every later body of the epoch (but
+    /// Anthropic's, whose breakpoints move).
+    pub fn stable_bytes(&self) -> Vec<u8> {
+        let mut out = self.to_bytes();
+        out.truncate(self.stable_len);
+        out
+    }
+
+    /// The body without this request's ephemeral content: a whole JSON body, which the
+    /// next body of the epoch extends. Give it to [`compare`](crate::compare) as the
+    /// earlier body.
+    pub fn stable_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        self.emit(0, true, false, &mut |c| out.extend_from_slice(c));
+        out
+    }
+
+    /// The blocks (Anthropic), parts (Gemini) or array elements (OpenAI) of the messages
+    /// before the stable end, without `cache_control`: the unit every later body of the
+    /// epoch starts with, whatever its breakpoints. Leading system nodes that went to a
+    /// system field are not among them, nor is Chat Completions' prefix message.
+    pub fn stable_blocks(&self) -> Vec<Block<'w>> {
+        let api = self.wire.api;
+        let role = |role: Role| {
+            grouped(api).then_some(match (api, role) {
+                (_, Role::User) => "user",
+                (ApiKind::Gemini, Role::Assistant) => "model",
+                (_, Role::Assistant) => "assistant",
+            })
+        };
+        self.wire
+            .items
+            .iter()
+            .flat_map(|i| {
+                let role = role(i.role);
+                i.parts.iter().map(move |p| Block {
+                    role,
+                    json: &p.text,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,8 @@
+//! prompt-wire's behaviour, API by API: the bodies of a scripted session, the replies read
+//! back, the guard, and the documented examples.
+
+mod bodies;
+mod common;
+mod fixtures;
+mod guard;
+mod replies;
