@@ -53,7 +53,7 @@ fn setup(api: ApiKind, nodes: usize) -> (Session, Wire) {
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\"]\n",
         "agent.toml",
-        components.iter().map(Component::id),
+        &components,
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .policy;

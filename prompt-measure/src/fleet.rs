@@ -24,9 +24,9 @@
 //! assert_eq!(kept.requests, spread.requests);
 //! ```
 
+use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::cmp::Reverse;
 
 use serde::Serialize;
 
@@ -323,13 +323,7 @@ fn plan(config: &FleetConfig, shape: &SessionShape, session: usize) -> SessionPl
 
 /// The block chain of `session`'s request `k`: full blocks only; those inside the shared
 /// prefix are the agent's, the rest the session's (per epoch).
-fn chain(
-    shape: &SessionShape,
-    config: &FleetConfig,
-    session: usize,
-    k: usize,
-    out: &mut Vec<u64>,
-) {
+fn chain(shape: &SessionShape, config: &FleetConfig, session: usize, k: usize, out: &mut Vec<u64>) {
     out.clear();
     let block = config.block_tokens.max(1);
     let tokens = shape.requests.get(k).copied().unwrap_or(0);
@@ -348,10 +342,14 @@ fn chain(
 /// Plays every session through the fleet under `policy`.
 pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy) -> FleetReport {
     let replicas_n = config.replicas.max(1);
-    let capacity = usize::try_from(config.capacity_tokens / config.block_tokens.max(1))
-        .unwrap_or(usize::MAX);
+    let capacity =
+        usize::try_from(config.capacity_tokens / config.block_tokens.max(1)).unwrap_or(usize::MAX);
     let mut replicas: Vec<Replica> = (0..replicas_n).map(|_| Replica::new(capacity)).collect();
-    let mut holders = Holders::new(if policy == Policy::Oracle { replicas_n } else { 0 });
+    let mut holders = Holders::new(if policy == Policy::Oracle {
+        replicas_n
+    } else {
+        0
+    });
     let plans: Vec<SessionPlan> = (0..config.sessions)
         .map(|s| plan(config, shape, s))
         .collect();
@@ -470,7 +468,10 @@ mod tests {
         // reuse everything but the new 512 tokens.
         assert_eq!(report.requests, 12 * 10);
         let per_session_new = 1024 + 512 + 9 * 512;
-        assert!(report.reprocessed <= 12 * per_session_new as u64, "{report:?}");
+        assert!(
+            report.reprocessed <= 12 * per_session_new as u64,
+            "{report:?}"
+        );
     }
 
     #[test]
@@ -483,7 +484,10 @@ mod tests {
         let oracle = simulate_fleet(&shape, &config, Policy::Oracle);
         for policy in [Policy::RoundRobin, Policy::SessionHash, Policy::PrefixHash] {
             let other = simulate_fleet(&shape, &config, policy);
-            assert!(oracle.cached + 4096 * 12 >= other.cached, "{policy:?}: {other:?} vs {oracle:?}");
+            assert!(
+                oracle.cached + 4096 * 12 >= other.cached,
+                "{policy:?}: {other:?} vs {oracle:?}"
+            );
         }
     }
 

@@ -38,7 +38,7 @@
 //! let components = vec![Component::constant(ComponentId::new("house_rules")?, "You are terse.")
 //!     .placement(Placement::Prefix)];
 //! let policy = PromptPolicy::from_agent_toml("[prompt]\nprefix_allow = [\"house_rules\"]",
-//!     "agent.toml", components.iter().map(Component::id))?.policy;
+//!     "agent.toml", &components)?.policy;
 //! let options = prompt_wire::session_options(ApiKind::Anthropic, tools);
 //! let mut session = Session::start(components, &policy, SessionContext::default(), options)?;
 //! let mut wire = Wire::new(ApiKind::Anthropic,

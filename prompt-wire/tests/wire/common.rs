@@ -67,7 +67,7 @@ pub fn session(api: ApiKind) -> Session {
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"house_rules\"]\n",
         "agent.toml",
-        components.iter().map(Component::id),
+        &components,
     )
     .unwrap()
     .policy;
