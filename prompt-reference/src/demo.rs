@@ -35,6 +35,15 @@ pub enum DemoError {
     /// Writing a body failed.
     #[error("writing a request body")]
     Write(#[source] std::io::Error),
+    /// The encoder could not turn a request into its body.
+    #[error("encoding request {sequence}")]
+    Encode {
+        /// The request's sequence number.
+        sequence: u64,
+        /// What the encoder said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Registry problem (duplicate id, bad namespace).
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -164,7 +173,8 @@ pub struct DemoState {
 }
 
 /// Turns a request into the bytes measured and written (a wire format's body).
-pub type Encode<'a> = &'a mut dyn FnMut(&Request<'_>) -> Vec<u8>;
+pub type Encode<'a> =
+    &'a mut dyn FnMut(&Request<'_>) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Gets each request's sequence number and bytes.
 pub type Sink<'a> = &'a mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>;
@@ -282,17 +292,26 @@ pub fn run_demo(
     };
     let mut epoch = session.history().epoch();
     let mut out: Vec<DemoTurn> = Vec::new();
-    let mut failed: Option<std::io::Error> = None;
-    size.play(&mut session, first..=turns, &mut |step, request| {
+    let mut failed: Option<DemoError> = None;
+    let played = size.play(&mut session, first..=turns, &mut |step, request| {
         let bytes = match encode.as_mut() {
-            Some(encode) => encode(request),
+            Some(encode) => match encode(request) {
+                Ok(bytes) => bytes,
+                Err(source) => {
+                    failed = Some(DemoError::Encode {
+                        sequence: request.sequence(),
+                        source,
+                    });
+                    return Err(ScenarioError::Stopped);
+                }
+            },
             None => request.to_bytes(),
         };
         if let Some(sink) = sink.as_mut()
-            && failed.is_none()
             && let Err(e) = sink(request.sequence(), &bytes)
         {
-            failed = Some(e);
+            failed = Some(DemoError::Write(e));
+            return Err(ScenarioError::Stopped);
         }
         if request.epoch() != epoch {
             epoch = request.epoch();
@@ -338,10 +357,11 @@ pub fn run_demo(
         });
         previous = bytes;
         Ok(())
-    })?;
+    });
     if let Some(e) = failed {
-        return Err(DemoError::Write(e));
+        return Err(e);
     }
+    played?;
     // The baseline, composed from the start, request by request beside the library's.
     let head = size.compose(Strategy::ReplaceAtHead, &registry, turns)?;
     for t in &mut out {

@@ -148,6 +148,9 @@ pub enum ScenarioError {
     /// The script's tools do not form a tool set.
     #[error("the scripted tools: {0}")]
     ToolSet(String),
+    /// The caller's callback stopped the session (it keeps its own error).
+    #[error("stopped by the caller")]
+    Stopped,
     /// A composed request is not a JSON array of messages.
     #[error("turn {turn}: the composed request is not a JSON array: {source}")]
     Request {

@@ -213,8 +213,8 @@ pub enum Cause {
     /// The earlier body's messages appear in another order.
     MessagesReordered,
     /// The earlier body's content from here on is not in the later body (which is shorter,
-    /// or goes on with other content): only the earlier body's end is lost, as with a
-    /// per-request (ephemeral) tail.
+    /// or goes on with other content), or comes again only at the later body's very end:
+    /// only the earlier body's end is lost, as with a per-request (ephemeral) tail.
     TailDropped,
 }
 
@@ -251,9 +251,11 @@ impl fmt::Display for Cause {
 pub struct Break {
     /// The bodies' shape.
     pub shape: Shape,
-    /// Where.
+    /// Where (flattened into the break's JSON: `"place"` and its fields).
+    #[serde(flatten)]
     pub place: Place,
-    /// Why.
+    /// Why (flattened into the break's JSON: `"cause"` and its fields).
+    #[serde(flatten)]
     pub cause: Cause,
     /// The position in the later body, with both sides' bytes around it (for Anthropic,
     /// without `cache_control`). `message_index` is set for a message.
@@ -586,7 +588,14 @@ fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
         return None;
     }
     let (a, b) = (e.system.get(at), l.system.get(at));
-    let grown = l.system_text.len() > e.system_text.len()
+    // Hoisting grows the system field and keeps the messages; a compaction (a summary put
+    // in the system field) also drops the earlier messages: a rewrite.
+    let messages_kept = e
+        .messages
+        .first()
+        .is_none_or(|m| l.messages.first().is_some_and(|x| x.same(m)));
+    let grown = messages_kept
+        && l.system_text.len() > e.system_text.len()
         && l.system_text.starts_with(e.system_text.as_str());
     let cause = if grown {
         let added = &l.system_text[e.system_text.len()..];
@@ -623,6 +632,9 @@ fn check_messages(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
             continue;
         }
         let cause = classify(e, l, i);
+        if resent_at_end(e, l, i) {
+            return Some(message_break(e, l, i, None, cause));
+        }
         if same_message && matches!(cause, Cause::MessageEdited | Cause::TailDropped) {
             // Told at the block: the blocks before it are kept.
             let later_blocks: HashSet<&str> = b.blocks.iter().map(|y| y.norm.as_ref()).collect();
@@ -647,8 +659,25 @@ fn blocks_equal(a: &[Elem<'_>], b: &[Elem<'_>]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.norm == y.norm)
 }
 
+/// Whether the earlier body's messages from `i` on are the later body's last messages,
+/// after new ones: a per-request tail sent again at the end.
+fn resent_at_end(e: &Parsed<'_>, l: &Parsed<'_>, i: usize) -> bool {
+    let rest = e.messages.len().saturating_sub(i);
+    let Some(k) = l.messages.len().checked_sub(rest) else {
+        return false;
+    };
+    k > i
+        && e.messages[i..]
+            .iter()
+            .zip(&l.messages[k..])
+            .all(|(a, b)| a.same(b))
+}
+
 /// Why message `i` of the earlier body differs from message `i` of the later one.
 fn classify(e: &Parsed<'_>, l: &Parsed<'_>, i: usize) -> Cause {
+    if resent_at_end(e, l, i) {
+        return Cause::TailDropped;
+    }
     let (em, lm) = (&e.messages, &l.messages);
     let mut later_at: HashMap<u64, usize> = HashMap::new();
     for (k, m) in lm.iter().enumerate().skip(i) {
@@ -1103,8 +1132,14 @@ mod tests {
             Cause::MessageRemoved
         );
         assert_eq!(
-            cause(&m(&["a", "b", "c"]), &m(&["a", "x", "b", "c"])),
+            cause(&m(&["a", "b", "c"]), &m(&["a", "x", "b", "c", "d"])),
             Cause::MessageInserted { count: 1 }
+        );
+        // The earlier end sent again at the very end, after new messages: a per-request
+        // tail; the cache loses the same bytes either way.
+        assert_eq!(
+            cause(&m(&["a", "b", "c"]), &m(&["a", "x", "b", "c"])),
+            Cause::TailDropped
         );
         assert_eq!(
             cause(&m(&["a", "b", "c"]), &m(&["a", "c", "b"])),

@@ -80,7 +80,7 @@ pub use guard::{
 };
 pub use options::WireOptions;
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
-pub use wire::{ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, Wire, prompt_cache_key};
+pub use wire::{ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, ResumePoint, Wire, prompt_cache_key};
 
 use prompt_core::tools::ToolSet;
 use prompt_core::{ApiKind, SessionOptions};

@@ -86,12 +86,20 @@ struct Frozen {
     tail: String,
 }
 
-/// The previous body's stable end, for Anthropic's second rolling breakpoint.
-#[derive(Debug, Clone, Copy)]
-struct Previous {
+/// Where the previous body's stable part ended (its cache epoch and block count): what
+/// Anthropic's second rolling breakpoint is placed by.
+///
+/// A [`Wire`] keeps it between bodies. A session saved and restored in another process
+/// gets the same bodies as one that never stopped only if the new wire goes on from the
+/// old wire's point: save [`Wire::resume_point`] beside the session's snapshot and give it
+/// to [`Wire::resume_from`] before the first body. (Only Anthropic bodies depend on it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResumePoint {
     epoch: u64,
     parts: usize,
 }
+
+type Previous = ResumePoint;
 
 /// The wire of one session to one API: turns each request into the exact body the API
 /// receives.
@@ -164,6 +172,19 @@ impl Wire {
     /// The options.
     pub fn options(&self) -> &WireOptions {
         &self.options
+    }
+
+    /// Where the last body's stable part ended; `None` before the first body. Save it with
+    /// the session to go on in another process ([`ResumePoint`]).
+    pub fn resume_point(&self) -> Option<ResumePoint> {
+        self.previous
+    }
+
+    /// Goes on from a point saved by [`Wire::resume_point`] in an earlier process, so the
+    /// next body is the one the earlier wire would have written. A point of another epoch
+    /// or beyond the history is ignored, as after a compaction.
+    pub fn resume_from(&mut self, point: ResumePoint) {
+        self.previous = Some(point);
     }
 
     /// The body of `request`: converts the nodes new since the previous body, and returns a

@@ -17,8 +17,17 @@ use crate::output::{load_prices, pct, progress, thousands};
 #[derive(Debug, clap::Args)]
 pub(crate) struct AuditArgs {
     /// JSONL file: one chat request body (or {"request", "response"}) per line; `-` reads
-    /// standard input.
+    /// standard input. A directory of request bodies (`*.json`, in name order, as
+    /// `demo --write-bodies` writes them) is read with the guard: see --guard.
     file: PathBuf,
+    /// Read FILE as request bodies of any API (OpenAI Chat Completions or Responses,
+    /// Anthropic Messages, Gemini, llama.cpp), one per line, and say of each consecutive pair
+    /// whether the later extends the earlier, or where and why it breaks the cache.
+    #[arg(long)]
+    guard: bool,
+    /// With the guard: exit 1 when a pair breaks the cache (for CI).
+    #[arg(long)]
+    deny_breaks: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -179,6 +188,16 @@ pub(crate) fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, Box<dyn Error>> {
+    if args.guard || args.file.is_dir() {
+        let guard = super::audit_bodies::GuardArgs {
+            path: &args.file,
+            json: args.json,
+            allow_skipped: args.allow_skipped,
+            deny_breaks: args.deny_breaks,
+            max_line_bytes: args.max_line_bytes,
+        };
+        return super::audit_bodies::run(&guard, out, err);
+    }
     let Some(prices) = load_prices(args.prices.as_deref(), err) else {
         return Ok(2);
     };

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use prompt_core::delivery::PrefixRole;
 use prompt_core::input;
 use prompt_reference::demo::{self, DemoOptions, DemoState, DemoTurn};
-use prompt_registry::cli;
-use prompt_registry::{DeliveryStyle, Registry};
+use prompt_reference::scenario::ScenarioSize;
+use prompt_registry::wire::{ResumePoint, Wire, WireOptions};
+use prompt_registry::{ApiKind, DeliveryStyle, Registry, cli};
+use serde::{Deserialize, Serialize};
 
 use super::DEFAULT_CONFIG;
 use crate::output::{pct_of, progress, write_json_error};
@@ -23,9 +25,18 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 12)]
     turns: u64,
     /// How updates are delivered: system, user-reminder, merged (into the next user
-    /// message) or first-user (merged, and the prefix in the first user message).
-    #[arg(long, default_value = "system", value_parser = parse_delivery)]
-    delivery: DeliveryStyle,
+    /// message) or first-user (merged, and the prefix in the first user message). Default:
+    /// the --api's own (user-reminder for anthropic and gemini), else system.
+    #[arg(long, value_parser = parse_delivery)]
+    delivery: Option<DeliveryStyle>,
+    /// Measure and write each request as this API's body, with the tools in its tools
+    /// field: openai, openai-responses, anthropic, gemini or llama-cpp. Without it, a
+    /// request is its messages array and the tools are text in the prefix.
+    #[arg(long, value_parser = parse_api)]
+    api: Option<ApiKind>,
+    /// The model named in the bodies (with --api).
+    #[arg(long, default_value = "demo-model", requires = "api")]
+    model: String,
     /// Write the session after the last turn to FILE (resume it with --resume).
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
@@ -43,6 +54,50 @@ pub(crate) struct DemoArgs {
 
 /// The most a saved demo may hold: 256 MiB (a long session's history).
 const SAVED_LIMIT: u64 = 256 << 20;
+
+fn parse_api(s: &str) -> Result<ApiKind, String> {
+    match s {
+        "openai" => Ok(ApiKind::OpenAi),
+        "openai-responses" => Ok(ApiKind::OpenAiResponses),
+        "anthropic" => Ok(ApiKind::Anthropic),
+        "gemini" => Ok(ApiKind::Gemini),
+        "llama-cpp" => Ok(ApiKind::LlamaCpp),
+        other => Err(format!(
+            "unknown api `{other}`: expected openai, openai-responses, anthropic, gemini or llama-cpp"
+        )),
+    }
+}
+
+/// The name `--api` takes for `api`.
+fn api_flag(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::OpenAi => "openai",
+        ApiKind::OpenAiResponses => "openai-responses",
+        ApiKind::Anthropic => "anthropic",
+        ApiKind::Gemini => "gemini",
+        ApiKind::LlamaCpp => "llama-cpp",
+    }
+}
+
+/// What `--save` writes: the demo, and with `--api` the API and where its wire stopped
+/// (Anthropic's rolling breakpoints depend on the previous body).
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedDemo {
+    demo: DemoState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    api: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wire: Option<ResumePoint>,
+}
+
+/// The body parameters each API needs besides the model (Anthropic requires `max_tokens`).
+fn wire_options(api: ApiKind, model: &str) -> WireOptions {
+    let options = WireOptions::new(model);
+    match api {
+        ApiKind::Anthropic => options.param("max_tokens", &serde_json::json!(1024)),
+        _ => options,
+    }
+}
 
 fn parse_delivery(s: &str) -> Result<DeliveryStyle, String> {
     match s {
@@ -92,13 +147,39 @@ pub(crate) fn run(
                     return Ok(2);
                 }
             };
-            match serde_json::from_str::<DemoState>(&text) {
-                Ok(state) => Some(state),
+            match serde_json::from_str::<SavedDemo>(&text) {
+                Ok(saved) => {
+                    let given = args.api.map(api_flag);
+                    if saved.api.as_deref() != given {
+                        let flag = |api: Option<&str>| {
+                            api.map_or("no --api".to_owned(), |a| format!("--api {a}"))
+                        };
+                        writeln!(
+                            err,
+                            "{}: error: saved with {}; resume it with the same (given: {})",
+                            path.display(),
+                            flag(saved.api.as_deref()),
+                            flag(given)
+                        )?;
+                        return Ok(2);
+                    }
+                    Some(saved)
+                }
                 Err(e) => {
                     write_json_error(err, path, &e);
                     return Ok(2);
                 }
             }
+        }
+    };
+    let mut wire = match args.api {
+        None => None,
+        Some(api) => {
+            let mut wire = Wire::new(api, wire_options(api, &args.model))?;
+            if let Some(point) = resume.as_ref().and_then(|r| r.wire) {
+                wire.resume_from(point);
+            }
+            Some(wire)
         }
     };
     if let Some(dir) = &args.write_bodies {
@@ -117,15 +198,35 @@ pub(crate) fn run(
             None => Ok(()),
         }
     };
+    let mut encode =
+        |request: &prompt_registry::Request<'_>| -> Result<Vec<u8>, Box<dyn Error + Send + Sync>> {
+            match wire.as_mut() {
+                Some(wire) => Ok(wire.body(request)?.to_bytes()),
+                None => Ok(request.to_bytes()),
+            }
+        };
     let mut options = DemoOptions::new(args.turns);
-    options.delivery = args.delivery.clone();
-    options.resume = resume;
+    options.delivery = match (&args.delivery, args.api) {
+        (Some(delivery), _) => delivery.clone(),
+        (None, Some(api)) => api.delivery(),
+        (None, None) => DeliveryStyle::system(),
+    };
+    if args.api.is_some() {
+        options.tools = Some(ScenarioSize::Full.tools()?);
+    }
+    options.resume = resume.map(|r| r.demo);
     options.progress = Some(&mut on_progress);
     options.sink = Some(&mut write_body);
+    options.encode = Some(&mut encode);
     let run = demo::run_demo(registry, &policy, options)?;
     bar.finish_and_clear();
     if let Some(path) = &args.save {
-        let text = serde_json::to_string(&run.state)?;
+        let saved = SavedDemo {
+            demo: run.state,
+            api: args.api.map(api_flag).map(str::to_owned),
+            wire: wire.as_ref().and_then(Wire::resume_point),
+        };
+        let text = serde_json::to_string(&saved)?;
         std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     }
     let report = run.turns;

@@ -12,6 +12,7 @@ use prompt_registry::Registry;
 use prompt_registry::cli::{self, App, DefaultConfig, RegistryCommand};
 
 mod audit;
+mod audit_bodies;
 mod bench_live;
 mod demo;
 mod probe_template;
@@ -45,7 +46,8 @@ enum Command {
     /// scripted session (in tokens).
     Simulate(simulate::SimulateArgs),
     /// Audit a log of chat requests (JSONL, or `-` for standard input): per-request cache
-    /// reuse and what broke it.
+    /// reuse and what broke it; or, for a directory of request bodies of any API (or
+    /// --guard), whether each body extends the one before.
     Audit(audit::AuditArgs),
     /// Classify how a chat template treats appended system messages and choose a delivery.
     ProbeTemplate(probe_template::ProbeArgs),

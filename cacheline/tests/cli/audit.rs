@@ -171,3 +171,112 @@ fn a_line_longer_than_max_line_bytes_is_skipped_with_its_number() {
     let (code, _, err) = cacheline_with_stdin(&["audit", "-", "--json"], log.as_bytes());
     assert_eq!(code, 0, "{err}");
 }
+
+/// Three Anthropic bodies as a Jan-style bridge sends them: the second extends the first;
+/// the third carries a per-turn update joined into the one system field (hoisting).
+const HOISTING_BRIDGE: &str = concat!(
+    r#"{"model":"m","system":"Be brief.","messages":[{"role":"user","content":"hi"}]}"#,
+    "\n",
+    r#"{"model":"m","system":"Be brief.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"}]}"#,
+    "\n\n",
+    r#"{"model":"m","system":"Be brief.\n\nToday is Monday.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"},{"role":"assistant","content":"so"},{"role":"user","content":"go on"}]}"#,
+    "\n"
+);
+
+#[test]
+fn audit_guard_flags_a_hoisting_bridge_and_deny_breaks_fails_the_run() {
+    let (code, out, err) =
+        cacheline_with_stdin(&["audit", "--guard", "-"], HOISTING_BRIDGE.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("line 2: extends line 1 (Anthropic Messages)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("line 4: BREAKS line 2: Anthropic Messages: hoisting: text was added to the system field"),
+        "{out}"
+    );
+    assert!(out.contains("Today is Monday."), "{out}");
+    assert!(
+        out.contains("3 bodies, 2 pairs: 1 extend, 0 extend all but"),
+        "{out}"
+    );
+
+    let (code, out, err) = cacheline_with_stdin(
+        &["audit", "--guard", "-", "--json", "--deny-breaks"],
+        HOISTING_BRIDGE.as_bytes(),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("1 pair(s) break the cache (--deny-breaks)"),
+        "{err}"
+    );
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let hoisted = &report["pairs"][1];
+    assert_eq!(hoisted["outcome"], "breaks");
+    assert_eq!(hoisted["at"]["cause"], "hoisting");
+    assert_eq!(hoisted["at"]["place"], "system");
+    assert_eq!(report["summary"]["breaks"], 1);
+}
+
+#[test]
+fn audit_guard_reports_bodies_it_cannot_read_or_compare_and_exits_1() {
+    let log = concat!(
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+        "\n",
+        r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+        "\n",
+        "[1,2]\n",
+    )
+    .to_owned()
+        + &format!(
+            r#"{{"contents":[{{"role":"user","parts":[{{"text":"{}"}}]}}]}}"#,
+            "x".repeat(300)
+        )
+        + "\n";
+    let (code, out, err) = cacheline_with_stdin(
+        &["audit", "--guard", "-", "--max-line-bytes", "200"],
+        log.as_bytes(),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("line 2: cannot be compared with line 1: the earlier body is a Chat Completions body, the later one a Gemini body"),
+        "{out}"
+    );
+    assert!(
+        out.contains("line 3: cannot be compared with line 2: the later body is"),
+        "{out}"
+    );
+    assert!(
+        err.contains("line 4 skipped: a body of 352 bytes, over the 200-byte limit"),
+        "{err}"
+    );
+    assert!(
+        err.contains("exit 1 (pass --allow-skipped to exit 0)"),
+        "{err}"
+    );
+    let (code, _, err) = cacheline_with_stdin(
+        &[
+            "audit",
+            "--guard",
+            "-",
+            "--max-line-bytes",
+            "200",
+            "--allow-skipped",
+        ],
+        log.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn audit_of_a_directory_without_bodies_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("cacheline-audit-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let (code, _, err) = cacheline(&["audit", &dir.to_string_lossy()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no .json request bodies in the directory"),
+        "{err}"
+    );
+}

@@ -1,6 +1,9 @@
 //! `demo`: the scripted session, byte by byte, against replace-at-head.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::cacheline;
 
@@ -127,21 +130,22 @@ fn bodies(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// `demo --save` after turn K and `demo --resume` to turn N write the same request bodies,
-/// byte for byte, as one run of N turns, in every delivery style.
+/// byte for byte, as one run of N turns, in every delivery style and as every API's body.
 #[test]
 fn a_saved_and_resumed_demo_writes_the_same_bodies_as_one_run() {
     let root = std::env::temp_dir().join(format!("cacheline-demo-resume-{}", std::process::id()));
-    for delivery in ["system", "user-reminder", "merged", "first-user"] {
-        let whole = root.join(delivery).join("whole");
-        let split = root.join(delivery).join("split");
-        let saved = root.join(delivery).join("session.json");
+    let deliveries = ["system", "user-reminder", "merged", "first-user"].map(|d| ["--delivery", d]);
+    for [flag, value] in deliveries.into_iter().chain(APIS.map(|a| ["--api", a])) {
+        let delivery = format!("{flag} {value}");
+        let dir = root.join(value);
+        let (whole, split, saved) = (dir.join("whole"), dir.join("split"), dir.join("saved"));
         let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
         let (code, _, err) = cacheline(&[
             "demo",
             "--turns",
             "11",
-            "--delivery",
-            delivery,
+            flag,
+            value,
             "--write-bodies",
             &path(&whole),
         ]);
@@ -150,8 +154,8 @@ fn a_saved_and_resumed_demo_writes_the_same_bodies_as_one_run() {
             "demo",
             "--turns",
             "4",
-            "--delivery",
-            delivery,
+            flag,
+            value,
             "--write-bodies",
             &path(&split),
             "--save",
@@ -162,8 +166,8 @@ fn a_saved_and_resumed_demo_writes_the_same_bodies_as_one_run() {
             "demo",
             "--turns",
             "11",
-            "--delivery",
-            delivery,
+            flag,
+            value,
             "--write-bodies",
             &path(&split),
             "--resume",
@@ -186,5 +190,120 @@ fn a_saved_and_resumed_demo_writes_the_same_bodies_as_one_run() {
         for ((name, a), (_, b)) in whole.iter().zip(&split) {
             assert!(a == b, "{delivery}: {name} differs after a save and resume");
         }
+    }
+}
+
+/// `--api` values.
+const APIS: [&str; 5] = [
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "llama-cpp",
+];
+
+/// The top-level fields of a body, as sent.
+fn fields(body: &[u8]) -> HashMap<String, Box<RawValue>> {
+    serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// For every API, the demo's bodies: one per request; the tools field byte-identical in
+/// each; one `prompt_cache_key` (OpenAI shapes); Anthropic's breakpoints at most four and
+/// never on a block of the per-request tail; and `cacheline audit DIR` finds each body
+/// extending the one before (up to its per-request tail) except at the compaction.
+#[test]
+fn demo_bodies_of_every_api_carry_one_tools_field_and_extend_each_other_until_the_compaction() {
+    let root = std::env::temp_dir().join(format!("cacheline-demo-api-{}", std::process::id()));
+    for api in APIS {
+        let dir = root.join(api);
+        let dir_arg = dir.to_string_lossy().into_owned();
+        let (code, out, err) =
+            cacheline(&["demo", "--api", api, "--write-bodies", &dir_arg, "--json"]);
+        assert_eq!(code, 0, "{api}: {err}");
+        let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+        let requests = report.as_array().unwrap_or_else(|| panic!("{out}"));
+        let written = bodies(&dir);
+        assert_eq!(written.len(), requests.len(), "{api}: one body per request");
+        assert_eq!(written[0].0, "request-001.json");
+
+        let tools: Vec<String> = written
+            .iter()
+            .map(|(name, b)| {
+                fields(b)
+                    .get("tools")
+                    .unwrap_or_else(|| panic!("{api} {name}: no tools field"))
+                    .get()
+                    .to_owned()
+            })
+            .collect();
+        assert!(tools[0].contains("read_file"), "{api}: {}", tools[0]);
+        assert!(
+            tools.iter().all(|t| *t == tools[0]),
+            "{api}: the tools field changed"
+        );
+
+        let fingerprint = requests[0]["fingerprint"].as_str().unwrap_or_default();
+        for (name, b) in &written {
+            let key = fields(b)
+                .get("prompt_cache_key")
+                .map(|k| k.get().to_owned());
+            match api {
+                "anthropic" | "gemini" => assert_eq!(key, None, "{api} {name}"),
+                _ => assert_eq!(key, Some(format!("\"{fingerprint}\"")), "{api} {name}"),
+            }
+        }
+
+        if api == "anthropic" {
+            for ((name, b), request) in written.iter().zip(requests) {
+                let text = String::from_utf8_lossy(b);
+                assert!(text.matches("cache_control").count() <= 4, "{name}");
+                let body: Value = serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}"));
+                let ephemeral: Vec<&str> = request["ephemeral"]
+                    .as_array()
+                    .map(|e| e.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let blocks = body["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default());
+                let mut tail_blocks = 0;
+                for block in blocks {
+                    let text = block["text"].as_str().unwrap_or_default();
+                    if ephemeral
+                        .iter()
+                        .any(|id| text.contains(&format!("from=\"{id}\"")))
+                    {
+                        tail_blocks += 1;
+                        assert!(block.get("cache_control").is_none(), "{name}: {block}");
+                    }
+                }
+                assert_eq!(tail_blocks, ephemeral.len(), "{name}: the tail's blocks");
+            }
+        }
+
+        let (code, out, err) = cacheline(&["audit", &dir_arg, "--json"]);
+        assert_eq!(code, 0, "{api}: {err}");
+        let audit: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+        let pairs = audit["pairs"].as_array().unwrap_or_else(|| panic!("{out}"));
+        assert_eq!(pairs.len(), written.len() - 1);
+        for (pair, request) in pairs.iter().zip(&requests[1..]) {
+            let compacted = request["events"].as_array().is_some_and(|e| {
+                e.iter()
+                    .any(|e| e.as_str().is_some_and(|e| e.contains("compacted")))
+            });
+            let outcome = pair["outcome"].as_str().unwrap_or_default();
+            if compacted {
+                assert_eq!(outcome, "breaks", "{api}: {pair}");
+                assert_eq!(pair["at"]["cause"], "system_rewritten", "{api}: {pair}");
+            } else {
+                assert!(
+                    outcome == "extends" || outcome == "tail_dropped",
+                    "{api} {}: {pair}",
+                    request["label"]
+                );
+            }
+        }
+        assert_eq!(audit["summary"]["breaks"], 1, "{api}: {}", audit["summary"]);
     }
 }

@@ -1,12 +1,15 @@
 //! The bodies of one scripted session per API: tools, tool calls answered in continuations,
 //! a system-prompt change, updates, an ephemeral tail and a compaction.
 
-use prompt_core::ApiKind;
 use prompt_core::session::ToolResult;
-use prompt_wire::{Wire, WireError, WireOptions};
+use prompt_core::snapshot::RestoreMode;
+use prompt_core::{ApiKind, PromptPolicy, Session, SessionContext};
+use prompt_wire::{ResumePoint, Wire, WireError, WireOptions};
 use serde_json::{Value, json};
 
-use crate::common::{APIS, Sent, json, play, raw_field, reply, session, values, wire};
+use crate::common::{
+    APIS, Sent, components, json, play, raw_field, reply, session, tools, values, wire,
+};
 
 fn byte_api(api: ApiKind) -> bool {
     api != ApiKind::Anthropic
@@ -257,6 +260,82 @@ fn anthropic_adds_a_second_rolling_breakpoint_when_more_than_20_blocks_were_appe
     let mut found = Vec::new();
     breakpoints(&second, String::new(), &mut found);
     assert_eq!((count, found.len()), (3, 3), "{found:?}");
+}
+
+#[test]
+fn a_wire_resumed_from_its_point_in_a_new_process_writes_the_body_the_old_wire_would_have() {
+    // The 23 blocks of `parallel_calls(11)` put a second rolling breakpoint where the previous
+    // body's stable part ended: a fresh wire knows that place only from the saved point.
+    let api = ApiKind::Anthropic;
+    let components = components();
+    let policy = PromptPolicy::from_agent_toml(
+        "[prompt]\nprefix_allow = [\"house_rules\"]\n",
+        "agent.toml",
+        &components,
+    )
+    .unwrap()
+    .policy;
+    let mut s = session(api);
+    let mut w = wire(api);
+    w.body(&s.turn(values("a", 1), "Read everything.").unwrap())
+        .unwrap();
+    let calls: Vec<(String, Value)> = (0..11)
+        .map(|i| {
+            (
+                format!("toolu_{i:02}"),
+                json!({"path": format!("src/{i}.rs")}),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str, Value)> = calls
+        .iter()
+        .map(|(id, a)| (id.as_str(), "read_file", a.clone()))
+        .collect();
+    let reply = w
+        .record_reply(&mut s, reply(api, 1, "", &refs).as_bytes())
+        .unwrap();
+    for call in &reply.tool_calls {
+        s.record_tool(&ToolResult::text(&call.id, "…")).unwrap();
+    }
+    // Saved here, as an agent stopping between the results and the next request would.
+    let snapshot = s.save().unwrap();
+    let point = w.resume_point().unwrap();
+    let point: ResumePoint = serde_json::from_str(&serde_json::to_string(&point).unwrap()).unwrap();
+    let one_run = w
+        .body(&s.continuation(values("a", 2)).unwrap())
+        .unwrap()
+        .to_bytes();
+
+    let restore = |resume: Option<ResumePoint>| {
+        let (mut restored, changes) = Session::restore(
+            &snapshot,
+            components.clone(),
+            &policy,
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()),
+            RestoreMode::Strict,
+        )
+        .unwrap();
+        assert!(changes.is_none());
+        let mut fresh = wire(api);
+        if let Some(point) = resume {
+            fresh.resume_from(point);
+        }
+        let body = fresh
+            .body(&restored.continuation(values("a", 2)).unwrap())
+            .unwrap();
+        (body.breakpoint_count(), body.to_bytes())
+    };
+    let (count, resumed) = restore(Some(point));
+    assert_eq!(count, 4);
+    assert_eq!(
+        String::from_utf8_lossy(&resumed),
+        String::from_utf8_lossy(&one_run)
+    );
+    // Without the point the second rolling breakpoint is missing: the point is what keeps it.
+    let (count, forgetful) = restore(None);
+    assert_eq!(count, 3);
+    assert_ne!(forgetful, one_run);
 }
 
 #[test]
