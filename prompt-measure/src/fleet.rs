@@ -274,7 +274,7 @@ impl Holders {
     /// Replicas holding the longest prefix of `chain`, and its length in blocks.
     fn longest(&self, chain: &[u64], replicas: usize) -> (Vec<u64>, usize) {
         let mut candidates = vec![u64::MAX; self.words];
-        if replicas % 64 != 0
+        if !replicas.is_multiple_of(64)
             && let Some(last) = candidates.last_mut()
         {
             *last = (1u64 << (replicas % 64)) - 1;
@@ -366,7 +366,7 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
         chain(shape, config, session, k, &mut blocks);
         let request_tokens = shape.requests.get(k).copied().unwrap_or(0);
         let session_key = mix2(config.seed ^ 0x5e55, session as u64);
-        let prefix_key = mix2(0x0070_7265_6669_78, agent_of(config, session));
+        let prefix_key = mix2(0x0000_7072_6566_6978, agent_of(config, session));
         let least_loaded = |replicas: &[Replica]| {
             (0..replicas.len())
                 .min_by_key(|&r| replicas[r].busy_until.max(now))
