@@ -19,26 +19,26 @@ use prompt_reference::scenario::{self, INSTRUCTIONS_EDIT_TURN, ScenarioSize};
 use prompt_registry::Registry;
 
 /// Turns of the scripted session (the assistant instructions are edited at turn 7).
-const TURNS: u64 = 8;
+pub(crate) const TURNS: u64 = 8;
 /// Tokens a turn may re-process beyond its new tokens: llama.cpp always re-evaluates at
 /// least the last prompt token, and a token at the seam can merge differently.
-const SLACK: u64 = 4;
+pub(crate) const SLACK: u64 = 4;
 
 static SERVER: Mutex<()> = Mutex::new(());
 static BENCH: OnceLock<Result<bench::BenchReport, String>> = OnceLock::new();
 
-fn in_ci() -> bool {
+pub(crate) fn in_ci() -> bool {
     matches!(std::env::var("CI").as_deref(), Ok(v) if !v.is_empty() && v != "false" && v != "0")
 }
 
 /// Writes to the process's stderr directly: the test harness does not capture it, so a
 /// skip is visible in a plain `cargo test` run.
-fn say(text: &str) {
+pub(crate) fn say(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
 /// The server, or `None` after printing why the test is skipped. Under CI: panics instead.
-fn server(test: &str) -> Option<(LlamaClient, MutexGuard<'static, ()>)> {
+pub(crate) fn server(test: &str) -> Option<(LlamaClient, MutexGuard<'static, ()>)> {
     let reason = match locate_server() {
         Ok(ServerLocation::Found { url, source }) => {
             let client = LlamaClient::new(url.clone());

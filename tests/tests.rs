@@ -4,4 +4,5 @@
 
 mod docs;
 mod live_llama;
+mod live_wire;
 mod scenario;

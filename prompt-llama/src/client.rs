@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 use prompt_core::Request;
 use serde::{Deserialize, Serialize};
 
+/// The largest response [`LlamaClient::post_body`] reads: 64 MiB.
+pub const MAX_RESPONSE_BYTES: u64 = 64 << 20;
+
 /// Why a call to the server failed. Every variant names the URL it was talking to.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -382,6 +385,41 @@ impl LlamaClient {
             ttft,
             elapsed: started.elapsed(),
         })
+    }
+
+    /// `POST path` with `body` sent as given (a request body of any endpoint the server
+    /// speaks: `/v1/chat/completions`, `/v1/responses`, `/v1/messages`, their token
+    /// counters); the response's bytes, at most [`MAX_RESPONSE_BYTES`].
+    pub fn post_body(&self, path: &str, body: &[u8]) -> Result<Vec<u8>, LiveError> {
+        let url = self.url(path);
+        let response = self
+            .agent
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .send(body)
+            .map_err(|e| transport(&url, e))?;
+        if response.status().as_u16() >= 400 {
+            return Err(status_error(&url, response));
+        }
+        let mut bytes = Vec::new();
+        response
+            .into_body()
+            .into_reader()
+            .take(MAX_RESPONSE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| LiveError::Stream {
+                url: url.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_RESPONSE_BYTES {
+            return Err(LiveError::Stream {
+                url,
+                source: std::io::Error::other(format!(
+                    "the response is over {MAX_RESPONSE_BYTES} bytes"
+                )),
+            });
+        }
+        Ok(bytes)
     }
 
     /// The prompt the server builds from `messages` with the model's chat template

@@ -25,7 +25,9 @@ pub mod bench;
 mod client;
 pub mod probe;
 
-pub use client::{ChatOptions, ChatReply, LiveError, LlamaClient, Timings, Usage};
+pub use client::{
+    ChatOptions, ChatReply, LiveError, LlamaClient, MAX_RESPONSE_BYTES, Timings, Usage,
+};
 
 /// Environment variable holding the server's base URL.
 pub const URL_ENV: &str = "CACHELINE_LLAMA_URL";
@@ -47,6 +49,16 @@ pub fn default_url_file() -> Option<PathBuf> {
             .join("cacheline")
     };
     Some(cache.join("llama-server.url"))
+}
+
+/// Where `scripts/llama-server.sh start` writes the server's log: `CACHELINE_LLAMA_LOG`,
+/// else `logs/llama-server.log` beside [`default_url_file`].
+pub fn default_log_file() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("CACHELINE_LLAMA_LOG").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let url_file = default_url_file()?;
+    Some(url_file.parent()?.join("logs").join("llama-server.log"))
 }
 
 /// Where the server is, or why none is configured.

@@ -283,7 +283,12 @@ fn responses(object: &Object<'_>, role: &str, message: &str) -> Result<Converted
                 Content::Parts(items) => text_of_parts(&items),
             };
             if !text.is_empty() {
-                parts.push(Part::new(text_message("assistant", &text)));
+                // `"type":"message"` is optional in OpenAI's input message, but llama.cpp's
+                // server cannot tell an assistant item's type without it.
+                let mut out = String::from(r#"{"type":"message","role":"assistant","content":"#);
+                push_quoted(&mut out, &text);
+                out.push('}');
+                parts.push(Part::new(out));
             }
             let calls = tool_calls(object)?;
             for call in &calls {

@@ -26,6 +26,7 @@ use crate::error::WireError;
 pub struct WireOptions {
     model: String,
     params: BTreeMap<String, String>,
+    tail_in_own_message: bool,
 }
 
 impl WireOptions {
@@ -35,7 +36,24 @@ impl WireOptions {
         Self {
             model: model.into(),
             params: BTreeMap::new(),
+            tail_in_own_message: false,
         }
+    }
+
+    /// Anthropic and Gemini: sends the per-request tail as a user message of its own instead
+    /// of merging it into the open user message. Both APIs combine consecutive user turns,
+    /// so the body means the same. Use it for an engine that turns such bodies into chat
+    /// messages and puts a message's text before its tool results, as llama.cpp's
+    /// `/v1/messages` does: there a tail merged after tool results comes before them in the
+    /// prompt, and the next request, without that tail, re-processes the tool results.
+    pub fn tail_in_own_message(mut self) -> Self {
+        self.tail_in_own_message = true;
+        self
+    }
+
+    /// Whether the per-request tail is sent as a user message of its own.
+    pub fn tail_is_own_message(&self) -> bool {
+        self.tail_in_own_message
     }
 
     /// Sets a parameter to `value`, serialized once, compactly (object keys sorted).

@@ -228,6 +228,11 @@ impl Wire {
         let head_element = self.frozen.as_ref().is_some_and(|f| f.head_element);
         let ephemeral_lead = if ephemeral.is_empty() {
             Lead::Nothing
+        } else if grouped(api)
+            && self.options.tail_is_own_message()
+            && open_before == Some(Role::User)
+        {
+            Lead::CloseOpen(Role::User)
         } else {
             self.lead(Role::User, open_before, parts_before, head_element)
         };

@@ -8,7 +8,8 @@ use prompt_wire::{ResumePoint, Wire, WireError, WireOptions};
 use serde_json::{Value, json};
 
 use crate::common::{
-    APIS, Sent, components, json, play, raw_field, reply, session, tools, values, wire,
+    APIS, Sent, components, json, options, play, play_with, raw_field, reply, session, tools,
+    values, wire,
 };
 
 fn byte_api(api: ApiKind) -> bool {
@@ -621,6 +622,60 @@ fn chat_messages_are_the_requests_messages_array_byte_for_byte() {
             );
             let answer = reply(api, turn as usize, "Answer.", &[]);
             w.record_reply(&mut s, answer.as_bytes()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_tail_in_its_own_message_leaves_the_stable_part_as_it_was_and_bodies_still_extend() {
+    for (api, array, content) in [
+        (ApiKind::Anthropic, "messages", "content"),
+        (ApiKind::Gemini, "contents", "parts"),
+    ] {
+        let merged = play(api);
+        let own = play_with(
+            api,
+            Wire::new(api, options(api).tail_in_own_message()).unwrap(),
+        );
+        assert_eq!(merged.len(), own.len());
+        let mut split = 0;
+        for (m, o) in merged.iter().zip(&own) {
+            assert_eq!(
+                String::from_utf8_lossy(&m.stable_body),
+                String::from_utf8_lossy(&o.stable_body),
+                "{api:?} {}",
+                o.label
+            );
+            let body = json(&o.bytes);
+            let messages = body[array].as_array().unwrap();
+            let last = &messages[messages.len() - 1];
+            assert_eq!(last["role"], "user", "{api:?} {}", o.label);
+            // The tail alone, after a user message of its own whenever the history ends
+            // with one (a tool result, an update).
+            assert_eq!(last[content].as_array().unwrap().len(), 1, "{api:?} {last}");
+            assert!(last.to_string().contains(o.ephemeral[0].as_str()));
+            let merged_body = json(&m.bytes);
+            let merged_messages = merged_body[array].as_array().unwrap();
+            let merged_last = &merged_messages[merged_messages.len() - 1];
+            if merged_last[content].as_array().unwrap().len() > 1 {
+                assert_eq!(
+                    messages.len(),
+                    merged_messages.len() + 1,
+                    "{api:?} {}",
+                    o.label
+                );
+                assert_eq!(messages[messages.len() - 2]["role"], "user");
+                split += 1;
+            }
+        }
+        assert!(split > 0, "{api:?}: no tail was split from a user message");
+        for pair in own.windows(2).filter(|w| w[0].epoch == w[1].epoch) {
+            let verdict = prompt_wire::compare(&pair[0].bytes, &pair[1].bytes).unwrap();
+            let tail_only = match &verdict {
+                prompt_wire::Verdict::Extends { .. } => true,
+                prompt_wire::Verdict::Breaks(b) => b.cause == prompt_wire::Cause::TailDropped,
+            };
+            assert!(tail_only, "{api:?} {}: {verdict:?}", pair[1].label);
         }
     }
 }

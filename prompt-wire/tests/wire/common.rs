@@ -271,8 +271,13 @@ fn answer(
 
 /// Plays the script against `api`; every body, in order.
 pub fn play(api: ApiKind) -> Vec<Sent> {
+    play_with(api, wire(api))
+}
+
+/// [`play`] through `w`.
+pub fn play_with(api: ApiKind, w: Wire) -> Vec<Sent> {
+    let mut w = w;
     let mut s = session(api);
-    let mut w = wire(api);
     let mut out: Vec<Sent> = Vec::new();
     let mut n = 0;
     let mut next =

@@ -1,0 +1,292 @@
+//! The wire on a real llama.cpp server: the scripted session (tools field, tool calls
+//! answered in continuations, updates, an edited system prompt) played through the three
+//! endpoints the server speaks, each request the exact body `prompt-wire` writes:
+//! `/v1/chat/completions`, `/v1/responses` and Anthropic-shaped `/v1/messages`.
+//!
+//! For every request after the first, the tokens the server re-processed (what each API's
+//! usage reports, read by the usage meter) stay within the new tokens + 4, the new tokens
+//! being the request's tokens beyond the previous body's stable part (counted by the
+//! server's own token counters). The API's cached counter agrees with llama.cpp's timings:
+//! `timings.cache_n` in a Chat Completions reply; the server log's "prompt eval" count
+//! (what `timings.prompt_n` reports) for the other two, which carry no timings.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use prompt_core::ApiKind;
+use prompt_llama::{LlamaClient, default_log_file};
+use prompt_measure::meter::{Provider, Usage};
+use prompt_reference::components::ToolsField;
+use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
+use prompt_registry::wire::{UsageProvider, Wire, WireOptions, read_reply};
+use prompt_registry::{Component, Registry, Session, SessionContext};
+use serde_json::{Value, json};
+
+use crate::live_llama::{SLACK, TURNS, in_ci, say, server};
+
+/// One request as sent and as the server answered it.
+#[derive(Debug)]
+struct Sent {
+    label: String,
+    epoch: u64,
+    /// The body's tokens, by the server's count.
+    total: u64,
+    /// Tokens the server re-processed, as the API's usage reports them.
+    reprocessed: u64,
+    /// Tokens served from the cache, as the API's usage reports them.
+    cached: u64,
+    /// `timings.cache_n` (Chat Completions only).
+    timings_cache_n: Option<u64>,
+    /// The log's prompt-eval count for this request, when the log is readable.
+    logged_prompt_n: Option<u64>,
+    /// Tokens of the body without its per-request tail, generation prompt excluded.
+    stable: u64,
+}
+
+/// The endpoint of `api` on llama.cpp's server.
+fn endpoint(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::OpenAiResponses => "/v1/responses",
+        ApiKind::Anthropic => "/v1/messages",
+        _ => "/v1/chat/completions",
+    }
+}
+
+/// Greedy, four tokens: the replies are not recorded (the script's are), only measured.
+fn options(api: ApiKind) -> WireOptions {
+    let options = WireOptions::new("smollm2").param("temperature", &json!(0));
+    match api {
+        ApiKind::OpenAiResponses => options.param("max_output_tokens", &json!(4)),
+        // The server puts a message's text before its tool results: a tail merged after
+        // them would come first in the prompt.
+        ApiKind::Anthropic => options.param("max_tokens", &json!(4)).tail_in_own_message(),
+        _ => options.param("max_tokens", &json!(4)),
+    }
+}
+
+fn post(client: &LlamaClient, path: &str, body: &[u8]) -> Value {
+    let bytes = client
+        .post_body(path, body)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The server's token count of `body` for `api`, generation prompt included, as its
+/// requests count it.
+fn count_tokens(client: &LlamaClient, api: ApiKind, body: &[u8]) -> u64 {
+    let count = |v: &Value, key: &str| v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"));
+    match api {
+        ApiKind::OpenAiResponses => count(
+            &post(client, "/v1/responses/input_tokens", body),
+            "input_tokens",
+        ),
+        ApiKind::Anthropic => count(
+            &post(client, "/v1/messages/count_tokens", body),
+            "input_tokens",
+        ),
+        _ => {
+            let prompt = post(client, "/apply-template", body);
+            let prompt = prompt["prompt"].as_str().unwrap_or_default();
+            client
+                .tokenize(prompt)
+                .unwrap_or_else(|e| panic!("tokenize: {e}"))
+                .len() as u64
+        }
+    }
+}
+
+/// Tokens of the generation prompt the template adds after the last message.
+fn generation_prompt_tokens(client: &LlamaClient) -> u64 {
+    let tokens = |generation: bool| {
+        let body = json!({"messages": [{"role": "user", "content": "x"}],
+                          "add_generation_prompt": generation});
+        let prompt = post(client, "/apply-template", body.to_string().as_bytes());
+        client
+            .tokenize(prompt["prompt"].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("tokenize: {e}"))
+            .len() as u64
+    };
+    tokens(true) - tokens(false)
+}
+
+/// The "prompt eval time = … / N tokens" counts the server logged after `offset`.
+fn logged_prompt_evals(log: &Path, offset: u64) -> Option<Vec<u64>> {
+    let mut file = std::fs::File::open(log).ok()?;
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut text = String::new();
+    file.take(16 << 20).read_to_string(&mut text).ok()?;
+    Some(
+        text.lines()
+            .filter(|l| l.contains("print_timing") && l.contains("prompt eval time"))
+            .filter_map(|l| {
+                let tokens = l.rsplit_once('/')?.1.trim();
+                tokens.split_whitespace().next()?.parse().ok()
+            })
+            .collect(),
+    )
+}
+
+fn log_len(log: Option<&Path>) -> u64 {
+    log.and_then(|l| std::fs::metadata(l).ok())
+        .map_or(0, |m| m.len())
+}
+
+/// Plays the compact script's first [`TURNS`] turns through `api`'s endpoint.
+fn play(client: &LlamaClient, api: ApiKind) -> Vec<Sent> {
+    let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+    let policy = scenario::default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
+    let size = ScenarioSize::Compact;
+    let mut values = size.session_values().unwrap_or_else(|e| panic!("{e}"));
+    values.insert(ToolsField);
+    let tools = size.tools().unwrap_or_else(|e| panic!("{e}"));
+    let components: Vec<Component> = registry.components().cloned().collect();
+    let mut session = Session::start(
+        components,
+        &policy,
+        SessionContext::new(values),
+        prompt_registry::wire::session_options(api, tools),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
+    let log = default_log_file().filter(|l| l.is_file());
+    if log.is_none() {
+        let why = "the server log (scripts/llama-server.sh's) is not readable";
+        assert!(!in_ci(), "{api:?}: CI=true and {why}");
+        say(&format!(
+            "{api:?}: {why}: the cached counters are checked against timings only for Chat Completions"
+        ));
+    }
+    let generation = generation_prompt_tokens(client);
+    let path = endpoint(api);
+    let mut labels = RequestLabels::default();
+    let mut sent = Vec::new();
+    size.play(&mut session, 1..=TURNS, &mut |step, request| {
+        let body = wire.body(request).unwrap_or_else(|e| panic!("{e}"));
+        let (bytes, stable_body) = (body.to_bytes(), body.stable_body());
+        let before = log_len(log.as_deref());
+        let answer = client
+            .post_body(path, &bytes)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let logged = log
+            .as_deref()
+            .and_then(|l| logged_prompt_evals(l, before))
+            .and_then(|counts| counts.last().copied());
+        // The reply reads back as the API's reply, and its usage through the meter.
+        let reply = read_reply(api, &answer).unwrap_or_else(|e| {
+            panic!(
+                "{path}: {e}: {}",
+                String::from_utf8_lossy(&answer[..answer.len().min(500)])
+            )
+        });
+        let usage = reply
+            .usage
+            .as_ref()
+            .unwrap_or_else(|| panic!("{path}: no usage in the reply"));
+        let provider = match usage.provider {
+            UsageProvider::OpenAi => Provider::OpenAi,
+            UsageProvider::Anthropic => Provider::Anthropic,
+            UsageProvider::Gemini => Provider::Gemini,
+            UsageProvider::LlamaCpp => Provider::LlamaCpp,
+        };
+        let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
+        let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));
+        let answer: Value = serde_json::from_slice(&answer).unwrap_or_else(|e| panic!("{e}"));
+        sent.push(Sent {
+            label: labels.next(step.turn, request.is_continuation()),
+            epoch: request.epoch(),
+            total: metered.input(),
+            reprocessed: metered.input_uncached + metered.cache_write,
+            cached: metered.cache_read,
+            timings_cache_n: answer["timings"]["cache_n"].as_u64(),
+            logged_prompt_n: logged,
+            stable: count_tokens(client, api, &stable_body).saturating_sub(generation),
+        });
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut table =
+        format!("{api:?} through {path}:\n  request  tokens  re-processed  cached  new\n");
+    for pair in sent.windows(2) {
+        let (previous, s) = (&pair[0], &pair[1]);
+        table.push_str(&format!(
+            "  {:>7}  {:>6}  {:>12}  {:>6}  {:>3}\n",
+            s.label,
+            s.total,
+            s.reprocessed,
+            s.cached,
+            s.total.saturating_sub(previous.stable)
+        ));
+    }
+    say(&table);
+    sent
+}
+
+fn check(api: ApiKind, test: &str) {
+    let Some((client, _guard)) = server(test) else {
+        return;
+    };
+    let sent = play(&client, api);
+    assert!(
+        sent.len() > TURNS as usize,
+        "{api:?}: tool calls are continuations"
+    );
+    for s in &sent {
+        assert_eq!(s.reprocessed + s.cached, s.total, "{api:?} {}", s.label);
+        if let Some(cache_n) = s.timings_cache_n {
+            assert_eq!(
+                s.cached, cache_n,
+                "{api:?} {}: cached != timings.cache_n",
+                s.label
+            );
+        }
+        if let Some(prompt_n) = s.logged_prompt_n {
+            assert_eq!(
+                s.reprocessed, prompt_n,
+                "{api:?} {}: the usage's uncached tokens != the server's prompt eval count",
+                s.label
+            );
+        }
+    }
+    // llama.cpp evaluates at least one token of every prompt. (The first request may find
+    // its frozen prefix cached by an earlier test: the server is shared.)
+    assert!(sent.iter().all(|s| s.reprocessed >= 1), "{api:?}: {sent:?}");
+    for pair in sent.windows(2) {
+        let (previous, s) = (&pair[0], &pair[1]);
+        assert_eq!(
+            previous.epoch, s.epoch,
+            "no compaction within {TURNS} turns"
+        );
+        let new = s.total.saturating_sub(previous.stable);
+        assert!(
+            s.reprocessed <= new + SLACK,
+            "{api:?} request {}: re-processed {} tokens, but only {new} are new ({} in all)",
+            s.label,
+            s.reprocessed,
+            s.total
+        );
+    }
+}
+
+#[test]
+fn wire_chat_completions_reprocesses_only_new_tokens() {
+    check(
+        ApiKind::LlamaCpp,
+        "wire_chat_completions_reprocesses_only_new_tokens",
+    );
+}
+
+#[test]
+fn wire_responses_reprocesses_only_new_tokens() {
+    check(
+        ApiKind::OpenAiResponses,
+        "wire_responses_reprocesses_only_new_tokens",
+    );
+}
+
+#[test]
+fn wire_anthropic_messages_reprocesses_only_new_tokens() {
+    check(
+        ApiKind::Anthropic,
+        "wire_anthropic_messages_reprocesses_only_new_tokens",
+    );
+}
