@@ -11,15 +11,20 @@
 //! (what `timings.prompt_n` reports) for the other two, which carry no timings.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use prompt_core::ApiKind;
 use prompt_llama::{LlamaClient, default_log_file};
 use prompt_measure::meter::{Provider, Usage};
 use prompt_reference::components::ToolsField;
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
-use prompt_registry::wire::{UsageProvider, Wire, WireOptions, read_reply};
-use prompt_registry::{Component, Registry, Session, SessionContext};
+use prompt_registry::snapshot::{RestoreMode, SessionSnapshot};
+use prompt_registry::tools::ToolSet;
+use prompt_registry::wire::{ResumePoint, UsageProvider, Wire, WireOptions, read_reply};
+use prompt_registry::{
+    Component, Extensions, PromptPolicy, Registry, Request, Session, SessionContext,
+};
 use serde_json::{Value, json};
 
 use crate::live_llama::{SLACK, TURNS, in_ci, say, server};
@@ -131,43 +136,99 @@ fn log_len(log: Option<&Path>) -> u64 {
         .map_or(0, |m| m.len())
 }
 
-/// Plays the compact script's first [`TURNS`] turns through `api`'s endpoint.
-fn play(client: &LlamaClient, api: ApiKind) -> Vec<Sent> {
-    let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
-    let policy = scenario::default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
-    let size = ScenarioSize::Compact;
-    let mut values = size.session_values().unwrap_or_else(|e| panic!("{e}"));
-    values.insert(ToolsField);
-    let tools = size.tools().unwrap_or_else(|e| panic!("{e}"));
-    let components: Vec<Component> = registry.components().cloned().collect();
-    let mut session = Session::start(
-        components,
-        &policy,
-        SessionContext::new(values),
-        prompt_registry::wire::session_options(api, tools),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
-    let log = default_log_file().filter(|l| l.is_file());
-    if log.is_none() {
-        let why = "the server log (scripts/llama-server.sh's) is not readable";
-        assert!(!in_ci(), "{api:?}: CI=true and {why}");
-        say(&format!(
-            "{api:?}: {why}: the cached counters are checked against timings only for Chat Completions"
-        ));
+/// What every session of these tests is made of: the reference components under the
+/// built-in agent.toml, the compact script's session values, its tools in the tools field.
+struct Setup {
+    components: Vec<Component>,
+    policy: PromptPolicy,
+    tools: ToolSet,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+        let policy = scenario::default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
+        Self {
+            components: registry.components().cloned().collect(),
+            policy,
+            tools: ScenarioSize::Compact
+                .tools()
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
-    let generation = generation_prompt_tokens(client);
-    let path = endpoint(api);
-    let mut labels = RequestLabels::default();
-    let mut sent = Vec::new();
-    size.play(&mut session, 1..=TURNS, &mut |step, request| {
+
+    /// The session's values (not `Clone`: made anew for each session).
+    fn values() -> Extensions {
+        let mut values = ScenarioSize::Compact
+            .session_values()
+            .unwrap_or_else(|e| panic!("{e}"));
+        values.insert(ToolsField);
+        values
+    }
+
+    fn start(&self, api: ApiKind) -> Session {
+        Session::start(
+            self.components.clone(),
+            &self.policy,
+            SessionContext::new(Self::values()),
+            prompt_registry::wire::session_options(api, self.tools.clone()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn restore(&self, api: ApiKind, snapshot: &SessionSnapshot) -> Session {
+        let (session, changes) = Session::restore(
+            snapshot,
+            self.components.clone(),
+            &self.policy,
+            SessionContext::new(Self::values()),
+            prompt_registry::wire::session_options(api, self.tools.clone()),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(changes.is_none(), "the frozen prefix is unchanged");
+        session
+    }
+}
+
+/// Sends bodies to the server and measures each.
+struct Sender<'a> {
+    client: &'a LlamaClient,
+    api: ApiKind,
+    log: Option<PathBuf>,
+    generation: u64,
+}
+
+impl<'a> Sender<'a> {
+    fn new(client: &'a LlamaClient, api: ApiKind) -> Self {
+        let log = default_log_file().filter(|l| l.is_file());
+        if log.is_none() {
+            let why = "the server log (scripts/llama-server.sh's) is not readable";
+            assert!(!in_ci(), "{api:?}: CI=true and {why}");
+            say(&format!(
+                "{api:?}: {why}: the cached counters are checked against timings only for Chat Completions"
+            ));
+        }
+        Self {
+            client,
+            api,
+            log,
+            generation: generation_prompt_tokens(client),
+        }
+    }
+
+    /// Sends `request`'s body, as `wire` writes it.
+    fn send(&self, wire: &mut Wire, request: &Request<'_>, label: String) -> Sent {
+        let (api, client) = (self.api, self.client);
+        let path = endpoint(api);
         let body = wire.body(request).unwrap_or_else(|e| panic!("{e}"));
         let (bytes, stable_body) = (body.to_bytes(), body.stable_body());
-        let before = log_len(log.as_deref());
+        let before = log_len(self.log.as_deref());
         let answer = client
             .post_body(path, &bytes)
             .unwrap_or_else(|e| panic!("{path}: {e}"));
-        let logged = log
+        let logged = self
+            .log
             .as_deref()
             .and_then(|l| logged_prompt_evals(l, before))
             .and_then(|counts| counts.last().copied());
@@ -191,19 +252,34 @@ fn play(client: &LlamaClient, api: ApiKind) -> Vec<Sent> {
         let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
         let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));
         let answer: Value = serde_json::from_slice(&answer).unwrap_or_else(|e| panic!("{e}"));
-        sent.push(Sent {
-            label: labels.next(step.turn, request.is_continuation()),
+        Sent {
+            label,
             epoch: request.epoch(),
             total: metered.input(),
             reprocessed: metered.input_uncached + metered.cache_write,
             cached: metered.cache_read,
             timings_cache_n: answer["timings"]["cache_n"].as_u64(),
             logged_prompt_n: logged,
-            stable: count_tokens(client, api, &stable_body).saturating_sub(generation),
-        });
-        Ok(())
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+            stable: count_tokens(client, api, &stable_body).saturating_sub(self.generation),
+        }
+    }
+}
+
+/// Plays the compact script's first [`TURNS`] turns through `api`'s endpoint.
+fn play(client: &LlamaClient, api: ApiKind) -> Vec<Sent> {
+    let mut session = Setup::new().start(api);
+    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
+    let sender = Sender::new(client, api);
+    let path = endpoint(api);
+    let mut labels = RequestLabels::default();
+    let mut sent = Vec::new();
+    ScenarioSize::Compact
+        .play(&mut session, 1..=TURNS, &mut |step, request| {
+            let label = labels.next(step.turn, request.is_continuation());
+            sent.push(sender.send(&mut wire, request, label));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut table =
         format!("{api:?} through {path}:\n  request  tokens  re-processed  cached  new\n");
     for pair in sent.windows(2) {
@@ -289,4 +365,130 @@ fn wire_anthropic_messages_reprocesses_only_new_tokens() {
         ApiKind::Anthropic,
         "wire_anthropic_messages_reprocesses_only_new_tokens",
     );
+}
+
+/// Set in the child process of the resume test: the file the parent saved.
+const RESUME_CHILD: &str = "CACHELINE_LIVE_RESUME_FILE";
+/// The turn the parent saves after.
+const SAVED_AFTER: u64 = 4;
+
+/// A session played to turn [`SAVED_AFTER`] through `/v1/chat/completions` and saved; a new
+/// process (this test binary again, in child mode) restores it and sends the next turn's
+/// first request: the server re-processes only its new tokens.
+#[test]
+fn wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens() {
+    if let Some(file) = std::env::var_os(RESUME_CHILD) {
+        resume_in_child(Path::new(&file));
+        return;
+    }
+    let test = "wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens";
+    let Some((client, _guard)) = server(test) else {
+        return;
+    };
+    let api = ApiKind::LlamaCpp;
+    let mut session = Setup::new().start(api);
+    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
+    let sender = Sender::new(&client, api);
+    let mut labels = RequestLabels::default();
+    let mut last = None;
+    ScenarioSize::Compact
+        .play(&mut session, 1..=SAVED_AFTER, &mut |step, request| {
+            let label = labels.next(step.turn, request.is_continuation());
+            last = Some(sender.send(&mut wire, request, label));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let last = last.unwrap_or_else(|| panic!("nothing was sent"));
+    let dir = std::env::temp_dir().join(format!("cacheline-live-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.join("saved.json");
+    let saved = json!({
+        // Through `serde_json::Value`, as an agent keeping its state in one would.
+        "session": session.save(),
+        "wire": wire.resume_point(),
+        "labels": labels.state(),
+    });
+    std::fs::write(&file, saved.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    drop(session);
+
+    let output = Command::new(std::env::current_exe().unwrap_or_else(|e| panic!("{e}")))
+        .args(["--exact", &format!("live_wire::{test}"), "--nocapture"])
+        .env(RESUME_CHILD, &file)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start the child: {e}"));
+    assert!(
+        output.status.success(),
+        "the child failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = std::fs::read_to_string(dir.join("result.json"))
+        .unwrap_or_else(|e| panic!("the child wrote no result: {e}"));
+    let result: Value = serde_json::from_str(&result).unwrap_or_else(|e| panic!("{e}"));
+    let count = |key: &str| {
+        result[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {key} in {result}"))
+    };
+    let (total, reprocessed, cache_n) = (count("total"), count("reprocessed"), count("cache_n"));
+    let new = total.saturating_sub(last.stable);
+    say(&format!(
+        "resumed in a new process, request {}: {total} tokens, {reprocessed} re-processed, {cache_n} cached, {new} new",
+        result["label"]
+    ));
+    assert_eq!(result["label"], format!("{}", SAVED_AFTER + 1));
+    assert_eq!(reprocessed + cache_n, total);
+    assert!(
+        reprocessed <= new + SLACK,
+        "the resumed session's first request re-processed {reprocessed} tokens, but only {new} are new ({total} in all)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child: restores the saved session and wire, sends the next turn's first request,
+/// and writes what the server reported beside the saved file.
+fn resume_in_child(file: &Path) {
+    let client = match prompt_llama::locate_server() {
+        Ok(prompt_llama::ServerLocation::Found { url, .. }) => LlamaClient::new(url),
+        other => panic!("the child finds no server: {other:?}"),
+    };
+    let api = ApiKind::LlamaCpp;
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let snapshot: SessionSnapshot =
+        serde_json::from_value(saved["session"].clone()).unwrap_or_else(|e| panic!("{e}"));
+    let (turn, continuation) = serde_json::from_value::<(u64, u64)>(saved["labels"].clone())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut session = Setup::new().restore(api, &snapshot);
+    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
+    if let Ok(point) = serde_json::from_value::<ResumePoint>(saved["wire"].clone()) {
+        wire.resume_from(point);
+    }
+    let sender = Sender::new(&client, api);
+    let mut labels = RequestLabels::resume(turn, continuation);
+    let mut first = None;
+    let played = ScenarioSize::Compact.play(
+        &mut session,
+        SAVED_AFTER + 1..=SAVED_AFTER + 1,
+        &mut |step, request| {
+            let label = labels.next(step.turn, request.is_continuation());
+            first = Some(sender.send(&mut wire, request, label));
+            // The first request is the one measured.
+            Err(prompt_reference::scenario::ScenarioError::Stopped)
+        },
+    );
+    assert!(matches!(
+        played,
+        Err(prompt_reference::scenario::ScenarioError::Stopped)
+    ));
+    let first = first.unwrap_or_else(|| panic!("nothing was sent"));
+    let result = json!({
+        "label": first.label,
+        "total": first.total,
+        "reprocessed": first.reprocessed,
+        "cache_n": first.timings_cache_n,
+    });
+    let out = file.with_file_name("result.json");
+    std::fs::write(out, result.to_string()).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -16,7 +16,6 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::Component;
 use crate::context::SessionContext;
@@ -37,7 +36,9 @@ pub const SNAPSHOT_FORMAT: &str = "cacheline-session";
 pub const SNAPSHOT_VERSION: u32 = 1;
 
 /// A saved session: `Session::save` writes it, `Session::restore` reads it. Serialize it
-/// with serde_json; node messages are embedded as raw JSON, so their bytes survive exactly.
+/// with serde_json. Every message is kept as a JSON string of its exact bytes, so the bytes
+/// survive any round trip, through `serde_json::Value` included (an embedded object would be
+/// re-serialized there, its keys reordered, and the restore would refuse it as damaged).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionSnapshot {
     /// [`SNAPSHOT_FORMAT`].
@@ -122,8 +123,8 @@ pub struct SavedNode {
     pub text: Option<String>,
     /// Updates merged into it.
     pub merged: Vec<(Producer, String)>,
-    /// The message exactly as sent.
-    pub message: Box<RawValue>,
+    /// The message exactly as sent (its JSON text).
+    pub message: String,
 }
 
 /// A text waiting for the next user message.
@@ -306,9 +307,8 @@ impl PrefixChanges {
 }
 
 impl Session {
-    /// Everything that decides the next request, as a versioned document. (Fails only if a
-    /// stored message were not JSON, which the history never lets in.)
-    pub fn save(&self) -> Result<SessionSnapshot, serde_json::Error> {
+    /// Everything that decides the next request, as a versioned document.
+    pub fn save(&self) -> SessionSnapshot {
         let prefix = self.prefix.as_ref().map(|p| SavedPrefix {
             message: p.bytes.to_string(),
             text: p.text.to_string(),
@@ -319,24 +319,21 @@ impl Session {
             .history
             .nodes()
             .iter()
-            .map(|n| {
-                Ok(SavedNode {
-                    id: n.id().to_string(),
-                    producer: n.producer().clone(),
-                    kind: n.kind(),
-                    epoch: n.epoch(),
-                    text: n.text().map(str::to_owned),
-                    merged: n
-                        .merged_updates()
-                        .iter()
-                        .map(|(p, t)| (p.clone(), t.to_string()))
-                        .collect(),
-                    // A raw value keeps the bytes exactly.
-                    message: RawValue::from_string(n.bytes().to_owned())?,
-                })
+            .map(|n| SavedNode {
+                id: n.id().to_string(),
+                producer: n.producer().clone(),
+                kind: n.kind(),
+                epoch: n.epoch(),
+                text: n.text().map(str::to_owned),
+                merged: n
+                    .merged_updates()
+                    .iter()
+                    .map(|(p, t)| (p.clone(), t.to_string()))
+                    .collect(),
+                message: n.bytes().to_owned(),
             })
-            .collect::<Result<Vec<_>, serde_json::Error>>()?;
-        Ok(SessionSnapshot {
+            .collect();
+        SessionSnapshot {
             format: SNAPSHOT_FORMAT.to_owned(),
             version: SNAPSHOT_VERSION,
             delivery: self.history.delivery().clone(),
@@ -368,7 +365,7 @@ impl Session {
             requests: self.requests,
             sent: self.sent,
             pending_prompt: self.pending_prompt.clone(),
-        })
+        }
     }
 
     /// The prefix components' texts, as frozen (or as rendered, before the first request).
@@ -480,7 +477,7 @@ impl Session {
 fn restore_history(snapshot: &SessionSnapshot) -> Result<History, RestoreError> {
     let mut nodes: Vec<Node> = Vec::with_capacity(snapshot.history.nodes.len());
     for (index, saved) in snapshot.history.nodes.iter().enumerate() {
-        let bytes = saved.message.get();
+        let bytes = saved.message.as_str();
         if crate::json::RawObject::parse(bytes).is_err() {
             return Err(RestoreError::NotAMessage { index });
         }

@@ -95,7 +95,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "The user asked which test fails: deny_wins; it was fixed.",
     )?;
     // 5. Save at exit, resume at the next start: the next request is the same either way.
-    let file = serde_json::to_string(&session.save()?)?;
+    let file = serde_json::to_string(&session.save())?;
     let snapshot: SessionSnapshot = serde_json::from_str(&file)?;
     let (mut resumed, changes) = Session::restore(
         &snapshot,

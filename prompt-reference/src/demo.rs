@@ -388,9 +388,7 @@ pub fn run_demo(
         previous: String::from_utf8_lossy(&previous).into_owned(),
         seen: seen.into_iter().collect(),
         label: labels.state(),
-        session: session
-            .save()
-            .map_err(|e| DemoError::State(e.to_string()))?,
+        session: session.save(),
     };
     Ok(DemoRun { turns: out, state })
 }

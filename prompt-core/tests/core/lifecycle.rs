@@ -253,8 +253,11 @@ fn play(style: DeliveryStyle, pause_after: Option<usize>) -> Vec<Vec<u8>> {
         s.record_assistant(&json!({"role": "assistant", "content": format!("Answer {turn}.")}))
             .unwrap();
         if Some(turn) == pause_after {
-            let text = serde_json::to_string(&s.save().unwrap()).unwrap();
-            let snapshot: SessionSnapshot = serde_json::from_str(&text).unwrap();
+            // Through text and through `serde_json::Value` (which sorts object keys): an
+            // agent may keep the snapshot inside its own JSON state.
+            let text = serde_json::to_string(&s.save()).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let snapshot: SessionSnapshot = serde_json::from_value(value).unwrap();
             let (restored, changes) = Session::restore(
                 &snapshot,
                 components(INSTRUCTIONS),
@@ -290,7 +293,7 @@ fn a_restored_session_sends_the_same_requests_byte_for_byte_in_every_style() {
 fn restore_names_what_changed_or_starts_a_new_epoch_when_asked() {
     let mut s = session(DeliveryStyle::system());
     s.turn(todo(&[]), "hi").unwrap();
-    let snapshot = s.save().unwrap();
+    let snapshot = s.save();
     let edited = components("You are a reckless coding assistant.");
     let err = Session::restore(
         &snapshot,

@@ -184,14 +184,14 @@ proptest! {
                     }
                 }
                 Op::SaveRestore => {
-                    let snapshot = s.save().map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let snapshot = s.save();
                     let text = serde_json::to_string(&snapshot).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     let read: SessionSnapshot = serde_json::from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     let (restored, changes) = Session::restore(
                         &read, components(), &policy(), context(), options(delivery.clone(), tool_count), RestoreMode::Strict,
                     ).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     prop_assert!(changes.is_none());
-                    let again = serde_json::to_string(&restored.save().map_err(|e| TestCaseError::fail(e.to_string()))?)
+                    let again = serde_json::to_string(&restored.save())
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
                     prop_assert_eq!(&text, &again, "a restore changes nothing");
                     s = restored;

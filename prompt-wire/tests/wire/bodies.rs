@@ -299,7 +299,7 @@ fn a_wire_resumed_from_its_point_in_a_new_process_writes_the_body_the_old_wire_w
         s.record_tool(&ToolResult::text(&call.id, "…")).unwrap();
     }
     // Saved here, as an agent stopping between the results and the next request would.
-    let snapshot = s.save().unwrap();
+    let snapshot = s.save();
     let point = w.resume_point().unwrap();
     let point: ResumePoint = serde_json::from_str(&serde_json::to_string(&point).unwrap()).unwrap();
     let one_run = w
