@@ -26,6 +26,8 @@ pub mod docs {
     pub mod live_llama {}
     #[doc = include_str!("../docs/measurements.md")]
     pub mod measurements {}
+    #[doc = include_str!("../docs/robustness.md")]
+    pub mod robustness {}
     #[doc = include_str!("../docs/status-json.md")]
     pub mod status_json {}
     #[doc = include_str!("../docs/templates.md")]

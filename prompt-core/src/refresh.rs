@@ -88,6 +88,7 @@ impl Session {
         let options = SessionOptions {
             delivery: self.history.delivery().clone(),
             tools,
+            session_id: Some(self.session_id.to_string()),
         };
         let session = Session::start_shared(components, policy, context, options)?;
         Ok(Replacement { session })

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use crate::divergence::{MessageSpan, PrefixCheck, check_prefix_with};
-use crate::hash::Fingerprint;
+use crate::hash::{Digest128, Fingerprint};
 use crate::id::ComponentId;
 use crate::node::{Node, Producer};
 use crate::prefix::FrozenPrefix;
@@ -14,6 +14,7 @@ use crate::tools::ToolSet;
 pub struct Request<'s> {
     pub(crate) prefix: Option<&'s FrozenPrefix>,
     pub(crate) tools: &'s ToolSet,
+    pub(crate) session_id: &'s str,
     pub(crate) nodes: &'s [Node],
     pub(crate) history_bytes: usize,
     pub(crate) new_from: usize,
@@ -132,6 +133,27 @@ impl<'s> Request<'s> {
             || crate::prefix::fingerprint(self.tools, b""),
             |p| p.fingerprint,
         )
+    }
+
+    /// The session's identity ([`crate::Session::session_id`]).
+    pub fn session_id(&self) -> &'s str {
+        self.session_id
+    }
+
+    /// The key that routes this session's requests to the cache holding them: OpenAI's
+    /// `prompt_cache_key`, a router's routing key (`X-SMG-Routing-Key`). 128 bits of SHA-256
+    /// over `route\0`, the prefix fingerprint and the session id: one key per session and
+    /// frozen prefix, the same for every request of a cache epoch and after a save and
+    /// restore; two sessions never share one, whatever their prefix (an empty prefix
+    /// included). Why a session key and not the prefix fingerprint: `docs/fleet.md`.
+    pub fn routing_key(&self) -> Digest128 {
+        let fingerprint = self.prefix_fingerprint();
+        Digest128::of(&[
+            b"route\0",
+            fingerprint.as_bytes(),
+            b"\0",
+            self.session_id.as_bytes(),
+        ])
     }
 
     /// The tools sent in the request's `tools` field, frozen for the session.

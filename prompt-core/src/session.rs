@@ -140,6 +140,10 @@ pub struct SessionOptions {
     pub delivery: DeliveryStyle,
     /// The tools sent in every request's `tools` field, frozen for the session.
     pub tools: ToolSet,
+    /// The session's identity, for routing (`prompt_cache_key`, a router's routing key):
+    /// the agent's own conversation id, stable across restarts. `None`: a random one is
+    /// made at start. Saved with the session either way.
+    pub session_id: Option<String>,
 }
 
 impl SessionOptions {
@@ -149,6 +153,7 @@ impl SessionOptions {
         Self {
             delivery: kind.delivery(),
             tools: ToolSet::empty(),
+            session_id: None,
         }
     }
 
@@ -157,6 +162,33 @@ impl SessionOptions {
         self.tools = tools;
         self
     }
+
+    /// The same options with this session id (see [`SessionOptions::session_id`]).
+    pub fn with_session_id(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self
+    }
+}
+
+/// A random session id: 32 hex digits from the standard library's per-process random hash
+/// keys, the time and a counter (unique within and across processes, not secret).
+fn new_session_id() -> Arc<str> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let word = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u64(count);
+        h.write_u128(nanos);
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    Arc::from(format!("{:016x}{:016x}", word(1), word(2)).as_str())
 }
 
 /// A tool result: what the tool returned for one call, in any shape a provider accepts.
@@ -283,6 +315,8 @@ pub struct Session {
     pub(crate) history: History,
     pub(crate) resolutions: Vec<(ComponentId, Resolution)>,
     pub(crate) tools: ToolSet,
+    /// The session's identity (given, or made at start).
+    pub(crate) session_id: Arc<str>,
     /// User turns composed so far.
     pub(crate) turn: u64,
     /// Requests composed so far (turns and continuations).
@@ -361,6 +395,9 @@ impl Session {
             history: History::new(options.delivery),
             resolutions,
             tools: options.tools,
+            session_id: options
+                .session_id
+                .map_or_else(new_session_id, |id| Arc::from(id.as_str())),
             turn: 0,
             requests: 0,
             sent: 0,
@@ -373,6 +410,12 @@ impl Session {
     /// Every component's resolution, in composition order.
     pub fn resolutions(&self) -> &[(ComponentId, Resolution)] {
         &self.resolutions
+    }
+
+    /// The session's identity: given in [`SessionOptions::session_id`], saved and restored
+    /// with the session, else made at random at start.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
     }
 
     /// The history so far.
@@ -568,6 +611,7 @@ impl Session {
         Ok(Request {
             prefix: self.prefix.as_ref(),
             tools: &self.tools,
+            session_id: &self.session_id,
             nodes: self.history.nodes(),
             history_bytes: self.history.serialized_len(),
             new_from: start,

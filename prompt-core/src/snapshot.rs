@@ -63,6 +63,10 @@ pub struct SessionSnapshot {
     pub sent: usize,
     /// A system prompt set while tool calls waited for their results.
     pub pending_prompt: Option<String>,
+    /// The session's identity, which its routing key is made from. (Absent in a file
+    /// written without one: the restored session keeps the id of its options, or a new one.)
+    #[serde(default)]
+    pub session_id: Option<String>,
 }
 
 /// The frozen prefix, as sent.
@@ -365,6 +369,7 @@ impl Session {
             requests: self.requests,
             sent: self.sent,
             pending_prompt: self.pending_prompt.clone(),
+            session_id: Some(self.session_id.to_string()),
         }
     }
 
@@ -469,6 +474,10 @@ impl Session {
         session.requests = snapshot.requests;
         session.sent = snapshot.sent.min(session.history.len());
         session.pending_prompt = snapshot.pending_prompt.clone();
+        if let Some(id) = &snapshot.session_id {
+            // The saved identity wins: the resumed session routes where it did.
+            session.session_id = Arc::from(id.as_str());
+        }
         Ok((session, changes))
     }
 }

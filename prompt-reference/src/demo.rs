@@ -90,6 +90,8 @@ pub struct DemoTurn {
     pub ephemeral: Vec<String>,
     /// The prefix fingerprint.
     pub fingerprint: String,
+    /// The session's routing key (`prompt_cache_key`).
+    pub routing_key: String,
     /// The request's number in the session, counting from 1.
     pub sequence: u64,
 }
@@ -243,11 +245,13 @@ pub fn run_demo(
     if tools.is_some() {
         values.insert(ToolsField);
     }
+    // A fixed session id: the demo's bodies are the same in every run.
     let session_options = SessionOptions {
         delivery,
         ..SessionOptions::default()
     }
-    .with_tools(tools.unwrap_or_default());
+    .with_tools(tools.unwrap_or_default())
+    .with_session_id(DEMO_SESSION_ID);
     let components: Vec<Component> = registry.components().cloned().collect();
     let (mut session, first, mut previous, mut seen, mut labels) = match resume {
         None => (
@@ -353,6 +357,7 @@ pub fn run_demo(
                 .map(|(id, _)| id.to_string())
                 .collect(),
             fingerprint: request.prefix_fingerprint().to_string(),
+            routing_key: request.routing_key().to_string(),
             sequence: request.sequence(),
         });
         previous = bytes;
@@ -392,6 +397,9 @@ pub fn run_demo(
     };
     Ok(DemoRun { turns: out, state })
 }
+
+/// The demo session's id (its routing key derives from it).
+pub const DEMO_SESSION_ID: &str = "cacheline-demo";
 
 /// The `format` of a saved demo.
 pub const DEMO_FORMAT: &str = "cacheline-demo";

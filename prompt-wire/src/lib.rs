@@ -78,7 +78,7 @@ pub use error::WireError;
 pub use guard::{
     Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,
 };
-pub use options::WireOptions;
+pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
 pub use wire::{ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, ResumePoint, Wire, prompt_cache_key};
 

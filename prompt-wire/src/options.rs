@@ -27,7 +27,11 @@ pub struct WireOptions {
     model: String,
     params: BTreeMap<String, String>,
     tail_in_own_message: bool,
+    routing_header: Option<String>,
 }
+
+/// The routing header sglang-router's `manual` policy pins a request by.
+pub const DEFAULT_ROUTING_HEADER: &str = "X-SMG-Routing-Key";
 
 impl WireOptions {
     /// Options for `model` (written as the body's `model`, first; Gemini takes the model in
@@ -37,7 +41,22 @@ impl WireOptions {
             model: model.into(),
             params: BTreeMap::new(),
             tail_in_own_message: false,
+            routing_header: None,
         }
+    }
+
+    /// The name of the header [`Wire::routing_header`](crate::Wire::routing_header) gives
+    /// (default [`DEFAULT_ROUTING_HEADER`]), for a router that pins requests by another.
+    pub fn routing_header(mut self, name: impl Into<String>) -> Self {
+        self.routing_header = Some(name.into());
+        self
+    }
+
+    /// The routing header's name.
+    pub fn routing_header_name(&self) -> &str {
+        self.routing_header
+            .as_deref()
+            .unwrap_or(DEFAULT_ROUTING_HEADER)
     }
 
     /// Anthropic and Gemini: sends the per-request tail as a user message of its own instead

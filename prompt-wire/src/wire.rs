@@ -22,19 +22,22 @@ pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
 /// cannot carry one (thinking blocks, empty text).
 const BREAKPOINT_SEARCH: usize = 8;
 
-/// The `prompt_cache_key` of a request: its prefix fingerprint, as 32 hex digits. The one
-/// place the key is made, so its contract can change here alone.
+/// The `prompt_cache_key` of a request: its session's routing key
+/// ([`Request::routing_key`]), as 32 hex digits. The one place the key is made, so its
+/// contract can change here alone; the routing header ([`Wire::routing_header`]) carries the
+/// same value.
 ///
 /// ```
 /// # use prompt_core::{Extensions, PromptPolicy, Session, SessionContext, SessionOptions};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// # let mut session = Session::start(vec![], &PromptPolicy::default(), SessionContext::default(), SessionOptions::default())?;
+/// let options = SessionOptions::default().with_session_id("conversation-42");
+/// # let mut session = Session::start(vec![], &PromptPolicy::default(), SessionContext::default(), options)?;
 /// let request = session.turn(Extensions::new(), "hi")?;
-/// assert_eq!(prompt_wire::prompt_cache_key(&request), request.prefix_fingerprint().to_string());
+/// assert_eq!(prompt_wire::prompt_cache_key(&request), request.routing_key().to_string());
 /// # Ok(()) }
 /// ```
 pub fn prompt_cache_key(request: &Request<'_>) -> String {
-    request.prefix_fingerprint().to_string()
+    request.routing_key().to_string()
 }
 
 /// How the parts of one item are introduced in the messages array.
@@ -172,6 +175,16 @@ impl Wire {
     /// The options.
     pub fn options(&self) -> &WireOptions {
         &self.options
+    }
+
+    /// The HTTP header that pins this session's requests to one replica behind a router
+    /// ([`WireOptions::routing_header`], `X-SMG-Routing-Key` by default) and its value, the
+    /// session's routing key: send it with every request of the session.
+    pub fn routing_header(&self, request: &Request<'_>) -> (&str, String) {
+        (
+            self.options.routing_header_name(),
+            prompt_cache_key(request),
+        )
     }
 
     /// Where the last body's stable part ended; `None` before the first body. Save it with

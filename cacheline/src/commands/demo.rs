@@ -289,8 +289,8 @@ fn print(turns: &[DemoTurn], out: &mut dyn Write) -> std::io::Result<()> {
     if let Some(first) = turns.first() {
         writeln!(
             out,
-            "prefix fingerprint (prompt_cache_key): {}",
-            first.fingerprint
+            "prefix fingerprint: {}; routing key (prompt_cache_key): {}",
+            first.fingerprint, first.routing_key
         )?;
     }
     Ok(())

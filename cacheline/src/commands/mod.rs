@@ -17,6 +17,7 @@ mod bench_live;
 mod demo;
 mod probe_template;
 mod simulate;
+mod simulate_fleet;
 
 /// The built-in agent.toml, for the reference components.
 pub(crate) const DEFAULT_CONFIG: DefaultConfig = DefaultConfig {
@@ -45,6 +46,9 @@ enum Command {
     /// Simulate what each backend's cache rules serve, per composition strategy, on the
     /// scripted session (in tokens).
     Simulate(simulate::SimulateArgs),
+    /// Simulate many sessions through a fleet of engine replicas behind a router: the share
+    /// of prompt tokens each routing policy serves from the replicas' prefix caches.
+    SimulateFleet(simulate_fleet::SimulateFleetArgs),
     /// Audit a log of chat requests (JSONL, or `-` for standard input): per-request cache
     /// reuse and what broke it; or, for a directory of request bodies of any API (or
     /// --guard), whether each body extends the one before.
@@ -77,6 +81,7 @@ fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8,
         }
         Command::Demo(args) => demo::run(&args, &registry, out, err),
         Command::Simulate(args) => simulate::run(&args, &registry, out, err),
+        Command::SimulateFleet(args) => simulate_fleet::run(&args, &registry, out, err),
         Command::Audit(args) => audit::run(&args, out, err),
         Command::ProbeTemplate(args) => probe_template::run(&args, out, err),
         Command::BenchLive(args) => bench_live::run(&args, &registry, out, err),

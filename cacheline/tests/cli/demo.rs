@@ -40,7 +40,7 @@ fn demo_runs_the_scripted_session_and_reuses_the_prefix_every_turn() {
             .as_u64()
             .unwrap_or_else(|| panic!("turn {}: no {key}", t["turn"]))
     };
-    let fingerprint = &turns[0]["fingerprint"];
+    let (fingerprint, key) = (&turns[0]["fingerprint"], &turns[0]["routing_key"]);
     // Bytes sent again, not served by the previous request's prefix, from turn 2 on.
     let (mut resent, mut head_resent) = (0, 0);
     for pair in turns.windows(2) {
@@ -49,6 +49,7 @@ fn demo_runs_the_scripted_session_and_reuses_the_prefix_every_turn() {
             &t["fingerprint"], fingerprint,
             "prefix fingerprint is stable"
         );
+        assert_eq!(&t["routing_key"], key, "one routing key for the session");
         let reused = bytes(t, "reused_bytes");
         let head = bytes(t, "head_rewrite_reused");
         resent += bytes(t, "request_bytes") - reused;
@@ -242,14 +243,14 @@ fn demo_bodies_of_every_api_carry_one_tools_field_and_extend_each_other_until_th
             "{api}: the tools field changed"
         );
 
-        let fingerprint = requests[0]["fingerprint"].as_str().unwrap_or_default();
+        let routing_key = requests[0]["routing_key"].as_str().unwrap_or_default();
         for (name, b) in &written {
             let key = fields(b)
                 .get("prompt_cache_key")
                 .map(|k| k.get().to_owned());
             match api {
                 "anthropic" | "gemini" => assert_eq!(key, None, "{api} {name}"),
-                _ => assert_eq!(key, Some(format!("\"{fingerprint}\"")), "{api} {name}"),
+                _ => assert_eq!(key, Some(format!("\"{routing_key}\"")), "{api} {name}"),
             }
         }
 

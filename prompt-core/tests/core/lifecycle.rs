@@ -540,3 +540,75 @@ fn compaction_can_keep_chosen_producers() {
     assert_eq!(texts[1], Some("First summary."));
     assert!(texts.contains(&Some("a\nb")), "{texts:?}");
 }
+
+/// Issue 12: the routing key is per session: two sessions of one agent (one prefix) never
+/// share it, nor do two sessions with no prefix at all; it holds for every request of the
+/// session and after a save and restore into a process whose options carry no id.
+#[test]
+fn the_routing_key_is_one_per_session_stable_across_requests_and_a_restore() {
+    let key = |s: &mut Session, q: &str| s.turn(todo(&[q]), q).unwrap().routing_key();
+    let mut a = session(DeliveryStyle::system());
+    let mut b = session(DeliveryStyle::system());
+    let first = key(&mut a, "one");
+    assert_ne!(a.session_id(), b.session_id());
+    assert_ne!(
+        first,
+        key(&mut b, "one"),
+        "one prefix, two sessions: two keys"
+    );
+    a.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    assert_eq!(key(&mut a, "two"), first, "the key holds across turns");
+
+    let snapshot: SessionSnapshot =
+        serde_json::from_str(&serde_json::to_string(&a.save()).unwrap()).unwrap();
+    let (mut restored, _) = Session::restore(
+        &snapshot,
+        components(INSTRUCTIONS),
+        &policy(),
+        SessionContext::default(),
+        options(DeliveryStyle::system()),
+        RestoreMode::Strict,
+    )
+    .unwrap();
+    assert_eq!(restored.session_id(), a.session_id());
+    restored
+        .record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    assert_eq!(
+        key(&mut restored, "three"),
+        first,
+        "the key survives a restore"
+    );
+
+    // No prefix at all: the fingerprint is the same for everyone, the key is not.
+    let bare = || {
+        Session::start(
+            Vec::new(),
+            &PromptPolicy::default(),
+            SessionContext::default(),
+            SessionOptions::default(),
+        )
+        .unwrap()
+    };
+    let (mut c, mut d) = (bare(), bare());
+    let (rc, rd) = (
+        c.turn(Extensions::new(), "hi").unwrap().routing_key(),
+        d.turn(Extensions::new(), "hi").unwrap().routing_key(),
+    );
+    assert_ne!(rc, rd, "empty prefixes must not share a key");
+
+    // A given id is the agent's own conversation id: the same id, the same key.
+    let named = |id: &str| {
+        let mut s = Session::start(
+            components(INSTRUCTIONS),
+            &policy(),
+            SessionContext::default(),
+            options(DeliveryStyle::system()).with_session_id(id),
+        )
+        .unwrap();
+        key(&mut s, "one")
+    };
+    assert_eq!(named("conversation-7"), named("conversation-7"));
+    assert_ne!(named("conversation-7"), named("conversation-8"));
+}

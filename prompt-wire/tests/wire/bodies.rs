@@ -679,3 +679,33 @@ fn a_tail_in_its_own_message_leaves_the_stable_part_as_it_was_and_bodies_still_e
         }
     }
 }
+
+/// Issue 12: the routing header carries the body's `prompt_cache_key` under the router's
+/// name (sglang-router's by default, another when configured), for every API.
+#[test]
+fn the_routing_header_carries_the_session_key_under_a_configurable_name() {
+    for api in APIS {
+        let mut s = session(api);
+        let request = s.turn(values("a", 1), "hi").unwrap();
+        let w = wire(api);
+        let (name, value) = w.routing_header(&request);
+        assert_eq!(name, prompt_wire::DEFAULT_ROUTING_HEADER);
+        assert_eq!(name, "X-SMG-Routing-Key");
+        assert_eq!(value, prompt_wire::prompt_cache_key(&request));
+        assert_eq!(value, request.routing_key().to_string());
+        let renamed = Wire::new(api, options(api).routing_header("X-Session-Affinity")).unwrap();
+        assert_eq!(
+            renamed.routing_header(&request),
+            ("X-Session-Affinity", value.clone())
+        );
+        let other = session(api)
+            .turn(values("a", 1), "hi")
+            .unwrap()
+            .routing_key();
+        assert_ne!(
+            other.to_string(),
+            value,
+            "{api:?}: another session, another key"
+        );
+    }
+}
