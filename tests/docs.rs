@@ -214,3 +214,63 @@ fn every_toml_example_loads_as_its_text_says() {
     }
     assert!(checked >= 5, "only {checked} TOML examples found");
 }
+
+/// The body of every fenced block tagged `lang` in `text`.
+fn fenced_blocks(text: &str, lang: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == format!("```{lang}") {
+            let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+            blocks.push(body.join("\n") + "\n");
+        }
+    }
+    blocks
+}
+
+/// Every haproxy configuration in the docs is one haproxy accepts (`haproxy -c`). Without
+/// haproxy the test says it is skipped; under `CI=true` it fails instead (`.ci/run`
+/// installs Debian's package).
+#[test]
+fn the_haproxy_example_is_a_valid_configuration() {
+    let blocks: Vec<(PathBuf, String)> = documents()
+        .into_iter()
+        .flat_map(|doc| {
+            let text =
+                std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{}: {e}", doc.display()));
+            fenced_blocks(&text, "haproxy")
+                .into_iter()
+                .map(move |b| (doc.clone(), b))
+        })
+        .collect();
+    assert!(!blocks.is_empty(), "docs/fleet.md has a haproxy example");
+    let version = std::process::Command::new("haproxy").arg("-v").output();
+    if version.as_ref().map_or(true, |o| !o.status.success()) {
+        assert!(
+            !crate::live_llama::in_ci(),
+            "CI=true and haproxy is not installed"
+        );
+        crate::live_llama::say("SKIPPED the_haproxy_example_is_a_valid_configuration: no haproxy");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("cacheline-haproxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    for (i, (doc, config)) in blocks.iter().enumerate() {
+        let file = dir.join(format!("{i}.cfg"));
+        std::fs::write(&file, config).unwrap_or_else(|e| panic!("{e}"));
+        let check = std::process::Command::new("haproxy")
+            .arg("-c")
+            .arg("-f")
+            .arg(&file)
+            .output()
+            .unwrap_or_else(|e| panic!("haproxy: {e}"));
+        assert!(
+            check.status.success(),
+            "{}: haproxy -c refused the example:\n{}{}",
+            doc.display(),
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -391,13 +391,25 @@ impl LlamaClient {
     /// speaks: `/v1/chat/completions`, `/v1/responses`, `/v1/messages`, their token
     /// counters); the response's bytes, at most [`MAX_RESPONSE_BYTES`].
     pub fn post_body(&self, path: &str, body: &[u8]) -> Result<Vec<u8>, LiveError> {
+        self.post_body_with_headers(path, body, &[])
+    }
+
+    /// [`LlamaClient::post_body`] with extra request headers (a router's routing key).
+    pub fn post_body_with_headers(
+        &self,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> Result<Vec<u8>, LiveError> {
         let url = self.url(path);
-        let response = self
+        let mut request = self
             .agent
             .post(&url)
-            .header("Content-Type", "application/json")
-            .send(body)
-            .map_err(|e| transport(&url, e))?;
+            .header("Content-Type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send(body).map_err(|e| transport(&url, e))?;
         if response.status().as_u16() >= 400 {
             return Err(status_error(&url, response));
         }

@@ -8,6 +8,8 @@
 //! - [`bench`](mod@bench): a conversation sent as the library composes it and as
 //!   replace-at-head composes it, turn by turn (`cacheline bench-live` sends
 //!   `prompt-reference`'s scripted session at its compact size);
+//! - [`fleet`]: sessions played through a router in front of several replicas, per routing
+//!   policy (`cacheline bench-fleet`, `scripts/fleet.sh`);
 //! - [`probe`]: does the model follow a system-prompt update, depending on where it is put.
 //!
 //! The server URL comes from [`locate_server`]: `CACHELINE_LLAMA_URL`, else the file that
@@ -23,6 +25,7 @@ use std::path::PathBuf;
 
 pub mod bench;
 mod client;
+pub mod fleet;
 pub mod probe;
 
 pub use client::{

@@ -10,8 +10,9 @@
 //! request reuses its longest cached block chain and re-processes the rest, which the
 //! replica then keeps. Routing policies: round robin, least loaded (shortest backlog),
 //! session-key rendezvous hashing, prefix-fingerprint rendezvous hashing, the library's key
-//! ([`Policy::Library`]: the prefix fingerprint combined with one of `k` slots chosen by the
-//! session), and a longest-prefix-match oracle that knows every replica's cache.
+//! as sglang-router's `manual` policy uses it ([`Policy::LibraryKey`]: a session's key is
+//! assigned to the least-loaded replica when first seen, then kept), and a longest-prefix-match
+//! oracle that knows every replica's cache and backlog.
 //!
 //! ```
 //! use prompt_measure::fleet::{simulate_fleet, FleetConfig, Policy, SessionShape};
@@ -70,15 +71,13 @@ pub enum Policy {
     /// Rendezvous hashing of the prefix fingerprint: every session of an agent on one
     /// replica.
     PrefixHash,
-    /// The library's key: rendezvous hashing of the prefix fingerprint and one of `slots`
-    /// slots picked by the session key, so an agent's sessions spread over at most `slots`
-    /// replicas and each keeps its own.
-    Library {
-        /// Replicas an agent's sessions may spread over.
-        slots: u32,
-    },
-    /// The replica whose cache holds the longest prefix of the request (ties: the shortest
-    /// backlog): what a router that saw every cache could do.
+    /// The library's routing key (one per session, `Request::routing_key`) as sglang-router's
+    /// `manual` policy with `--assignment-mode min_load` uses it: a key seen for the first
+    /// time goes to the replica with the shortest backlog, and stays there.
+    LibraryKey,
+    /// A router that sees every replica's cache and backlog: of the replicas holding the
+    /// longest prefix of the request and the least-loaded replica, the one that would finish
+    /// the request first (backlog plus the tokens it would re-process).
     Oracle,
 }
 
@@ -90,7 +89,7 @@ impl Policy {
             Policy::LeastLoaded => "least_loaded".to_owned(),
             Policy::SessionHash => "session_hash".to_owned(),
             Policy::PrefixHash => "prefix_hash".to_owned(),
-            Policy::Library { slots } => format!("library(k={slots})"),
+            Policy::LibraryKey => "library_key".to_owned(),
             Policy::Oracle => "oracle".to_owned(),
         }
     }
@@ -360,6 +359,8 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
         .map(|(s, p)| Reverse((p.start, s, 0)))
         .collect();
     let (mut tick, mut next_rr) = (0u64, 0usize);
+    // LibraryKey: the replica each session's key was assigned to.
+    let mut assigned: HashMap<u64, usize> = HashMap::new();
     let (mut requests, mut tokens, mut cached) = (0u64, 0u64, 0u64);
     let mut blocks = Vec::new();
     while let Some(Reverse((now, session, k))) = events.pop() {
@@ -367,9 +368,10 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
         let request_tokens = shape.requests.get(k).copied().unwrap_or(0);
         let session_key = mix2(config.seed ^ 0x5e55, session as u64);
         let prefix_key = mix2(0x0000_7072_6566_6978, agent_of(config, session));
+        // The shortest backlog; among idle replicas, the one that has served least.
         let least_loaded = |replicas: &[Replica]| {
             (0..replicas.len())
-                .min_by_key(|&r| replicas[r].busy_until.max(now))
+                .min_by_key(|&r| (replicas[r].busy_until.max(now), replicas[r].requests))
                 .unwrap_or(0)
         };
         let target = match policy {
@@ -380,19 +382,32 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
             Policy::LeastLoaded => least_loaded(&replicas),
             Policy::SessionHash => rendezvous(session_key, replicas_n),
             Policy::PrefixHash => rendezvous(prefix_key, replicas_n),
-            Policy::Library { slots } => {
-                let slot = session_key % u64::from(slots.max(1));
-                rendezvous(mix2(prefix_key, slot), replicas_n)
-            }
+            Policy::LibraryKey => *assigned
+                .entry(session_key)
+                .or_insert_with(|| least_loaded(&replicas)),
             Policy::Oracle => {
                 let (candidates, depth) = holders.longest(&blocks, replicas_n);
+                let idle = least_loaded(&replicas);
                 if depth == 0 {
-                    least_loaded(&replicas)
+                    idle
                 } else {
-                    (0..replicas_n)
+                    let holder = (0..replicas_n)
                         .filter(|r| candidates[r / 64] >> (r % 64) & 1 == 1)
                         .min_by_key(|&r| replicas[r].busy_until.max(now))
-                        .unwrap_or(0)
+                        .unwrap_or(idle);
+                    let finish = |r: usize| {
+                        let hit = (replicas[r].cached_blocks(&blocks) as u64)
+                            .saturating_mul(config.block_tokens)
+                            .min(request_tokens);
+                        replicas[r].busy_until.max(now).saturating_add(
+                            (request_tokens - hit).saturating_mul(config.cost_per_token),
+                        )
+                    };
+                    if finish(idle) < finish(holder) {
+                        idle
+                    } else {
+                        holder
+                    }
                 }
             }
         };
@@ -496,8 +511,31 @@ mod tests {
         let shape = SessionShape::linear(1024, 256, 8);
         let report = simulate_fleet(&shape, &small(), Policy::PrefixHash);
         assert!((report.imbalance - 4.0).abs() < 1e-9, "{report:?}");
-        let spread = simulate_fleet(&shape, &small(), Policy::Library { slots: 4 });
+        let spread = simulate_fleet(&shape, &small(), Policy::LibraryKey);
         assert!(spread.imbalance < report.imbalance, "{spread:?}");
+    }
+
+    #[test]
+    fn the_library_key_keeps_each_session_on_one_replica_and_spreads_new_ones() {
+        let shape = SessionShape::linear(1024, 512, 10);
+        let config = FleetConfig {
+            min_requests: 10,
+            ..small()
+        };
+        let kept = simulate_fleet(&shape, &config, Policy::SessionHash);
+        let library = simulate_fleet(&shape, &config, Policy::LibraryKey);
+        let spread = simulate_fleet(&shape, &config, Policy::RoundRobin);
+        // Kept on its replica: as good as session hashing on cache…
+        assert!(library.cached >= kept.cached, "{library:?} vs {kept:?}");
+        assert!(
+            library.cached_share > spread.cached_share + 0.2,
+            "{library:?}"
+        );
+        // …and new sessions go where the backlog is shortest, not where a hash says.
+        assert!(
+            library.imbalance <= kept.imbalance,
+            "{library:?} vs {kept:?}"
+        );
     }
 
     #[test]

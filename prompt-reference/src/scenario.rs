@@ -151,6 +151,9 @@ pub enum ScenarioError {
     /// The caller's callback stopped the session (it keeps its own error).
     #[error("stopped by the caller")]
     Stopped,
+    /// A request's body could not be written.
+    #[error(transparent)]
+    Wire(#[from] prompt_registry::wire::WireError),
     /// A composed request is not a JSON array of messages.
     #[error("turn {turn}: the composed request is not a JSON array: {source}")]
     Request {
@@ -851,6 +854,36 @@ impl ScenarioSize {
     where
         F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
     {
+        self.play_inner(session, turns, None, before, each)
+    }
+
+    /// [`ScenarioSize::play`] as one of many users of the same agent: every question starts
+    /// with `(user) `, so sessions share the frozen prefix and nothing after it (a fleet of
+    /// sessions, as `cacheline bench-fleet` plays them).
+    pub fn play_as<F>(
+        self,
+        user: &str,
+        session: &mut Session,
+        turns: std::ops::RangeInclusive<u64>,
+        each: &mut F,
+    ) -> Result<(), ScenarioError>
+    where
+        F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+    {
+        self.play_inner(session, turns, Some(user), &mut |_, _| Ok(()), each)
+    }
+
+    fn play_inner<F>(
+        self,
+        session: &mut Session,
+        turns: std::ops::RangeInclusive<u64>,
+        user: Option<&str>,
+        before: &mut dyn FnMut(&ScriptedTurn, &mut Session) -> Result<(), ScenarioError>,
+        each: &mut F,
+    ) -> Result<(), ScenarioError>
+    where
+        F: FnMut(&ScriptedTurn, &Request<'_>) -> Result<(), ScenarioError>,
+    {
         for turn in turns {
             let step = self.script(turn);
             before(&step, session)?;
@@ -863,7 +896,11 @@ impl ScenarioSize {
                     session.compact(0..cut, summary)?;
                 }
             }
-            let request = session.turn(turn_values(&step), step.question.as_str())?;
+            let question = match user {
+                Some(user) => format!("({user}) {}", step.question),
+                None => step.question.clone(),
+            };
+            let request = session.turn(turn_values(&step), question)?;
             each(&step, &request)?;
             let (chunks, rest) = step.continuations();
             for chunk in chunks {
@@ -1317,6 +1354,49 @@ mod tests {
         assert_eq!(sent, composed);
     }
 
+    /// The users of a fleet share the agent's prefix and nothing after it; each has its own
+    /// routing key, and its question carries its name.
+    #[test]
+    fn fleet_sessions_share_the_prefix_and_keep_their_own_key() {
+        let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+        let policy = default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
+        let sessions = fleet_sessions(ScenarioSize::Compact, &registry, &policy, "run", 3, 3, 4)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sessions.len(), 3);
+        let keys: std::collections::BTreeSet<&str> =
+            sessions.iter().map(|s| s.routing_key.as_str()).collect();
+        assert_eq!(keys.len(), 3, "one key per session");
+        let first = |i: usize| -> Value {
+            serde_json::from_slice(&sessions[i].requests[0].1).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (a, b) = (first(0), first(1));
+        assert_eq!(a["tools"], b["tools"]);
+        assert_eq!(
+            a["messages"][0], b["messages"][0],
+            "the frozen prefix is shared"
+        );
+        assert_eq!(
+            a["prompt_cache_key"].as_str(),
+            Some(sessions[0].routing_key.as_str())
+        );
+        let question = |v: &Value| {
+            v["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["role"] == "user")
+                .map(|m| m["content"].to_string())
+                .collect::<String>()
+        };
+        assert!(question(&a).contains("(run-0) "), "{}", question(&a));
+        assert!(question(&b).contains("(run-1) "), "{}", question(&b));
+        assert_eq!(
+            sessions[0].requests.len(),
+            sessions[1].requests.len(),
+            "the same script"
+        );
+    }
+
     #[test]
     fn the_compact_size_plays_the_same_script_smaller() {
         for turn in 1..=40 {
@@ -1385,4 +1465,73 @@ mod tests {
         assert!(names(10).contains(&"the history was compacted (new cache epoch)".to_owned()));
         assert!(names(12).contains(&"the date rolled over midnight (2026-12-01)".to_owned()));
     }
+}
+
+/// One session of a fleet: its routing key and each request's Chat Completions body.
+#[derive(Debug, Clone)]
+pub struct FleetSessionBodies {
+    /// The session's routing key, as `prompt_wire::Wire::routing_header` gives it.
+    pub routing_key: String,
+    /// `(label, body)` of each request, in order.
+    pub requests: Vec<(String, Vec<u8>)>,
+}
+
+/// `sessions` users of one agent playing the script's first `turns` turns at `size`
+/// (each question tagged with its user, [`ScenarioSize::play_as`]): every session has the
+/// session values of `size`, its tools in the tools field and its own session id
+/// (`{run}-{i}`); each request is written as llama.cpp's Chat Completions body
+/// (`ApiKind::LlamaCpp`, model `smollm2`, greedy, `max_tokens` tokens). What
+/// `cacheline bench-fleet` sends through a router.
+pub fn fleet_sessions(
+    size: ScenarioSize,
+    registry: &Registry,
+    policy: &PromptPolicy,
+    run: &str,
+    sessions: usize,
+    turns: u64,
+    max_tokens: u32,
+) -> Result<Vec<FleetSessionBodies>, ScenarioError> {
+    use prompt_registry::wire::{self, Wire, WireOptions};
+    let api = prompt_registry::ApiKind::LlamaCpp;
+    let tools = size.tools()?;
+    (0..sessions)
+        .map(|i| {
+            let mut values = size.session_values()?;
+            values.insert(crate::components::ToolsField);
+            let id = format!("{run}-{i}");
+            let mut session = Session::start(
+                registry.components().cloned().collect(),
+                policy,
+                SessionContext::new(values),
+                wire::session_options(api, tools.clone()).with_session_id(id.clone()),
+            )?;
+            let options = WireOptions::new("smollm2")
+                .param("temperature", &json!(0))
+                .param("max_tokens", &json!(max_tokens));
+            let mut wire = Wire::new(api, options)?;
+            let mut labels = RequestLabels::default();
+            let mut requests = Vec::new();
+            let mut routing_key = String::new();
+            let mut failed = None;
+            size.play_as(&id, &mut session, 1..=turns, &mut |step, request| {
+                routing_key = wire.routing_header(request).1;
+                match wire.body(request) {
+                    Ok(body) => {
+                        let label = labels.next(step.turn, request.is_continuation());
+                        requests.push((label, body.to_bytes()));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        Err(ScenarioError::Stopped)
+                    }
+                }
+            })
+            .map_err(|e| failed.take().map_or(e, ScenarioError::Wire))?;
+            Ok(FleetSessionBodies {
+                routing_key,
+                requests,
+            })
+        })
+        .collect()
 }

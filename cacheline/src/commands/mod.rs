@@ -13,6 +13,7 @@ use prompt_registry::cli::{self, App, DefaultConfig, RegistryCommand};
 
 mod audit;
 mod audit_bodies;
+mod bench_fleet;
 mod bench_live;
 mod demo;
 mod probe_template;
@@ -58,6 +59,9 @@ enum Command {
     /// Measure cache reuse and time to first token on a live llama.cpp server, library vs
     /// replace-at-head.
     BenchLive(bench_live::BenchLiveArgs),
+    /// Play several scripted sessions at once through the routers `scripts/fleet.sh` runs
+    /// in front of llama-server replicas: per routing policy, what the replicas' caches serve.
+    BenchFleet(bench_fleet::BenchFleetArgs),
 }
 
 /// Runs the command line `args` (program name first); returns the exit status.
@@ -85,5 +89,6 @@ fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8,
         Command::Audit(args) => audit::run(&args, out, err),
         Command::ProbeTemplate(args) => probe_template::run(&args, out, err),
         Command::BenchLive(args) => bench_live::run(&args, &registry, out, err),
+        Command::BenchFleet(args) => bench_fleet::run(&args, &registry, out, err),
     }
 }

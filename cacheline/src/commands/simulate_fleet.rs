@@ -31,9 +31,6 @@ pub(crate) struct SimulateFleetArgs {
     /// Tokens per cache block.
     #[arg(long, default_value_t = 512)]
     block: u64,
-    /// Slots of the library's key (replicas an agent's sessions may spread over).
-    #[arg(long, default_value_t = 8)]
-    slots: u32,
     /// Turns of the scripted session a session may play (its requests: turns and
     /// continuations).
     #[arg(long, default_value_t = 24)]
@@ -92,7 +89,7 @@ pub(crate) fn run(
         Policy::LeastLoaded,
         Policy::SessionHash,
         Policy::PrefixHash,
-        Policy::Library { slots: args.slots },
+        Policy::LibraryKey,
         Policy::Oracle,
     ];
     let total = (args.replicas.len() * args.sessions.len() * policies.len()) as u64;
@@ -130,7 +127,7 @@ pub(crate) fn run(
         let value = serde_json::json!({
             "shape": {"prefix_tokens": shape.prefix_tokens, "requests": shape.requests.len(),
                       "largest_request": shape.requests.iter().max()},
-            "agents": args.agents, "capacity": args.capacity, "block": args.block, "slots": args.slots,
+            "agents": args.agents, "capacity": args.capacity, "block": args.block,
             "cells": cells,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;

@@ -112,3 +112,13 @@ fn inputs_that_are_not_regular_files_are_refused() {
         assert!(err.contains("not a regular file"), "{path}: {err}");
     }
 }
+
+#[test]
+fn bench_fleet_without_a_fleet_names_the_missing_file_and_how_to_start_one() {
+    let dir = std::env::temp_dir().join(format!("cacheline-no-fleet-{}", std::process::id()));
+    let (code, out, err) = cacheline(&["bench-fleet", "--fleet-dir", &dir.to_string_lossy()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("replica-1.url"), "{err}");
+    assert!(err.contains("scripts/fleet.sh start 2"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}

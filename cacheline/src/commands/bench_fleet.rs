@@ -1,0 +1,234 @@
+//! `cacheline bench-fleet`: the scripted session played by several users at once through
+//! the routers `scripts/fleet.sh start N` runs in front of N llama-server replicas, once per
+//! router; per routing policy, the share of prompt tokens served from the replicas' caches,
+//! re-processed tokens against the limit, and requests per replica. Then the fleet simulator
+//! on the same sessions, for comparison.
+
+use std::error::Error;
+use std::io::Write;
+use std::path::PathBuf;
+
+use prompt_llama::LlamaClient;
+use prompt_llama::fleet::{self, FleetRequest, FleetSession, PolicyReport, Router};
+use prompt_measure::fleet::{FleetConfig, Policy, SessionShape, simulate_fleet};
+use prompt_reference::scenario;
+use prompt_registry::Registry;
+use prompt_registry::cli;
+use prompt_registry::wire::DEFAULT_ROUTING_HEADER;
+use serde::Serialize;
+
+use super::DEFAULT_CONFIG;
+use super::bench_live::SIZE;
+
+/// Arguments of `bench-fleet`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchFleetArgs {
+    /// Concurrent sessions (users of one agent). llama.cpp keeps one conversation per
+    /// replica here (docs/fleet.md), so more sessions than replicas evict each other.
+    #[arg(long, default_value_t = 2)]
+    sessions: usize,
+    /// Turns of the scripted session each plays.
+    #[arg(long, default_value_t = 6)]
+    turns: u64,
+    /// Routers to play through, by policy; each sends the library's routing key only to
+    /// `manual` (sglang-router's policy that pins by it).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "manual,round_robin,cache_aware"
+    )]
+    policies: Vec<String>,
+    /// Where `scripts/fleet.sh` keeps the routers' and replicas' URLs (default: `fleet/`
+    /// in the cache directory).
+    #[arg(long)]
+    fleet_dir: Option<PathBuf>,
+    /// The header the routing key goes in.
+    #[arg(long, default_value = DEFAULT_ROUTING_HEADER)]
+    routing_header: String,
+    /// Seed of the order the sessions' requests are interleaved in (the same for every
+    /// router).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// agent.toml to use (default: the built-in one for the reference components).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A run's sessions, as `prompt-llama` plays them.
+fn sessions(bodies: Vec<scenario::FleetSessionBodies>) -> Vec<FleetSession> {
+    bodies
+        .into_iter()
+        .map(|s| FleetSession {
+            routing_key: s.routing_key,
+            requests: s
+                .requests
+                .into_iter()
+                .map(|(label, body)| FleetRequest { label, body })
+                .collect(),
+        })
+        .collect()
+}
+
+fn read_url(dir: &std::path::Path, name: &str) -> Result<String, Box<dyn Error>> {
+    let path = dir.join(format!("{name}.url"));
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "{}: {e} (start the fleet: scripts/fleet.sh start 2)",
+            path.display()
+        )
+    })?;
+    Ok(text.trim().to_owned())
+}
+
+/// A replica's cache as `scripts/fleet.sh` starts it: one slot of 8,192 tokens.
+const REPLICA_CACHE_TOKENS: u64 = 8192;
+
+/// The simulator's figures for the same sessions: each plays the live run's requests
+/// (prompt tokens as the replicas counted them), on as many replicas, each with the cache
+/// the replicas have ([`REPLICA_CACHE_TOKENS`], 16-token blocks).
+#[derive(Debug, Serialize)]
+struct Simulated {
+    policy: String,
+    cached_share: f64,
+    imbalance: f64,
+}
+
+fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simulated> {
+    let first: Vec<u64> = report
+        .requests
+        .iter()
+        .filter(|r| r.session == 0)
+        .map(|r| r.prompt_tokens)
+        .collect();
+    // The shared prefix: what the first request of a later session found cached at best.
+    let prefix = report
+        .requests
+        .iter()
+        .filter(|r| r.label == "1" && r.session != 0)
+        .map(|r| r.cached)
+        .max()
+        .unwrap_or(0);
+    let shape = SessionShape {
+        prefix_tokens: prefix,
+        epochs: vec![0; first.len()],
+        requests: first.clone(),
+    };
+    let config = FleetConfig {
+        replicas,
+        sessions,
+        capacity_tokens: REPLICA_CACHE_TOKENS,
+        block_tokens: 16,
+        min_requests: first.len(),
+        max_requests: first.len(),
+        arrival_spread: 1,
+        think_time: 1_000_000,
+        ..FleetConfig::default()
+    };
+    [Policy::LibraryKey, Policy::RoundRobin, Policy::Oracle]
+        .into_iter()
+        .map(|policy| {
+            let r = simulate_fleet(&shape, &config, policy);
+            Simulated {
+                policy: r.policy,
+                cached_share: r.cached_share,
+                imbalance: r.imbalance,
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn run(
+    args: &BenchFleetArgs,
+    registry: &Registry,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
+    let Some(dir) = args.fleet_dir.clone().or_else(fleet::default_fleet_dir) else {
+        writeln!(
+            err,
+            "error: no cache directory (HOME unset): pass --fleet-dir"
+        )?;
+        return Ok(2);
+    };
+    let Some(policy) =
+        cli::load_policy(args.config.as_deref(), registry, Some(DEFAULT_CONFIG), err)?
+    else {
+        return Ok(2);
+    };
+    let tokenizer = LlamaClient::new(read_url(&dir, "replica-1")?);
+    tokenizer.health()?;
+    let replicas = (1..)
+        .take_while(|i| dir.join(format!("replica-{i}.url")).is_file())
+        .count();
+    let mut reports = Vec::new();
+    for name in &args.policies {
+        let router = Router {
+            policy: name.clone(),
+            client: LlamaClient::new(read_url(&dir, &format!("router-{name}"))?),
+            routing_header: (name == "manual").then(|| args.routing_header.clone()),
+        };
+        router.client.health()?;
+        // Each run its own users (sessions), so no run finds another's history cached.
+        let bodies = scenario::fleet_sessions(
+            SIZE,
+            registry,
+            &policy,
+            &format!("bench-fleet-{name}-{}", args.seed),
+            args.sessions,
+            args.turns,
+            4,
+        )?;
+        let sessions = sessions(bodies);
+        let new = fleet::new_tokens(&tokenizer, &sessions)?;
+        let total: usize = sessions.iter().map(|s| s.requests.len()).sum();
+        let bar = crate::output::progress(
+            total as u64,
+            &format!("{{spinner}} {name}: {{pos}}/{{len}} requests {{wide_bar}} {{elapsed}}"),
+        );
+        let report = fleet::play(&router, &sessions, &new, args.seed, &mut |_| bar.inc(1))?;
+        bar.finish_and_clear();
+        reports.push(report);
+    }
+    let simulated = reports
+        .first()
+        .map(|r| simulate(r, replicas, args.sessions))
+        .unwrap_or_default();
+    if args.json {
+        let value = serde_json::json!({
+            "replicas": replicas, "sessions": args.sessions, "turns": args.turns,
+            "seed": args.seed, "policies": reports, "simulated": simulated,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        return Ok(0);
+    }
+    writeln!(
+        out,
+        "cacheline bench-fleet: {} sessions x {} turns of the scripted session, interleaved (seed {}), through sglang-router to {replicas} llama-server replicas",
+        args.sessions, args.turns, args.seed
+    )?;
+    writeln!(
+        out,
+        "cached = timings.cache_n / prompt tokens; re-processed/limit = timings.prompt_n against the new tokens, from each session's second request on; sessions = answered by one replica throughout\n"
+    )?;
+    fleet::write_table(&reports, out)?;
+    if !simulated.is_empty() {
+        writeln!(
+            out,
+            "\nthe fleet simulator on these sessions ({replicas} replicas, {} tokens of cache each):",
+            REPLICA_CACHE_TOKENS
+        )?;
+        for s in &simulated {
+            writeln!(
+                out,
+                "  {:<14} cached {:>5.1}%  imbalance {:.2}",
+                s.policy,
+                s.cached_share * 100.0,
+                s.imbalance
+            )?;
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,127 @@
+//! Live fleet: the scripted session played by two users at once through sglang-router in
+//! front of two llama-server replicas (`scripts/fleet.sh start 2`).
+//!
+//! With the library's routing key in `X-SMG-Routing-Key` (the router's `manual` policy),
+//! every session is answered by one replica throughout, and from its second request on each
+//! request re-processes at most its new tokens + [`SLACK`]. The same sessions through the
+//! `round_robin` router, without the key, are measured and printed beside it. Which replica
+//! a new key lands on is the router's choice and is not asserted.
+//!
+//! The routers' URLs come from the fleet directory (`CACHELINE_FLEET_DIR`, else `fleet/` in
+//! the cache directory). Without a fleet the test says why it is skipped; under `CI=true`
+//! it fails instead.
+
+use prompt_llama::LlamaClient;
+use prompt_llama::fleet::{self, FleetRequest, FleetSession, PolicyReport, Router};
+use prompt_reference::scenario::{self, ScenarioSize};
+use prompt_registry::Registry;
+use prompt_registry::wire::DEFAULT_ROUTING_HEADER;
+
+use crate::live_llama::{SLACK, in_ci, say};
+
+const SESSIONS: usize = 2;
+const TURNS: u64 = 4;
+const SEED: u64 = 1;
+
+/// The fleet's router for `policy` and its first replica, or why there is none.
+fn fleet(policy: &str) -> Result<(LlamaClient, LlamaClient), String> {
+    let dir = fleet::default_fleet_dir().ok_or("no cache directory (HOME unset)")?;
+    let url = |name: &str| {
+        let path = dir.join(format!("{name}.url"));
+        std::fs::read_to_string(&path)
+            .map(|u| u.trim().to_owned())
+            .map_err(|e| format!("{}: {e} (scripts/fleet.sh start 2)", path.display()))
+    };
+    let (router, replica) = (
+        LlamaClient::new(url(&format!("router-{policy}"))?),
+        LlamaClient::new(url("replica-1")?),
+    );
+    router
+        .health()
+        .and_then(|()| replica.health())
+        .map_err(|e| e.to_string())?;
+    Ok((router, replica))
+}
+
+fn play(policy: &str, key: bool) -> Option<PolicyReport> {
+    let test = "live_fleet";
+    let (router, tokenizer) = match fleet(policy) {
+        Ok(clients) => clients,
+        Err(reason) => {
+            assert!(!in_ci(), "{test}: CI=true and no fleet: {reason}");
+            say(&format!("SKIPPED {test}: no fleet: {reason}"));
+            return None;
+        }
+    };
+    let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+    let policy_toml = scenario::default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
+    // Users of their own per run and process, so nothing of theirs is cached yet.
+    let run = format!("live-fleet-{policy}-{}", std::process::id());
+    let sessions: Vec<FleetSession> = scenario::fleet_sessions(
+        ScenarioSize::Compact,
+        &registry,
+        &policy_toml,
+        &run,
+        SESSIONS,
+        TURNS,
+        4,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .into_iter()
+    .map(|s| FleetSession {
+        routing_key: s.routing_key,
+        requests: s
+            .requests
+            .into_iter()
+            .map(|(label, body)| FleetRequest { label, body })
+            .collect(),
+    })
+    .collect();
+    let new = fleet::new_tokens(&tokenizer, &sessions).unwrap_or_else(|e| panic!("{e}"));
+    let router = Router {
+        policy: policy.to_owned(),
+        client: router,
+        routing_header: key.then(|| DEFAULT_ROUTING_HEADER.to_owned()),
+    };
+    Some(fleet::play(&router, &sessions, &new, SEED, &mut |_| {}).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn live_fleet_keeps_each_session_on_its_replica_with_the_library_key() {
+    let Some(keyed) = play("manual", true) else {
+        return;
+    };
+    let spread = play("round_robin", false).unwrap_or_else(|| panic!("round_robin router"));
+    let mut table = Vec::new();
+    fleet::write_table(&[keyed.clone(), spread.clone()], &mut table).unwrap_or_default();
+    say(&String::from_utf8_lossy(&table));
+
+    assert_eq!(
+        keyed.sessions_kept(),
+        SESSIONS,
+        "every session keeps its replica: {:?}",
+        keyed.replicas_of_sessions()
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &keyed.requests {
+        assert_eq!(r.reprocessed + r.cached, r.prompt_tokens, "{r:?}");
+        if seen.insert(r.session) {
+            continue;
+        }
+        assert!(
+            r.reprocessed <= r.new_tokens + SLACK,
+            "session {} request {}: re-processed {} of {} tokens, {} new",
+            r.session,
+            r.label,
+            r.reprocessed,
+            r.prompt_tokens,
+            r.new_tokens
+        );
+    }
+    let (reprocessed, limit) = keyed.after_first();
+    assert!(
+        reprocessed <= limit + SLACK * keyed.requests.len() as u64,
+        "{reprocessed} > {limit}"
+    );
+    assert_eq!(spread.requests.len(), keyed.requests.len());
+}
