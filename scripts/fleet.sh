@@ -46,29 +46,9 @@ VENV=$CACHE/tools/sglang-router-$SGLANG_ROUTER_VERSION
 CACHE_RAM=${CACHELINE_FLEET_CACHE_RAM:-0}
 POLICIES=${CACHELINE_FLEET_POLICIES:-manual round_robin cache_aware}
 
-log() { printf '[fleet.sh] %s\n' "$*" >&2; }
-die() {
-    log "error: $*"
-    exit 1
-}
-
-python_bin() {
-    if [[ -n ${CACHELINE_PYTHON:-} ]]; then
-        echo "$CACHELINE_PYTHON"
-    elif command -v python3.11 >/dev/null; then
-        echo python3.11
-    elif command -v python3 >/dev/null; then
-        echo python3
-    else
-        die "no python3 found (set CACHELINE_PYTHON)"
-    fi
-}
-
-healthy() { curl -fsS --max-time 2 "$1/health" >/dev/null 2>&1; }
-
-free_port() {
-    "$(python_bin)" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+SCRIPT_NAME=fleet.sh
+# shellcheck source=scripts/common.sh
+source "$HERE/common.sh"
 
 install_router() {
     if [[ -f $VENV/.installed ]]; then

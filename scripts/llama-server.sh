@@ -61,27 +61,14 @@ JOBS=${CACHELINE_BUILD_JOBS:-$(nproc)}
 THREADS=${CACHELINE_LLAMA_THREADS:-$(nproc)}
 SLOTS=${CACHELINE_LLAMA_SLOTS:-1}
 CACHE_RAM=${CACHELINE_LLAMA_CACHE_RAM:-0}
-[[ $CACHE_RAM =~ ^[0-9]{1,6}$ ]] || { printf '[llama-server.sh] error: CACHELINE_LLAMA_CACHE_RAM must be 0-999999 (MiB)\n' >&2; exit 1; }
-[[ $SLOTS =~ ^[1-9][0-9]?$ ]] || { printf '[llama-server.sh] error: CACHELINE_LLAMA_SLOTS must be 1-99\n' >&2; exit 1; }
-[[ $CTX_SIZE =~ ^[1-9][0-9]{2,5}$ ]] || { printf '[llama-server.sh] error: CACHELINE_LLAMA_CTX must be 100-999999\n' >&2; exit 1; }
 
-log() { printf '[llama-server.sh] %s\n' "$*" >&2; }
-die() {
-    log "error: $*"
-    exit 1
-}
+SCRIPT_NAME=llama-server.sh
+# shellcheck source=scripts/common.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
-python_bin() {
-    if [[ -n ${CACHELINE_PYTHON:-} ]]; then
-        echo "$CACHELINE_PYTHON"
-    elif command -v python3.11 >/dev/null; then
-        echo python3.11
-    elif command -v python3 >/dev/null; then
-        echo python3
-    else
-        die "no python3 found (set CACHELINE_PYTHON)"
-    fi
-}
+[[ $CACHE_RAM =~ ^[0-9]{1,6}$ ]] || die "CACHELINE_LLAMA_CACHE_RAM must be 0-999999 (MiB)"
+[[ $SLOTS =~ ^[1-9][0-9]?$ ]] || die "CACHELINE_LLAMA_SLOTS must be 1-99"
+[[ $CTX_SIZE =~ ^[1-9][0-9]{2,5}$ ]] || die "CACHELINE_LLAMA_CTX must be 100-999999"
 
 check_sha256() { # file expected
     local got
@@ -202,12 +189,6 @@ our_pid() {
     [[ -r /proc/$pid/cmdline ]] || return 1
     tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$SERVER_BIN" || return 1
     echo "$pid"
-}
-
-healthy() { curl -fsS --max-time 2 "$1/health" >/dev/null 2>&1; }
-
-free_port() {
-    "$(python_bin)" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
 cmd_start() {

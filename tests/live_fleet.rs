@@ -12,7 +12,7 @@
 //! it fails instead.
 
 use prompt_llama::LlamaClient;
-use prompt_llama::fleet::{self, FleetRequest, FleetSession, PolicyReport, Router};
+use prompt_llama::fleet::{self, FleetSession, PolicyReport, Router};
 use prompt_reference::scenario::{self, ScenarioSize};
 use prompt_registry::Registry;
 use prompt_registry::wire::DEFAULT_ROUTING_HEADER;
@@ -68,14 +68,7 @@ fn play(policy: &str, key: bool) -> Option<PolicyReport> {
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .into_iter()
-    .map(|s| FleetSession {
-        routing_key: s.routing_key,
-        requests: s
-            .requests
-            .into_iter()
-            .map(|(label, body)| FleetRequest { label, body })
-            .collect(),
-    })
+    .map(|s| FleetSession::new(s.routing_key, s.requests))
     .collect();
     let new = fleet::new_tokens(&tokenizer, &sessions).unwrap_or_else(|e| panic!("{e}"));
     let router = Router {

@@ -59,6 +59,7 @@ pub mod node;
 pub mod placement;
 pub mod policy;
 mod prefix;
+pub mod raw_json;
 pub mod refresh;
 pub mod request;
 pub mod session;

@@ -45,6 +45,20 @@ pub struct FleetSession {
     pub requests: Vec<FleetRequest>,
 }
 
+impl FleetSession {
+    /// A session from its routing key and its `(label, body)` requests, in order (what
+    /// `prompt_reference::scenario::fleet_sessions` composes).
+    pub fn new(routing_key: String, requests: Vec<(String, Vec<u8>)>) -> Self {
+        Self {
+            routing_key,
+            requests: requests
+                .into_iter()
+                .map(|(label, body)| FleetRequest { label, body })
+                .collect(),
+        }
+    }
+}
+
 /// One request of a session.
 #[derive(Debug, Clone)]
 pub struct FleetRequest {

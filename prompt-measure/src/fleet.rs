@@ -42,6 +42,11 @@ pub struct SessionShape {
     /// For each request, its cache epoch: the history after the prefix is new when it
     /// changes.
     pub epochs: Vec<u32>,
+    /// For each request, the tokens it shares with the request before it in the same epoch
+    /// (the rest, from the previous request's ephemeral tail on, is new). Missing entries:
+    /// all of the previous request.
+    #[serde(default)]
+    pub shared: Vec<u64>,
 }
 
 impl SessionShape {
@@ -53,8 +58,43 @@ impl SessionShape {
         Self {
             prefix_tokens,
             epochs: vec![0; requests.len()],
+            shared: Vec::new(),
             requests,
         }
+    }
+
+    /// For each request and each of its full blocks, the request that last wrote the block:
+    /// a block is kept from the request before while it lies within the tokens they share.
+    fn generations(&self, block: u64) -> Vec<Vec<u32>> {
+        let block = block.max(1);
+        let mut out: Vec<Vec<u32>> = Vec::with_capacity(self.requests.len());
+        for (k, &tokens) in self.requests.iter().enumerate() {
+            let blocks = usize::try_from(tokens / block).unwrap_or(usize::MAX);
+            let here = u32::try_from(k).unwrap_or(u32::MAX);
+            let same_epoch = k > 0 && self.epochs.get(k) == self.epochs.get(k - 1);
+            let kept = match (same_epoch, out.last()) {
+                (true, Some(previous)) => {
+                    let shared = self
+                        .shared
+                        .get(k)
+                        .copied()
+                        .unwrap_or_else(|| self.requests[k - 1]);
+                    usize::try_from(shared / block)
+                        .unwrap_or(usize::MAX)
+                        .min(previous.len())
+                }
+                _ => 0,
+            };
+            let mut generations = Vec::with_capacity(blocks);
+            for i in 0..blocks {
+                generations.push(match out.last() {
+                    Some(previous) if i < kept => previous[i],
+                    _ => here,
+                });
+            }
+            out.push(generations);
+        }
+        out
     }
 }
 
@@ -321,19 +361,32 @@ fn plan(config: &FleetConfig, shape: &SessionShape, session: usize) -> SessionPl
 }
 
 /// The block chain of `session`'s request `k`: full blocks only; those inside the shared
-/// prefix are the agent's, the rest the session's (per epoch).
-fn chain(shape: &SessionShape, config: &FleetConfig, session: usize, k: usize, out: &mut Vec<u64>) {
+/// prefix are the agent's, the rest the session's (per epoch and per the request that wrote
+/// the block, `generations`).
+fn chain(
+    shape: &SessionShape,
+    generations: &[Vec<u32>],
+    config: &FleetConfig,
+    session: usize,
+    k: usize,
+    out: &mut Vec<u64>,
+) {
     out.clear();
     let block = config.block_tokens.max(1);
-    let tokens = shape.requests.get(k).copied().unwrap_or(0);
     let epoch = shape.epochs.get(k).copied().unwrap_or(0);
     let shared = shape.prefix_tokens / block;
     let agent = agent_of(config, session);
-    for i in 0..tokens / block {
+    let Some(blocks) = generations.get(k) else {
+        return;
+    };
+    for (i, &generation) in (0u64..).zip(blocks) {
         out.push(if i < shared {
             mix2(mix2(0xa9e7, agent), i)
         } else {
-            mix2(mix2(session as u64 + 1, u64::from(epoch)), i)
+            mix2(
+                mix2(session as u64 + 1, u64::from(epoch)),
+                mix2(i, u64::from(generation)),
+            )
         });
     }
 }
@@ -363,8 +416,9 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
     let mut assigned: HashMap<u64, usize> = HashMap::new();
     let (mut requests, mut tokens, mut cached) = (0u64, 0u64, 0u64);
     let mut blocks = Vec::new();
+    let generations = shape.generations(config.block_tokens);
     while let Some(Reverse((now, session, k))) = events.pop() {
-        chain(shape, config, session, k, &mut blocks);
+        chain(shape, &generations, config, session, k, &mut blocks);
         let request_tokens = shape.requests.get(k).copied().unwrap_or(0);
         let session_key = mix2(config.seed ^ 0x5e55, session as u64);
         let prefix_key = mix2(0x0000_7072_6566_6978, agent_of(config, session));
@@ -536,6 +590,35 @@ mod tests {
             library.imbalance <= kept.imbalance,
             "{library:?} vs {kept:?}"
         );
+    }
+
+    #[test]
+    fn a_changed_tail_is_re_processed_even_on_the_sessions_replica() {
+        // 1,024-token prefix; each request adds 512 tokens, of which the last 256 (the
+        // tail) change every request.
+        let mut shape = SessionShape::linear(1024, 512, 6);
+        shape.shared = shape
+            .requests
+            .iter()
+            .map(|&tokens| tokens.saturating_sub(512 + 256))
+            .collect();
+        let config = FleetConfig {
+            replicas: 1,
+            sessions: 1,
+            min_requests: 6,
+            block_tokens: 256,
+            ..small()
+        };
+        let plain = simulate_fleet(
+            &SessionShape::linear(1024, 512, 6),
+            &config,
+            Policy::SessionHash,
+        );
+        let tailed = simulate_fleet(&shape, &config, Policy::SessionHash);
+        // Each request after the first re-processes its 512 new tokens, plus the 256 of
+        // the tail before it when the tail changes.
+        assert_eq!(plain.reprocessed, 1536 + 5 * 512);
+        assert_eq!(tailed.reprocessed, 1536 + 5 * (512 + 256));
     }
 
     #[test]

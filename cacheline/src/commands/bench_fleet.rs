@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use prompt_llama::LlamaClient;
-use prompt_llama::fleet::{self, FleetRequest, FleetSession, PolicyReport, Router};
+use prompt_llama::fleet::{self, FleetSession, PolicyReport, Router};
 use prompt_measure::fleet::{FleetConfig, Policy, SessionShape, simulate_fleet};
 use prompt_reference::scenario;
 use prompt_registry::Registry;
@@ -57,21 +57,6 @@ pub(crate) struct BenchFleetArgs {
     json: bool,
 }
 
-/// A run's sessions, as `prompt-llama` plays them.
-fn sessions(bodies: Vec<scenario::FleetSessionBodies>) -> Vec<FleetSession> {
-    bodies
-        .into_iter()
-        .map(|s| FleetSession {
-            routing_key: s.routing_key,
-            requests: s
-                .requests
-                .into_iter()
-                .map(|(label, body)| FleetRequest { label, body })
-                .collect(),
-        })
-        .collect()
-}
-
 fn read_url(dir: &std::path::Path, name: &str) -> Result<String, Box<dyn Error>> {
     let path = dir.join(format!("{name}.url"));
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -83,12 +68,10 @@ fn read_url(dir: &std::path::Path, name: &str) -> Result<String, Box<dyn Error>>
     Ok(text.trim().to_owned())
 }
 
-/// A replica's cache as `scripts/fleet.sh` starts it: one slot of 8,192 tokens.
-const REPLICA_CACHE_TOKENS: u64 = 8192;
-
 /// The simulator's figures for the same sessions: each plays the live run's requests
-/// (prompt tokens as the replicas counted them), on as many replicas, each with the cache
-/// the replicas have ([`REPLICA_CACHE_TOKENS`], 16-token blocks).
+/// (prompt tokens as the replicas counted them, and what each shares with the one before),
+/// on as many replicas, each with the cache a llama-server slot has: one conversation (the
+/// largest prompt), in 16-token blocks.
 #[derive(Debug, Serialize)]
 struct Simulated {
     policy: String,
@@ -111,15 +94,24 @@ fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simu
         .map(|r| r.cached)
         .max()
         .unwrap_or(0);
+    let shared: Vec<u64> = report
+        .requests
+        .iter()
+        .filter(|r| r.session == 0)
+        .map(|r| r.prompt_tokens.saturating_sub(r.new_tokens))
+        .collect();
+    let largest = first.iter().copied().max().unwrap_or(0);
     let shape = SessionShape {
         prefix_tokens: prefix,
         epochs: vec![0; first.len()],
         requests: first.clone(),
+        shared,
     };
     let config = FleetConfig {
         replicas,
         sessions,
-        capacity_tokens: REPLICA_CACHE_TOKENS,
+        // One slot holds one conversation: the largest prompt, not the slot's context.
+        capacity_tokens: largest.div_ceil(16) * 16,
         block_tokens: 16,
         min_requests: first.len(),
         max_requests: first.len(),
@@ -181,7 +173,10 @@ pub(crate) fn run(
             args.turns,
             4,
         )?;
-        let sessions = sessions(bodies);
+        let sessions: Vec<FleetSession> = bodies
+            .into_iter()
+            .map(|s| FleetSession::new(s.routing_key, s.requests))
+            .collect();
         let new = fleet::new_tokens(&tokenizer, &sessions)?;
         let total: usize = sessions.iter().map(|s| s.requests.len()).sum();
         let bar = crate::output::progress(
@@ -217,8 +212,7 @@ pub(crate) fn run(
     if !simulated.is_empty() {
         writeln!(
             out,
-            "\nthe fleet simulator on these sessions ({replicas} replicas, {} tokens of cache each):",
-            REPLICA_CACHE_TOKENS
+            "\nthe fleet simulator on these sessions ({replicas} replicas, each caching one conversation):"
         )?;
         for s in &simulated {
             writeln!(

@@ -49,7 +49,8 @@ struct Cell {
 }
 
 /// The scripted session's library requests as the simulator needs them: prompt tokens per
-/// request (o200k_base), the prefix's tokens, the epoch of each request.
+/// request (o200k_base), the prefix's tokens, the epoch of each request and the tokens it
+/// shares with the request before.
 fn shape(registry: &Registry, turns: u64) -> Result<SessionShape, Box<dyn Error>> {
     let tokenizer = O200kBase::shared()?;
     let mut cache = TokenCache::new(tokenizer, 1 << 22);
@@ -62,6 +63,8 @@ fn shape(registry: &Registry, turns: u64) -> Result<SessionShape, Box<dyn Error>
     })?;
     let mut prefix_tokens = 0;
     let mut lengths = Vec::with_capacity(requests.len());
+    let mut shared = Vec::with_capacity(requests.len());
+    let mut previous = None;
     for r in &requests {
         let texts: Vec<&str> = r.messages.iter().map(String::as_str).collect();
         let tokenized = cache.request(&texts, Vec::new());
@@ -69,11 +72,19 @@ fn shape(registry: &Registry, turns: u64) -> Result<SessionShape, Box<dyn Error>
             prefix_tokens = tokenized.messages().first().map_or(0, |m| m.len() as u64);
         }
         lengths.push(tokenized.len() as u64);
+        // What it shares with the request before: up to the previous tail.
+        shared.push(
+            previous
+                .as_ref()
+                .map_or(0, |p| tokenized.common_prefix(p).tokens as u64),
+        );
+        previous = Some(tokenized);
     }
     Ok(SessionShape {
         prefix_tokens,
         requests: lengths,
         epochs,
+        shared,
     })
 }
 

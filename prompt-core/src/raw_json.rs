@@ -1,0 +1,328 @@
+//! JSON read as raw text, for the crates of this workspace (the history here, the wire's
+//! bodies and replies): one reader, so every crate treats given JSON alike.
+//!
+//! Everything given (history nodes, reply bodies, bodies under audit) is read as raw text:
+//! objects as their keys in order with each value's exact bytes, arrays as their elements'
+//! exact bytes. Nothing given is converted to a `serde_json::Value` and written back, so
+//! vendor fields, key order and number spellings (`1e400`) survive, and a duplicated key is
+//! caught (in O(n log n)). What the library writes itself it writes with keys in a fixed
+//! order, whatever the host program's serde_json features.
+//!
+//! ```
+//! use prompt_core::raw_json::{Object, Problem};
+//! let o = Object::parse(r#"{"role":"user","n":1e400}"#).unwrap();
+//! assert_eq!(o.str("role").as_deref(), Some("user"));
+//! assert_eq!(o.get("n").map(|v| v.get()), Some("1e400"));
+//! assert!(matches!(Object::parse(r#"{"a":1,"a":2}"#), Err(Problem::DuplicateKey(_))));
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// Appends `text` as a JSON string literal, quotes included, escaped as serde_json does.
+pub fn push_quoted(out: &mut String, text: &str) {
+    out.push('"');
+    let mut copied = 0;
+    for (at, byte) in text.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[copied..at]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        copied = at + 1;
+    }
+    out.push_str(&text[copied..]);
+    out.push('"');
+}
+
+/// `text` as a JSON string literal.
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    push_quoted(&mut out, text);
+    out
+}
+
+/// Why a text is not the JSON expected.
+#[derive(Debug)]
+pub enum Problem {
+    /// Not JSON at all.
+    Syntax(serde_json::Error),
+    /// JSON, but not an object: what it is.
+    NotAnObject(&'static str),
+    /// A key given twice.
+    DuplicateKey(String),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Syntax(e) => write!(f, "not JSON ({e})"),
+            Problem::NotAnObject(kind) => write!(f, "{kind}, not an object"),
+            Problem::DuplicateKey(key) => write!(f, "the key \"{key}\" is given twice"),
+        }
+    }
+}
+
+/// A JSON object read as its keys, in order, and its values as raw text.
+#[derive(Debug)]
+pub struct Object<'a> {
+    /// The keys, in order, with each value's raw text.
+    pub fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> Object<'a> {
+    /// Reads `text` as one JSON object with unique keys; values are only checked to be JSON.
+    pub fn parse(text: &'a str) -> Result<Self, Problem> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = ObjectSeed.deserialize(&mut de).map_err(Problem::Syntax)?;
+        de.end().map_err(Problem::Syntax)?;
+        match parsed {
+            Parsed::Object(fields) => {
+                let mut keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_ref()).collect();
+                keys.sort_unstable();
+                if let Some(pair) = keys.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(Problem::DuplicateKey(pair[0].to_owned()));
+                }
+                Ok(Self { fields })
+            }
+            Parsed::Other(kind) => Err(Problem::NotAnObject(kind)),
+        }
+    }
+
+    /// Reads a raw value as an object.
+    pub fn of(raw: &'a RawValue) -> Result<Self, Problem> {
+        Self::parse(raw.get())
+    }
+
+    /// The raw value of `key`.
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, value)| *value)
+    }
+
+    /// Whether `key` is present.
+    pub fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The string value of `key`; `None` when absent or not a string.
+    pub fn str(&self, key: &str) -> Option<Cow<'a, str>> {
+        self.get(key).and_then(string_of)
+    }
+
+    /// The object again, compactly, with `key`'s value replaced (or added at the end).
+    pub fn with(&self, key: &str, value: &str) -> String {
+        let mut out = String::from("{");
+        let mut replaced = false;
+        for (i, (k, v)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_quoted(&mut out, k);
+            out.push(':');
+            if k == key {
+                out.push_str(value);
+                replaced = true;
+            } else {
+                out.push_str(v.get());
+            }
+        }
+        if !replaced {
+            if !self.fields.is_empty() {
+                out.push(',');
+            }
+            push_quoted(&mut out, key);
+            out.push(':');
+            out.push_str(value);
+        }
+        out.push('}');
+        out
+    }
+
+    /// The object again, compactly, without `key`; `None` when `key` is absent (keep the
+    /// given bytes then).
+    pub fn without(&self, key: &str) -> Option<String> {
+        if !self.has(key) {
+            return None;
+        }
+        let mut out = String::from("{");
+        for (k, v) in self.fields.iter().filter(|(k, _)| k != key) {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            push_quoted(&mut out, k);
+            out.push(':');
+            out.push_str(v.get());
+        }
+        out.push('}');
+        Some(out)
+    }
+}
+
+/// The text of a JSON string value; `None` when `raw` is not a string.
+pub fn string_of(raw: &RawValue) -> Option<Cow<'_, str>> {
+    if !raw.get().starts_with('"') {
+        return None;
+    }
+    Cow::<str>::deserialize(raw).ok()
+}
+
+/// The elements of a JSON array, raw; `None` when `raw` is not an array.
+pub fn array_of(raw: &RawValue) -> Option<Vec<&RawValue>> {
+    if !raw.get().starts_with('[') {
+        return None;
+    }
+    <Vec<&RawValue>>::deserialize(raw).ok()
+}
+
+/// What kind of JSON value `raw` is, in words.
+pub fn kind_of(raw: &RawValue) -> &'static str {
+    match raw.get().as_bytes().first() {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+/// Whether `raw` is JSON `null`.
+pub fn is_null(raw: &RawValue) -> bool {
+    raw.get() == "null"
+}
+
+/// Where `part` (a sub-slice of `whole`) starts in `whole`; `None` when it is not one.
+pub fn offset_in(whole: &str, part: &str) -> Option<usize> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    (start.checked_add(part.len())? <= whole.len()).then_some(start)
+}
+
+enum Parsed<'a> {
+    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
+    Other(&'static str),
+}
+
+struct ObjectSeed;
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed {
+    type Value = Parsed<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(ObjectVisitor)
+    }
+}
+
+struct ObjectVisitor;
+
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = Parsed<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Vec::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let value: &'de RawValue = map.next_value()?;
+            fields.push((key, value));
+        }
+        Ok(Parsed::Object(fields))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<&'de RawValue>()?.is_some() {}
+        Ok(Parsed::Other("an array"))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Parsed::Other("a string"))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Parsed::Other("a boolean"))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Parsed::Other("a number"))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Parsed::Other("a number"))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Parsed::Other("a number"))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Parsed::Other("null"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_matches_serde_json() {
+        for text in [
+            "plain",
+            "say \"hi\"\n",
+            "tab\tnul\u{0}\u{1f}\u{7f}",
+            "é ✓ \\",
+        ] {
+            assert_eq!(quote(text), serde_json::Value::from(text).to_string());
+        }
+    }
+
+    #[test]
+    fn objects_keep_raw_values_and_refuse_duplicate_keys() {
+        let o = Object::parse(r#"{"a":1e400, "b" : "x","cache_control":{}}"#).unwrap();
+        assert_eq!(o.get("a").map(RawValue::get), Some("1e400"));
+        assert_eq!(o.str("b").as_deref(), Some("x"));
+        assert_eq!(
+            o.without("cache_control").as_deref(),
+            Some(r#"{"a":1e400,"b":"x"}"#)
+        );
+        assert!(o.without("zzz").is_none());
+        assert!(matches!(
+            Object::parse(r#"{"a":1,"a":2}"#),
+            Err(Problem::DuplicateKey(k)) if k == "a"
+        ));
+        assert!(matches!(
+            Object::parse("[1]"),
+            Err(Problem::NotAnObject("an array"))
+        ));
+    }
+
+    #[test]
+    fn a_slice_knows_its_offset_in_the_whole() {
+        let whole = r#"{"a":[1,2]}"#;
+        let o = Object::parse(whole).unwrap();
+        let a = o.get("a").unwrap().get();
+        assert_eq!(offset_in(whole, a), Some(5));
+        assert_eq!(offset_in(whole, &String::from("elsewhere")), None);
+    }
+}
