@@ -3,6 +3,7 @@
 //! README.md and docs/ true.
 
 mod docs;
+mod layout;
 mod live_fleet;
 mod live_llama;
 mod live_wire;
