@@ -80,7 +80,7 @@ pub struct Router {
 }
 
 /// One request as a replica answered it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetOutcome {
     /// Index of the session.
     pub session: usize,
@@ -100,7 +100,7 @@ pub struct FleetOutcome {
 }
 
 /// What one router did with the sessions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyReport {
     /// The router's policy.
     pub policy: String,

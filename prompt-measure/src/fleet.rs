@@ -161,6 +161,9 @@ pub struct FleetConfig {
     pub agents: usize,
     /// Seed of the session lengths and timings.
     pub seed: u64,
+    /// Each replica keeps only the blocks of the request it served last, as a llama-server
+    /// slot keeps one conversation (`capacity_tokens` still bounds it).
+    pub one_conversation_per_replica: bool,
 }
 
 impl Default for FleetConfig {
@@ -177,6 +180,7 @@ impl Default for FleetConfig {
             cost_per_token: 1,
             agents: 1,
             seed: 1,
+            one_conversation_per_replica: false,
         }
     }
 }
@@ -255,6 +259,19 @@ impl Replica {
 
     /// Keeps `chain` as most recently used; evicts what no longer fits, reporting evicted
     /// blocks to `evicted`.
+    /// Keeps only `chain`: what a single slot holds after serving it.
+    fn keep_only(&mut self, chain: &[u64], evicted: &mut dyn FnMut(u64)) {
+        let keep: std::collections::HashSet<u64> = chain.iter().copied().collect();
+        self.blocks.retain(|block, _| {
+            let kept = keep.contains(block);
+            if !kept {
+                evicted(*block);
+            }
+            kept
+        });
+        self.order.retain(|(block, _)| keep.contains(block));
+    }
+
     fn touch(&mut self, chain: &[u64], tick: &mut u64, evicted: &mut dyn FnMut(u64)) {
         for &block in chain {
             *tick += 1;
@@ -343,7 +360,17 @@ fn agent_of(config: &FleetConfig, session: usize) -> u64 {
 struct SessionPlan {
     requests: usize,
     start: u64,
-    gap: u64,
+    /// Seed of the think time before each request.
+    think: u64,
+}
+
+impl SessionPlan {
+    /// The think time before request `k + 1`: half to one and a half `think_time`, drawn
+    /// per request, so sessions interleave in no fixed pattern.
+    fn gap(&self, config: &FleetConfig, k: usize) -> u64 {
+        let think = config.think_time.max(1);
+        (think / 2 + mix2(self.think, k as u64) % think).max(1)
+    }
 }
 
 fn plan(config: &FleetConfig, shape: &SessionShape, session: usize) -> SessionPlan {
@@ -352,11 +379,10 @@ fn plan(config: &FleetConfig, shape: &SessionShape, session: usize) -> SessionPl
     let least = config.min_requests.clamp(1, most);
     let requests = least + (h % (most - least + 1) as u64) as usize;
     let start = mix(h) % config.arrival_spread.max(1);
-    let gap = config.think_time / 2 + mix(h ^ 1) % config.think_time.max(1);
     SessionPlan {
         requests,
         start,
-        gap: gap.max(1),
+        think: mix(h ^ 1),
     }
 }
 
@@ -391,8 +417,30 @@ fn chain(
     }
 }
 
-/// Plays every session through the fleet under `policy`.
+/// Plays every session through the fleet under `policy`, each request at the time its
+/// session's plan gives.
 pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy) -> FleetReport {
+    simulate(shape, config, policy, None)
+}
+
+/// Plays the requests `order` names, `(session, request index)`, in that order (one every
+/// `think_time / sessions` time units), under `policy`: to replay a live run's order.
+/// Pairs out of range (a session past `config.sessions`, an index past the shape) are skipped.
+pub fn simulate_fleet_in_order(
+    shape: &SessionShape,
+    config: &FleetConfig,
+    policy: Policy,
+    order: &[(usize, usize)],
+) -> FleetReport {
+    simulate(shape, config, policy, Some(order))
+}
+
+fn simulate(
+    shape: &SessionShape,
+    config: &FleetConfig,
+    policy: Policy,
+    order: Option<&[(usize, usize)]>,
+) -> FleetReport {
     let replicas_n = config.replicas.max(1);
     let capacity =
         usize::try_from(config.capacity_tokens / config.block_tokens.max(1)).unwrap_or(usize::MAX);
@@ -406,18 +454,37 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
         .map(|s| plan(config, shape, s))
         .collect();
     // (time, session, request index), earliest first.
-    let mut events: BinaryHeap<Reverse<(u64, usize, usize)>> = plans
+    let mut events: BinaryHeap<Reverse<(u64, usize, usize)>> = match order {
+        Some(_) => BinaryHeap::new(),
+        None => plans
+            .iter()
+            .enumerate()
+            .map(|(s, p)| Reverse((p.start, s, 0)))
+            .collect(),
+    };
+    let mut ordered = order
+        .unwrap_or_default()
         .iter()
+        .filter(|&&(s, k)| s < config.sessions && k < shape.requests.len())
         .enumerate()
-        .map(|(s, p)| Reverse((p.start, s, 0)))
-        .collect();
+        .map(|(i, &(s, k))| {
+            let step = config.think_time / config.sessions.max(1) as u64;
+            (step.saturating_mul(i as u64), s, k)
+        });
     let (mut tick, mut next_rr) = (0u64, 0usize);
     // LibraryKey: the replica each session's key was assigned to.
     let mut assigned: HashMap<u64, usize> = HashMap::new();
     let (mut requests, mut tokens, mut cached) = (0u64, 0u64, 0u64);
     let mut blocks = Vec::new();
     let generations = shape.generations(config.block_tokens);
-    while let Some(Reverse((now, session, k))) = events.pop() {
+    loop {
+        let next = match order {
+            Some(_) => ordered.next(),
+            None => events.pop().map(|Reverse(event)| event),
+        };
+        let Some((now, session, k)) = next else {
+            break;
+        };
         chain(shape, &generations, config, session, k, &mut blocks);
         let request_tokens = shape.requests.get(k).copied().unwrap_or(0);
         let session_key = mix2(config.seed ^ 0x5e55, session as u64);
@@ -481,16 +548,26 @@ pub fn simulate_fleet(shape: &SessionShape, config: &FleetConfig, policy: Policy
                 holders.add(b, target);
             }
             let holders = &mut holders;
+            if config.one_conversation_per_replica {
+                replica.keep_only(&blocks, &mut |b| holders.remove(b, target));
+            }
             replica.touch(&blocks, &mut tick, &mut |b| holders.remove(b, target));
         } else {
+            if config.one_conversation_per_replica {
+                replica.keep_only(&blocks, &mut |_| {});
+            }
             replica.touch(&blocks, &mut tick, &mut |_| {});
         }
         requests += 1;
         tokens = tokens.saturating_add(request_tokens);
         cached = cached.saturating_add(hit);
         let plan = &plans[session];
-        if k + 1 < plan.requests {
-            events.push(Reverse((now.saturating_add(plan.gap), session, k + 1)));
+        if order.is_none() && k + 1 < plan.requests {
+            events.push(Reverse((
+                now.saturating_add(plan.gap(config, k)),
+                session,
+                k + 1,
+            )));
         }
     }
     let most = replicas.iter().map(|r| r.requests).max().unwrap_or(0);
@@ -619,6 +696,61 @@ mod tests {
         // the tail before it when the tail changes.
         assert_eq!(plain.reprocessed, 1536 + 5 * 512);
         assert_eq!(tailed.reprocessed, 1536 + 5 * (512 + 256));
+    }
+
+    #[test]
+    fn a_replica_holding_one_conversation_loses_a_session_another_took_over() {
+        let shape = SessionShape::linear(1024, 512, 6);
+        let config = FleetConfig {
+            replicas: 1,
+            sessions: 2,
+            min_requests: 6,
+            block_tokens: 256,
+            // Both sessions at once, so their requests interleave.
+            arrival_spread: 1,
+            ..small()
+        };
+        let paged = simulate_fleet(&shape, &config, Policy::SessionHash);
+        let slot = simulate_fleet(
+            &shape,
+            &FleetConfig {
+                one_conversation_per_replica: true,
+                ..config
+            },
+            Policy::SessionHash,
+        );
+        // A paged cache keeps both sessions; one slot keeps the prefix for both and the
+        // history of whichever spoke last.
+        assert_eq!(paged.reprocessed, 2 * 512 + 1024 + 2 * 5 * 512);
+        assert!(
+            slot.reprocessed > paged.reprocessed,
+            "{slot:?} vs {paged:?}"
+        );
+    }
+
+    #[test]
+    fn an_explicit_order_is_played_as_given() {
+        let shape = SessionShape::linear(1024, 512, 4);
+        let config = FleetConfig {
+            replicas: 2,
+            sessions: 2,
+            block_tokens: 256,
+            one_conversation_per_replica: true,
+            ..small()
+        };
+        // Strict alternation: round robin happens to keep each session on one replica.
+        let alternating: Vec<(usize, usize)> = (0..4).flat_map(|k| [(0, k), (1, k)]).collect();
+        // Two in a row: every request lands where the other session just was.
+        let paired: Vec<(usize, usize)> = [(0, 0), (1, 0), (1, 1), (0, 1), (0, 2), (1, 2)]
+            .into_iter()
+            .chain([(1, 3), (0, 3), (9, 0), (0, 99)])
+            .collect();
+        let kept = simulate_fleet_in_order(&shape, &config, Policy::RoundRobin, &alternating);
+        let lost = simulate_fleet_in_order(&shape, &config, Policy::RoundRobin, &paired);
+        assert_eq!(kept.requests, 8);
+        assert_eq!(lost.requests, 8, "out-of-range pairs are skipped");
+        assert_eq!(kept.reprocessed, 2 * 1536 + 6 * 512);
+        assert!(lost.reprocessed > kept.reprocessed, "{lost:?}");
     }
 
     #[test]

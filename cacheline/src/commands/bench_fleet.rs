@@ -10,12 +10,12 @@ use std::path::PathBuf;
 
 use prompt_llama::LlamaClient;
 use prompt_llama::fleet::{self, FleetSession, PolicyReport, Router};
-use prompt_measure::fleet::{FleetConfig, Policy, SessionShape, simulate_fleet};
+use prompt_measure::fleet::{FleetConfig, Policy, SessionShape, simulate_fleet_in_order};
 use prompt_reference::scenario;
 use prompt_registry::Registry;
 use prompt_registry::cli;
 use prompt_registry::wire::DEFAULT_ROUTING_HEADER;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::DEFAULT_CONFIG;
 use super::bench_live::SIZE;
@@ -55,6 +55,25 @@ pub(crate) struct BenchFleetArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Read a run this command printed with --json instead of playing one, and report it
+    /// (tables and the simulator's figures) again.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+}
+
+/// The most `--replay` reads: a report of a few thousand requests is well under it.
+const REPORT_LIMIT: u64 = 64 << 20;
+
+/// What `--json` prints, and `--replay` reads back.
+#[derive(Debug, Serialize, Deserialize)]
+struct Recorded {
+    replicas: usize,
+    sessions: usize,
+    turns: u64,
+    seed: u64,
+    policies: Vec<PolicyReport>,
+    #[serde(default)]
+    simulated: Vec<Simulated>,
 }
 
 fn read_url(dir: &std::path::Path, name: &str) -> Result<String, Box<dyn Error>> {
@@ -68,11 +87,12 @@ fn read_url(dir: &std::path::Path, name: &str) -> Result<String, Box<dyn Error>>
     Ok(text.trim().to_owned())
 }
 
-/// The simulator's figures for the same sessions: each plays the live run's requests
-/// (prompt tokens as the replicas counted them, and what each shares with the one before),
+/// The simulator's figures for the same sessions: each plays the live run's requests in the
+/// live run's order (prompt tokens as the replicas counted them, and what each shares with
+/// the one before),
 /// on as many replicas, each with the cache a llama-server slot has: one conversation (the
 /// largest prompt), in 16-token blocks.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Simulated {
     policy: String,
     cached_share: f64,
@@ -101,6 +121,18 @@ fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simu
         .map(|r| r.prompt_tokens.saturating_sub(r.new_tokens))
         .collect();
     let largest = first.iter().copied().max().unwrap_or(0);
+    // The live run's order: each request as (session, its index in the session).
+    let mut sent = vec![0usize; sessions];
+    let order: Vec<(usize, usize)> = report
+        .requests
+        .iter()
+        .filter(|r| r.session < sessions)
+        .map(|r| {
+            let k = sent[r.session];
+            sent[r.session] += 1;
+            (r.session, k)
+        })
+        .collect();
     let shape = SessionShape {
         prefix_tokens: prefix,
         epochs: vec![0; first.len()],
@@ -110,8 +142,8 @@ fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simu
     let config = FleetConfig {
         replicas,
         sessions,
-        // One slot holds one conversation: the largest prompt, not the slot's context.
         capacity_tokens: largest.div_ceil(16) * 16,
+        one_conversation_per_replica: true,
         block_tokens: 16,
         min_requests: first.len(),
         max_requests: first.len(),
@@ -122,7 +154,7 @@ fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simu
     [Policy::LibraryKey, Policy::RoundRobin, Policy::Oracle]
         .into_iter()
         .map(|policy| {
-            let r = simulate_fleet(&shape, &config, policy);
+            let r = simulate_fleet_in_order(&shape, &config, policy, &order);
             Simulated {
                 policy: r.policy,
                 cached_share: r.cached_share,
@@ -132,23 +164,24 @@ fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simu
         .collect()
 }
 
-pub(crate) fn run(
+/// Plays the sessions through every router of the fleet; `None` after an error message
+/// for the user (exit status 2).
+fn play_fleet(
     args: &BenchFleetArgs,
     registry: &Registry,
-    out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<u8, Box<dyn Error>> {
+) -> Result<Option<Recorded>, Box<dyn Error>> {
     let Some(dir) = args.fleet_dir.clone().or_else(fleet::default_fleet_dir) else {
         writeln!(
             err,
             "error: no cache directory (HOME unset): pass --fleet-dir"
         )?;
-        return Ok(2);
+        return Ok(None);
     };
     let Some(policy) =
         cli::load_policy(args.config.as_deref(), registry, Some(DEFAULT_CONFIG), err)?
     else {
-        return Ok(2);
+        return Ok(None);
     };
     let tokenizer = LlamaClient::new(read_url(&dir, "replica-1")?);
     tokenizer.health()?;
@@ -187,34 +220,67 @@ pub(crate) fn run(
         bar.finish_and_clear();
         reports.push(report);
     }
-    let simulated = reports
+    Ok(Some(Recorded {
+        replicas,
+        sessions: args.sessions,
+        turns: args.turns,
+        seed: args.seed,
+        policies: reports,
+        simulated: Vec::new(),
+    }))
+}
+
+pub(crate) fn run(
+    args: &BenchFleetArgs,
+    registry: &Registry,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
+    let mut recorded = match &args.replay {
+        Some(path) => {
+            let text = prompt_core::input::read_text(path, REPORT_LIMIT)?;
+            serde_json::from_str::<Recorded>(&text)
+                .map_err(|e| format!("{}: not a bench-fleet --json report: {e}", path.display()))?
+        }
+        None => match play_fleet(args, registry, err)? {
+            Some(recorded) => recorded,
+            None => return Ok(2),
+        },
+    };
+    recorded.simulated = recorded
+        .policies
         .first()
-        .map(|r| simulate(r, replicas, args.sessions))
+        .map(|r| simulate(r, recorded.replicas, recorded.sessions))
         .unwrap_or_default();
+    let Recorded {
+        replicas,
+        sessions,
+        turns,
+        seed,
+        policies: reports,
+        simulated,
+    } = &recorded;
+    let (replicas, sessions, turns, seed) = (*replicas, *sessions, *turns, *seed);
     if args.json {
-        let value = serde_json::json!({
-            "replicas": replicas, "sessions": args.sessions, "turns": args.turns,
-            "seed": args.seed, "policies": reports, "simulated": simulated,
-        });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&recorded)?)?;
         return Ok(0);
     }
     writeln!(
         out,
         "cacheline bench-fleet: {} sessions x {} turns of the scripted session, interleaved (seed {}), through sglang-router to {replicas} llama-server replicas",
-        args.sessions, args.turns, args.seed
+        sessions, turns, seed
     )?;
     writeln!(
         out,
         "cached = timings.cache_n / prompt tokens; re-processed/limit = timings.prompt_n against the new tokens, from each session's second request on; sessions = answered by one replica throughout\n"
     )?;
-    fleet::write_table(&reports, out)?;
+    fleet::write_table(reports, out)?;
     if !simulated.is_empty() {
         writeln!(
             out,
             "\nthe fleet simulator on these sessions ({replicas} replicas, each caching one conversation):"
         )?;
-        for s in &simulated {
+        for s in simulated {
             writeln!(
                 out,
                 "  {:<14} cached {:>5.1}%  imbalance {:.2}",
