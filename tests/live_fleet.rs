@@ -27,10 +27,7 @@ const SEED: u64 = 1;
 fn fleet(policy: &str) -> Result<(LlamaClient, LlamaClient), String> {
     let dir = fleet::default_fleet_dir().ok_or("no cache directory (HOME unset)")?;
     let url = |name: &str| {
-        let path = dir.join(format!("{name}.url"));
-        std::fs::read_to_string(&path)
-            .map(|u| u.trim().to_owned())
-            .map_err(|e| format!("{}: {e} (scripts/fleet.sh start 2)", path.display()))
+        fleet::fleet_url(&dir, name).map_err(|e| format!("{e} (scripts/fleet.sh start 2)"))
     };
     let (router, replica) = (
         LlamaClient::new(url(&format!("router-{policy}"))?),

@@ -113,12 +113,16 @@ pub struct PolicyReport {
 impl PolicyReport {
     /// Prompt tokens over all requests.
     pub fn tokens(&self) -> u64 {
-        self.requests.iter().map(|r| r.prompt_tokens).sum()
+        self.requests
+            .iter()
+            .fold(0u64, |sum, r| sum.saturating_add(r.prompt_tokens))
     }
 
     /// Tokens served from a replica's cache over all requests.
     pub fn cached(&self) -> u64 {
-        self.requests.iter().map(|r| r.cached).sum()
+        self.requests
+            .iter()
+            .fold(0u64, |sum, r| sum.saturating_add(r.cached))
     }
 
     /// `cached / tokens`.
@@ -136,8 +140,8 @@ impl PolicyReport {
         let (mut reprocessed, mut limit) = (0, 0);
         for r in &self.requests {
             if !seen.insert(r.session) {
-                reprocessed += r.reprocessed;
-                limit += r.new_tokens;
+                reprocessed = u64::saturating_add(reprocessed, r.reprocessed);
+                limit = u64::saturating_add(limit, r.new_tokens);
             }
         }
         (reprocessed, limit)
@@ -390,6 +394,15 @@ pub fn play(
         routing_key_sent: router.routing_header.is_some(),
         requests,
     })
+}
+
+/// The URL `scripts/fleet.sh` wrote for `name` (`router-<policy>`, `replica-<i>`) in `dir`.
+pub fn fleet_url(dir: &std::path::Path, name: &str) -> Result<String, LiveError> {
+    let path = dir.join(format!("{name}.url"));
+    match crate::read_url_file(&path) {
+        Ok(text) => Ok(text.trim().to_owned()),
+        Err(source) => Err(LiveError::UrlFile { path, source }),
+    }
 }
 
 /// Environment variable naming the fleet's state directory (as `scripts/fleet.sh` reads it).

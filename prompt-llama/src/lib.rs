@@ -64,6 +64,26 @@ pub fn default_log_file() -> Option<PathBuf> {
     Some(url_file.parent()?.join("logs").join("llama-server.log"))
 }
 
+/// The most a URL file is read: a URL is far shorter; anything longer is not one.
+pub const URL_FILE_LIMIT: u64 = 4096;
+
+/// The text of a URL file (as `scripts/llama-server.sh` and `scripts/fleet.sh` write them),
+/// at most [`URL_FILE_LIMIT`] bytes; a longer file is an `InvalidData` error.
+pub fn read_url_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(URL_FILE_LIMIT + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > URL_FILE_LIMIT {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {URL_FILE_LIMIT} bytes: not a URL file"),
+        ));
+    }
+    Ok(text)
+}
+
 /// Where the server is, or why none is configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerLocation {
@@ -99,7 +119,7 @@ pub fn locate_server() -> Result<ServerLocation, LiveError> {
             reason: format!("{URL_ENV} is unset and HOME is unknown"),
         });
     };
-    match std::fs::read_to_string(&file) {
+    match read_url_file(&file) {
         Ok(text) if !text.trim().is_empty() => Ok(ServerLocation::Found {
             url: text.trim().to_owned(),
             source: file.display().to_string(),
@@ -114,5 +134,31 @@ pub fn locate_server() -> Result<ServerLocation, LiveError> {
             ),
         }),
         Err(source) => Err(LiveError::UrlFile { path: file, source }),
+    }
+}
+
+#[cfg(test)]
+mod url_file_tests {
+    use super::*;
+
+    #[test]
+    fn a_url_file_is_read_up_to_its_limit_and_a_longer_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("prompt-llama-url-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (short, long) = (dir.join("ok.url"), dir.join("huge.url"));
+        std::fs::write(&short, "http://127.0.0.1:8080\n").unwrap();
+        std::fs::write(&long, "x".repeat(URL_FILE_LIMIT as usize + 1)).unwrap();
+        assert_eq!(read_url_file(&short).unwrap(), "http://127.0.0.1:8080\n");
+        let err = read_url_file(&long).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(
+            fleet::fleet_url(&dir, "ok").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert!(matches!(
+            fleet::fleet_url(&dir, "huge"),
+            Err(LiveError::UrlFile { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -76,15 +76,9 @@ struct Recorded {
     simulated: Vec<Simulated>,
 }
 
-fn read_url(dir: &std::path::Path, name: &str) -> Result<String, Box<dyn Error>> {
-    let path = dir.join(format!("{name}.url"));
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "{}: {e} (start the fleet: scripts/fleet.sh start 2)",
-            path.display()
-        )
-    })?;
-    Ok(text.trim().to_owned())
+/// The cause of `e`, for a one-line message.
+fn source_text(e: &dyn Error) -> String {
+    e.source().map(ToString::to_string).unwrap_or_default()
 }
 
 /// The simulator's figures for the same sessions: each plays the live run's requests in the
@@ -183,7 +177,15 @@ fn play_fleet(
     else {
         return Ok(None);
     };
-    let tokenizer = LlamaClient::new(read_url(&dir, "replica-1")?);
+    let url = |name: &str| {
+        fleet::fleet_url(&dir, name).map_err(|e| {
+            format!(
+                "{e}: {} (start the fleet: scripts/fleet.sh start 2)",
+                source_text(&e)
+            )
+        })
+    };
+    let tokenizer = LlamaClient::new(url("replica-1")?);
     tokenizer.health()?;
     let replicas = (1..)
         .take_while(|i| dir.join(format!("replica-{i}.url")).is_file())
@@ -192,7 +194,7 @@ fn play_fleet(
     for name in &args.policies {
         let router = Router {
             policy: name.clone(),
-            client: LlamaClient::new(read_url(&dir, &format!("router-{name}"))?),
+            client: LlamaClient::new(url(&format!("router-{name}"))?),
             routing_header: (name == "manual").then(|| args.routing_header.clone()),
         };
         router.client.health()?;

@@ -3,7 +3,7 @@
 
 use prompt_core::session::ToolResult;
 use prompt_core::snapshot::RestoreMode;
-use prompt_core::{ApiKind, PromptPolicy, Session, SessionContext};
+use prompt_core::{ApiKind, Session, SessionContext};
 use prompt_wire::{ResumePoint, Wire, WireError, WireOptions};
 use serde_json::{Value, json};
 
@@ -268,14 +268,7 @@ fn a_wire_resumed_from_its_point_in_a_new_process_writes_the_body_the_old_wire_w
     // The 23 blocks of `parallel_calls(11)` put a second rolling breakpoint where the previous
     // body's stable part ended: a fresh wire knows that place only from the saved point.
     let api = ApiKind::Anthropic;
-    let components = components();
-    let policy = PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"house_rules\"]\n",
-        "agent.toml",
-        &components,
-    )
-    .unwrap()
-    .policy;
+    let policy = crate::common::policy();
     let mut s = session(api);
     let mut w = wire(api);
     w.body(&s.turn(values("a", 1), "Read everything.").unwrap())
@@ -310,7 +303,7 @@ fn a_wire_resumed_from_its_point_in_a_new_process_writes_the_body_the_old_wire_w
     let restore = |resume: Option<ResumePoint>| {
         let (mut restored, changes) = Session::restore(
             &snapshot,
-            components.clone(),
+            components(),
             &policy,
             SessionContext::default(),
             prompt_wire::session_options(api, tools()),

@@ -62,17 +62,21 @@ pub fn components() -> Vec<Component> {
     ]
 }
 
-pub fn session(api: ApiKind) -> Session {
-    let components = components();
-    let policy = PromptPolicy::from_agent_toml(
+/// The policy every session here runs under: `house_rules` in the prefix.
+pub fn policy() -> PromptPolicy {
+    PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"house_rules\"]\n",
         "agent.toml",
-        &components,
+        &components(),
     )
     .unwrap()
-    .policy;
+    .policy
+}
+
+pub fn session(api: ApiKind) -> Session {
+    let policy = policy();
     Session::start(
-        components,
+        components(),
         &policy,
         SessionContext::default(),
         prompt_wire::session_options(api, tools()),
