@@ -119,7 +119,7 @@ impl Session {
     /// let components = vec![Component::constant(ComponentId::new("assistant_instructions")?, "Be brief.")
     ///     .placement(Placement::Prefix)];
     /// let policy = PromptPolicy::from_agent_toml("[prompt]\nprefix_allow = [\"assistant_instructions\"]",
-    ///     "agent.toml", &components)?.policy;
+    ///     "agent.toml", &components)?.deny_warnings()?;
     /// let saved = r#"[{"role": "system", "content": "Be brief."},{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."}]"#;
     /// let (mut session, report) = Session::adopt(components, &policy, SessionContext::default(),
     ///     SessionOptions::default(), saved, &AdoptOptions::default())?;

@@ -351,10 +351,11 @@ pub fn load_policy(
     };
     match registry.load_policy(&text, &name) {
         Ok(loaded) => {
-            for w in &loaded.warnings {
+            let (policy, warnings) = loaded.into_parts();
+            for w in &warnings {
                 write_diagnostic(err, Severity::Warning, w)?;
             }
-            Ok(Some(loaded.policy))
+            Ok(Some(policy))
         }
         Err(PolicyErrors(errors)) => {
             for e in &errors {
@@ -456,9 +457,15 @@ pub fn check(
         }
     };
     let loaded: Result<LoadedPolicy, PolicyErrors> = registry.load_policy(&text, &name);
-    let (errors, warnings, prefix, unresolved) = match &loaded {
+    let (errors, warnings, prefix, unresolved) = match loaded {
         Ok(loaded) => {
-            let report = registry.status(&loaded.policy);
+            let unresolved: Vec<String> = loaded
+                .unresolved()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let (policy, warnings) = loaded.into_parts();
+            let report = registry.status(&policy);
             let prefix: Vec<String> = report
                 .prompt
                 .components
@@ -466,11 +473,9 @@ pub fn check(
                 .filter(|c| c.placement == Placement::Prefix)
                 .map(|c| c.id.clone())
                 .collect();
-            let unresolved: Vec<String> =
-                loaded.unresolved.iter().map(ToString::to_string).collect();
-            (&[][..], &loaded.warnings[..], prefix, unresolved)
+            (Vec::new(), warnings, prefix, unresolved)
         }
-        Err(PolicyErrors(errors)) => (&errors[..], &[][..], Vec::new(), Vec::new()),
+        Err(PolicyErrors(errors)) => (errors, Vec::new(), Vec::new(), Vec::new()),
     };
     let code = if !errors.is_empty() {
         2
@@ -501,10 +506,10 @@ pub fn check(
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(code);
     }
-    for e in errors {
+    for e in &errors {
         write_diagnostic(err, Severity::Error, e)?;
     }
-    for w in warnings {
+    for w in &warnings {
         write_diagnostic(err, Severity::Warning, w)?;
     }
     if errors.is_empty() {

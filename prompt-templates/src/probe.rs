@@ -274,10 +274,7 @@ impl ProbeReport {
     /// Session options that use the chosen delivery style.
     pub fn session_options(&self) -> Result<SessionOptions, DeliveryRefused> {
         match &self.delivery {
-            Delivery::Use(style) => Ok(SessionOptions {
-                delivery: style.clone(),
-                ..SessionOptions::default()
-            }),
+            Delivery::Use(style) => Ok(SessionOptions::new().with_delivery(style.clone())),
             Delivery::Refuse { reason } => Err(DeliveryRefused {
                 reason: reason.clone(),
             }),
@@ -462,7 +459,7 @@ pub fn probe_with(source: &str, options: &ProbeOptions) -> ProbeReport {
 ///     {% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('alternate') }}{% endif %}\
 ///     <start_of_turn>{{ m.role }}\n{{ m.content | trim }}<end_of_turn>\n{% endfor %}";
 /// let options = session_options_for_template(gemma)?;
-/// assert_eq!(options.delivery.role, UpdateRole::MergedIntoUser);
+/// assert_eq!(options.delivery().role, UpdateRole::MergedIntoUser);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn session_options_for_template(source: &str) -> Result<SessionOptions, DeliveryRefused> {
@@ -940,16 +937,13 @@ pub fn verify_style(template: &ChatTemplate, style: &DeliveryStyle) -> Result<()
         "<probe>",
         &components,
     )
-    .map_err(|e| format!("probe policy: {e:?}"))?
-    .policy;
+    .and_then(prompt_core::policy::LoadedPolicy::deny_warnings)
+    .map_err(|e| format!("probe policy: {e:?}"))?;
     let mut session = Session::start(
         components,
         &policy,
         SessionContext::default(),
-        SessionOptions {
-            delivery: style.clone(),
-            ..SessionOptions::default()
-        },
+        SessionOptions::new().with_delivery(style.clone()),
     )
     .map_err(|e| e.to_string())?;
 

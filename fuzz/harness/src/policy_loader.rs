@@ -68,10 +68,11 @@ pub fn policy_loader(data: &[u8]) {
     let lines = shape(&text);
     match PromptPolicy::from_agent_toml(&text, "agent.toml", &components) {
         Ok(loaded) => {
-            for w in &loaded.warnings {
+            let (policy, warnings) = loaded.into_parts();
+            for w in &warnings {
                 assert_inside(w, &lines);
             }
-            let policy = &loaded.policy;
+            let policy = &policy;
             for c in &components {
                 let r = policy.resolve(c);
                 if r.placement != Placement::Prefix {

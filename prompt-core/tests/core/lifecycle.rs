@@ -37,7 +37,7 @@ fn policy() -> PromptPolicy {
         &components(INSTRUCTIONS),
     )
     .unwrap()
-    .policy
+    .ignore_warnings()
 }
 
 fn tools(names: &[&str]) -> ToolSet {
@@ -58,11 +58,9 @@ const STYLES: [fn() -> DeliveryStyle; 4] = [
 ];
 
 fn options(style: DeliveryStyle) -> SessionOptions {
-    SessionOptions {
-        delivery: style,
-        ..SessionOptions::default()
-    }
-    .with_tools(tools(&["read_file", "run_tests"]))
+    SessionOptions::new()
+        .with_delivery(style)
+        .with_tools(tools(&["read_file", "run_tests"]))
 }
 
 fn session(style: DeliveryStyle) -> Session {
