@@ -61,7 +61,7 @@ const INNER_CRATES: &[&str] = &[
     "prompt_macros",
     "prompt_wire",
     "prompt_measure",
-    "prompt_templates",
+    "prompt_template_probe",
 ];
 
 /// The Rust blocks of `text`, each with its first line number.
@@ -246,7 +246,7 @@ fn check(example: &Example) {
                 example.at
             );
         } else if let Some(spec) = clause.strip_prefix("warning ") {
-            find_diagnostic(example, &loaded.warnings(), spec, "warning");
+            find_diagnostic(example, loaded.warnings(), spec, "warning");
         } else if let Some(list) = clause.strip_prefix("unresolved:") {
             let got: Vec<&str> = loaded.unresolved().iter().map(|id| id.as_str()).collect();
             assert_eq!(got, ids(list), "{}: unresolved ids", example.at);

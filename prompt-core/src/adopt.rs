@@ -34,11 +34,30 @@ use crate::prefix::{FrozenPrefix, fingerprint, freeze_prefix};
 use crate::session::{ComposeError, Session, SessionOptions};
 
 /// How to read an adopted conversation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AdoptOptions {
-    /// The text a compaction summary starts with, in the agent's own convention (a Jan-style
-    /// agent stores summaries as `role: "system"` messages starting with a marker).
-    pub compaction_marker: Option<String>,
+    compaction_marker: Option<String>,
+}
+
+impl AdoptOptions {
+    /// The defaults: no compaction marker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same options with the text a compaction summary starts with, in the agent's own
+    /// convention (a Jan-style agent stores summaries as `role: "system"` messages starting
+    /// with a marker).
+    pub fn with_compaction_marker(mut self, marker: impl Into<String>) -> Self {
+        self.compaction_marker = Some(marker.into());
+        self
+    }
+
+    /// The compaction marker, if any.
+    pub fn compaction_marker(&self) -> Option<&str> {
+        self.compaction_marker.as_deref()
+    }
 }
 
 /// What adoption found.

@@ -106,6 +106,7 @@
 //! - `templates`: the chat-template probe, as `prompt_registry::templates` (pulls in a Jinja
 //!   engine).
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
@@ -160,6 +161,6 @@ pub use prompt_wire as wire;
 #[cfg(feature = "measure")]
 pub use prompt_measure as measure;
 
-/// The chat-template probe (feature `templates`): [`prompt_templates`].
+/// The chat-template probe (feature `templates`): [`prompt_template_probe`].
 #[cfg(feature = "templates")]
-pub use prompt_templates as templates;
+pub use prompt_template_probe as templates;

@@ -411,7 +411,7 @@ impl fmt::Display for ProbeReport {
 /// Probes `source` with the default options.
 ///
 /// ```
-/// use prompt_templates::{probe, MidSystem};
+/// use prompt_template_probe::{probe, MidSystem};
 /// // ChatML: every message rendered in place.
 /// let chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
 ///               {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
@@ -452,7 +452,7 @@ pub fn probe_with(source: &str, options: &ProbeOptions) -> ProbeReport {
 /// The options a session should use with this template: the probe's delivery style.
 ///
 /// ```
-/// use prompt_templates::session_options_for_template;
+/// use prompt_template_probe::session_options_for_template;
 /// use prompt_core::delivery::UpdateRole;
 /// // Gemma 2 style: no system role, strict alternation.
 /// let gemma = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}\

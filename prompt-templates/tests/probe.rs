@@ -12,7 +12,7 @@ use prompt_core::{
     Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
     SessionOptions, delivery::PrefixRole, delivery::UpdateRole,
 };
-use prompt_templates::{
+use prompt_template_probe::{
     ChatTemplate, MidSystem, PrefixStability, ProbeReport, REMINDER_TAG, probe,
     session_options_for_template,
 };

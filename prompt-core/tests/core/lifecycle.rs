@@ -352,9 +352,7 @@ const JAN_CONVERSATION: &str = r#"[
 
 #[test]
 fn a_jan_shaped_conversation_is_adopted_without_rewriting_a_byte() {
-    let adopt = AdoptOptions {
-        compaction_marker: Some("[conversation summary]".to_owned()),
-    };
+    let adopt = AdoptOptions::new().with_compaction_marker("[conversation summary]");
     let (mut s, report) = Session::adopt(
         components(INSTRUCTIONS),
         &policy(),
