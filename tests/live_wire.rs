@@ -177,7 +177,9 @@ impl Setup {
     }
 
     fn restore(&self, api: ApiKind, snapshot: &SessionSnapshot) -> Session {
-        let (session, changes) = Session::restore(
+        let prompt_registry::Restored {
+            session, changes, ..
+        } = Session::restore(
             snapshot,
             self.components.clone(),
             &self.policy,

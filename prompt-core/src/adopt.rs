@@ -31,7 +31,7 @@ use crate::json::{self, RawObject};
 use crate::node::{NodeKind, Producer};
 use crate::policy::PromptPolicy;
 use crate::prefix::{FrozenPrefix, fingerprint, freeze_prefix};
-use crate::session::{ComposeError, Session, SessionOptions};
+use crate::session::{Checkpoint, ComposeError, Session, SessionOptions};
 
 /// How to read an adopted conversation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub enum AdoptError {
 }
 
 /// The text of a message's content: a string, or text parts joined.
-fn content_text(object: &RawObject<'_>) -> Option<String> {
+pub(crate) fn content_text(object: &RawObject<'_>) -> Option<String> {
     let raw = object.get("content")?;
     if let Some(text) = json::string_of(raw) {
         return Some(text.into_owned());
@@ -166,11 +166,16 @@ impl Session {
                 part.rendered = Some(None);
             }
         }
+        let role = session.history.delivery().prefix;
+        // The app's system prompt, if it gave one, heads the prefix it would freeze now.
+        let system_prompt = session.system_prompt.take();
         let rendered = freeze_prefix(
             &session.prefix_parts,
-            session.history.delivery().prefix,
+            role,
             &session.tools,
+            system_prompt.as_deref(),
         );
+        let components_only = freeze_prefix(&session.prefix_parts, role, &session.tools, None);
         let style = session.history.delivery().clone();
         let update_role = style.update_role();
         let mut report = AdoptReport {
@@ -196,6 +201,7 @@ impl Session {
                             Vec::new()
                         },
                         fingerprint: fingerprint(&session.tools, bytes.as_bytes()),
+                        system_prompt: rendered.system_prompt.clone(),
                     });
                     report.prefix_frozen = true;
                 } else {
@@ -239,9 +245,18 @@ impl Session {
                 bytes.to_owned(),
                 stored_text.as_deref().map(Arc::from),
             );
-            if kind == NodeKind::User {
-                session.turn += 1;
-                session.requests += 1;
+            match kind {
+                NodeKind::User => session.turn = session.turn.saturating_add(1),
+                // The request that this reply answered carried every node before it.
+                NodeKind::Assistant => {
+                    session.requests = session.requests.saturating_add(1);
+                    session.checkpoints.push(Checkpoint {
+                        sequence: session.requests,
+                        nodes: session.history.len() - 1,
+                        turn: session.turn,
+                    });
+                }
+                _ => {}
             }
         }
         // Everything adopted was sent; what follows is new.
@@ -249,19 +264,27 @@ impl Session {
         match frozen {
             Some(frozen) => session.prefix = Some(frozen),
             None => {
-                if !rendered.text.is_empty() {
-                    // The prefix the components render now is new to this conversation: it
-                    // goes after what the server has seen.
+                // What the conversation lacks goes after what the server has seen: the app's
+                // system prompt when the conversation carries another (an edit, as
+                // `set_system_prompt` appends one), then the prefix components.
+                if let Some(prompt) = system_prompt.as_deref()
+                    && session.history.latest_system_prompt() != Some(prompt)
+                {
+                    session.history.set_system_prompt(prompt);
+                    report.prefix_appended = true;
+                }
+                if !components_only.text.is_empty() {
                     session
                         .history
-                        .append_update(Producer::Prefix, &rendered.text);
+                        .append_update(Producer::Prefix, &components_only.text);
                     report.prefix_appended = true;
                 }
                 session.prefix = Some(FrozenPrefix {
                     bytes: Arc::from(""),
-                    text: rendered.text.clone(),
+                    text: components_only.text.clone(),
                     parts: Vec::new(),
                     fingerprint: fingerprint(&session.tools, b""),
+                    system_prompt: None,
                 });
             }
         }

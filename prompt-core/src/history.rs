@@ -6,7 +6,6 @@
 //! system-prompt updates.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::calls::{self, OpenCalls};
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
 use crate::json::{self, ObjectProblem, RawObject};
@@ -143,6 +143,8 @@ pub struct History {
     total_bytes: usize,
     /// Texts waiting to be merged into the next user message.
     pending: Vec<Pending>,
+    /// The last assistant message's calls and which have results.
+    open: OpenCalls,
 }
 
 /// How a deferred text is written into the user message it rides in.
@@ -173,6 +175,7 @@ impl History {
             delivery,
             total_bytes: 0,
             pending: Vec::new(),
+            open: OpenCalls::default(),
         }
     }
 
@@ -223,12 +226,14 @@ impl History {
         pending: Vec<Pending>,
     ) -> Self {
         let total_bytes = nodes.iter().map(|n| n.bytes.len()).sum();
+        let open = OpenCalls::of(&nodes);
         Self {
             nodes,
             epoch,
             delivery,
             total_bytes,
             pending,
+            open,
         }
     }
 
@@ -240,7 +245,32 @@ impl History {
 
     /// Starts a new cache epoch without touching a node: what follows sits on a new prefix.
     pub(crate) fn start_epoch(&mut self) {
-        self.epoch += 1;
+        self.epoch = self.epoch.saturating_add(1);
+    }
+
+    /// Re-appends every node from `from` on, keeping its bytes: after a removal the nodes
+    /// that follow sit on a new prefix, so their chained ids and epoch are renewed (as a
+    /// compaction renews its survivors'), and a saved session restores them.
+    fn rechain_from(&mut self, from: usize) {
+        let rest = self.nodes.split_off(from.min(self.nodes.len()));
+        self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
+        self.open = OpenCalls::of(&self.nodes);
+        for node in rest {
+            self.push(
+                node.producer,
+                node.kind,
+                node.bytes.to_string(),
+                node.text,
+                node.merged,
+            );
+        }
+    }
+
+    /// The first `len` nodes, the rest dropped; nothing pending. A branch's history: every
+    /// kept node is the node that was sent, with its id.
+    pub(crate) fn truncated(&self, len: usize) -> Self {
+        let nodes: Vec<Node> = self.nodes[..len.min(self.nodes.len())].to_vec();
+        Self::restored(self.delivery.clone(), self.epoch, nodes, Vec::new())
     }
 
     /// Appends a node as it is, without validation or rewriting: adopted history whose
@@ -265,6 +295,7 @@ impl History {
     ) -> NodeId {
         let id = Self::chained_id(self.last_id(), &bytes);
         self.total_bytes += bytes.len();
+        self.open.push(kind, &bytes);
         self.nodes.push(Node {
             id,
             producer,
@@ -484,7 +515,11 @@ impl History {
     }
 
     /// The current system prompt: the newest text set through `set_system_prompt`.
-    pub fn system_prompt(&self) -> Option<&str> {
+    pub fn system_prompt(&self) -> Option<Cow<'_, str>> {
+        self.latest_system_prompt().map(Cow::Borrowed)
+    }
+
+    pub(crate) fn latest_system_prompt(&self) -> Option<&str> {
         self.latest_from(&Producer::SystemPrompt, SYSTEM_PROMPT_KINDS)
     }
 
@@ -496,14 +531,14 @@ impl History {
     /// message); every earlier node stays byte-identical. Nothing is ever removed, so
     /// compaction summaries survive.
     pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
-        if self.system_prompt() == Some(prompt) {
+        if self.latest_system_prompt() == Some(prompt) {
             return SystemPromptChange::Unchanged;
         }
         // A prompt still waiting for the next user message is superseded, never sent after
         // its successor: the newest prompt is the only one the model gets.
         self.pending
             .retain(|p| p.producer != Producer::SystemPrompt);
-        if self.system_prompt() == Some(prompt) {
+        if self.latest_system_prompt() == Some(prompt) {
             // The pending one hid this very prompt, which is already in the history.
             return SystemPromptChange::Unchanged;
         }
@@ -537,23 +572,24 @@ impl History {
     /// removed, since every later request diverges there.
     pub fn remove(&mut self, id: NodeId) -> Option<Node> {
         let at = self.nodes.iter().position(|n| n.id == id)?;
-        self.epoch += 1;
+        self.start_epoch();
         let node = self.nodes.remove(at);
-        self.total_bytes -= node.bytes.len();
+        self.rechain_from(at);
         Some(node)
     }
 
     /// Removes every node written by `producer`; returns them in order. Never matches by
     /// role: removing the system prompt's nodes leaves a `role: "system"` compaction summary.
     pub fn remove_by_producer(&mut self, producer: &Producer) -> Vec<Node> {
+        let Some(first) = self.nodes.iter().position(|n| &n.producer == producer) else {
+            return Vec::new();
+        };
         let (removed, kept): (Vec<Node>, Vec<Node>) = std::mem::take(&mut self.nodes)
             .into_iter()
             .partition(|n| &n.producer == producer);
         self.nodes = kept;
-        self.total_bytes -= removed.iter().map(|n| n.bytes.len()).sum::<usize>();
-        if !removed.is_empty() {
-            self.epoch += 1;
-        }
+        self.start_epoch();
+        self.rechain_from(first);
         removed
     }
 
@@ -596,8 +632,7 @@ impl History {
                 len: self.nodes.len(),
             });
         }
-        if let Some((call_id, index, orphan)) =
-            split_tool_call_keeping(&self.nodes, &span, survives)
+        if let Some((call_id, index, orphan)) = calls::split_tool_call(&self.nodes, &span, survives)
         {
             return Err(HistoryError::SplitsToolCall {
                 start: span.start,
@@ -607,7 +642,7 @@ impl History {
                 orphan,
             });
         }
-        let current: Option<Arc<str>> = self.system_prompt().map(Arc::from);
+        let current: Option<Arc<str>> = self.latest_system_prompt().map(Arc::from);
         let survives_compaction = {
             let outside = self.nodes[..span.start]
                 .iter()
@@ -625,7 +660,7 @@ impl History {
                 || latest_in(outside, &Producer::SystemPrompt, SYSTEM_PROMPT_KINDS)
                     == current.as_deref()
         };
-        self.epoch += 1;
+        self.start_epoch();
         let kept_tail = self.nodes.split_off(span.end);
         let (survivors, removed): (Vec<Node>, Vec<Node>) = self
             .nodes
@@ -633,6 +668,7 @@ impl History {
             .into_iter()
             .partition(|n| survives(&n.producer));
         self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
+        self.open = OpenCalls::of(&self.nodes);
         // Templates without a system role get the summary as a user message.
         let role = match self.delivery.prefix {
             PrefixRole::System => "system",
@@ -702,34 +738,25 @@ impl History {
     /// assert!(h.compact(0..1, "summary").is_ok());
     /// ```
     pub fn safe_cut(&self, start: usize, keep: usize) -> usize {
-        let mut cut = self.nodes.len().saturating_sub(keep).max(start);
-        while cut > start && split_tool_call(&self.nodes, &(start..cut)).is_some() {
-            cut -= 1;
-        }
-        cut
+        calls::safe_cut(&self.nodes, start, keep)
     }
 }
 
 impl History {
-    /// The tool calls of the last assistant message that calls tools and have no result
-    /// after it, in call order.
+    /// The tool calls of the last assistant message that have no result after it, in call
+    /// order.
     pub fn open_tool_calls(&self) -> Vec<String> {
-        let Some(at) = self
-            .nodes
-            .iter()
-            .rposition(|n| n.kind == NodeKind::Assistant)
-        else {
-            return Vec::new();
-        };
-        let (calls, _) = tool_links(&self.nodes[at]);
-        let answered: Vec<String> = self.nodes[at + 1..]
-            .iter()
-            .filter_map(|n| tool_links(n).1)
-            .collect();
-        calls
-            .into_iter()
-            .filter(|c| !answered.contains(c))
-            .collect()
+        self.open.ids()
+    }
+
+    /// Whether `call_id` is a call of the last assistant message without a result yet.
+    pub fn is_open_tool_call(&self, call_id: &str) -> bool {
+        self.open.is_open(call_id)
+    }
+
+    /// Whether every call of the last assistant message has its result.
+    pub fn tool_calls_answered(&self) -> bool {
+        self.open.is_empty()
     }
 
     /// Writes the pending texts after the content of the last node, a tool result not yet
@@ -764,6 +791,7 @@ impl History {
             .collect();
         if let Some(old) = self.nodes.pop() {
             self.total_bytes -= old.bytes.len();
+            self.open = OpenCalls::of(&self.nodes);
             self.push(old.producer, old.kind, bytes, old.text, merged);
         }
         Ok(())
@@ -792,73 +820,6 @@ fn latest_in<'n>(
     })
 }
 
-/// The tool-call ids a node opens (an assistant's `tool_calls`) or answers (a tool
-/// result's `tool_call_id`).
-fn tool_links(node: &Node) -> (Vec<String>, Option<String>) {
-    let Ok(object) = RawObject::parse(node.bytes()) else {
-        return (Vec::new(), None);
-    };
-    let calls = object
-        .get("tool_calls")
-        .and_then(json::array_of)
-        .map(|calls| {
-            calls
-                .into_iter()
-                .filter_map(|call| {
-                    RawObject::parse(call.get())
-                        .ok()
-                        .and_then(|c| c.str("id").map(Cow::into_owned))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let answers = object.str("tool_call_id").map(Cow::into_owned);
-    (calls, answers)
-}
-
-/// The first tool call that `span` separates from its results: its id, the index of the
-/// node that would be kept without its partner, and what that node would lose. Nodes of the
-/// span that `survives` are kept. Linear in the history.
-fn split_tool_call_keeping(
-    nodes: &[Node],
-    span: &Range<usize>,
-    survives: &dyn Fn(&Producer) -> bool,
-) -> Option<(String, usize, &'static str)> {
-    let removed = |i: usize| span.contains(&i) && !survives(&nodes[i].producer);
-    let links: Vec<(Vec<String>, Option<String>)> = nodes.iter().map(tool_links).collect();
-    let mut calls: HashMap<&str, usize> = HashMap::new();
-    for (i, (ids, _)) in links.iter().enumerate() {
-        for id in ids {
-            calls.entry(id.as_str()).or_insert(i);
-        }
-    }
-    let mut answered: Vec<(usize, &str, usize)> = Vec::new();
-    for (j, (_, answer)) in links.iter().enumerate() {
-        if let Some(id) = answer.as_deref()
-            && let Some(&i) = calls.get(id)
-        {
-            answered.push((i, id, j));
-        }
-    }
-    // The first offending pair in history order, whichever side is kept.
-    answered
-        .into_iter()
-        .filter(|&(i, _, j)| removed(i) != removed(j))
-        .map(|(i, id, j)| {
-            if removed(i) {
-                (j, (id.to_owned(), j, "call"))
-            } else {
-                (i, (id.to_owned(), i, "results"))
-            }
-        })
-        .min_by_key(|(at, _)| *at)
-        .map(|(_, found)| found)
-}
-
-fn split_tool_call(nodes: &[Node], span: &Range<usize>) -> Option<(String, usize, &'static str)> {
-    split_tool_call_keeping(nodes, span, &|_| false)
-}
-
 impl Clone for History {
     /// Keeps the original's spare capacity, so appending to a clone has the same amortized
     /// cost as appending to the original instead of reallocating on the first push.
@@ -871,6 +832,7 @@ impl Clone for History {
             delivery: self.delivery.clone(),
             total_bytes: self.total_bytes,
             pending: self.pending.clone(),
+            open: self.open.clone(),
         }
     }
 }

@@ -44,6 +44,8 @@
 )]
 
 pub mod adopt;
+pub mod branch;
+mod calls;
 pub mod component;
 pub mod context;
 pub mod delivery;
@@ -78,3 +80,4 @@ pub use placement::{Persist, Placement};
 pub use policy::PromptPolicy;
 pub use request::Request;
 pub use session::{ComposeError, Session, SessionOptions};
+pub use snapshot::{RestoreMode, Restored, SessionSnapshot};

@@ -5,6 +5,8 @@
 //! `messages.retain(|m| m["role"] != "system"); messages.insert(0, new_system)`, which
 //! rewrites byte 0 and deletes every system message, compaction summaries included.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::delivery::DeliveryStyle;
@@ -21,16 +23,24 @@ use crate::node::Producer;
 /// message is read as it is, never unwrapped: a prompt that itself looks like a wrapper is
 /// still that prompt. Content may be a string or an array of text parts (joined as they
 /// are), as agents that store OpenAI content parts have it.
-pub fn current_system_prompt(messages: &[Value], style: &DeliveryStyle) -> Option<String> {
+pub fn current_system_prompt<'m>(
+    messages: &'m [Value],
+    style: &DeliveryStyle,
+) -> Option<Cow<'m, str>> {
     let update_role = style.update_role();
     let from_update = messages.iter().skip(1).rev().find_map(|m| {
         if m.get("role")?.as_str()? != update_role {
             return None;
         }
         let content = content_text(m.get("content")?)?;
-        style
-            .unwrap(&Producer::SystemPrompt, &content)
-            .map(str::to_owned)
+        match content {
+            Cow::Borrowed(content) => style
+                .unwrap(&Producer::SystemPrompt, content)
+                .map(Cow::Borrowed),
+            Cow::Owned(content) => style
+                .unwrap(&Producer::SystemPrompt, &content)
+                .map(|text| Cow::Owned(text.to_owned())),
+        }
     });
     from_update.or_else(|| {
         let first = messages.first()?;
@@ -41,9 +51,9 @@ pub fn current_system_prompt(messages: &[Value], style: &DeliveryStyle) -> Optio
 }
 
 /// The text of a message content: a string, or an array of text parts joined as they are.
-fn content_text(content: &Value) -> Option<String> {
+fn content_text(content: &Value) -> Option<Cow<'_, str>> {
     match content {
-        Value::String(text) => Some(text.clone()),
+        Value::String(text) => Some(Cow::Borrowed(text)),
         Value::Array(parts) => parts
             .iter()
             .map(
@@ -53,7 +63,7 @@ fn content_text(content: &Value) -> Option<String> {
                 },
             )
             .collect::<Option<Vec<&str>>>()
-            .map(|texts| texts.concat()),
+            .map(|texts| Cow::Owned(texts.concat())),
         _ => None,
     }
 }

@@ -29,6 +29,10 @@ pub(crate) struct FrozenPrefix {
     /// Byte range of each component's text within `bytes`.
     pub(crate) parts: Vec<(ComponentId, Range<usize>)>,
     pub(crate) fingerprint: Fingerprint,
+    /// The system prompt the application gave the session ([`SessionOptions::with_system_prompt`](crate::SessionOptions::with_system_prompt)),
+    /// frozen at the head of the prefix text; `None` when there was none (or an adopted
+    /// conversation carries it in a message of its own).
+    pub(crate) system_prompt: Option<Arc<str>>,
 }
 
 fn json_string_body(text: &str) -> String {
@@ -47,24 +51,31 @@ pub(crate) fn fingerprint(tools: &ToolSet, prefix: &[u8]) -> Fingerprint {
     ])
 }
 
+/// Freezes the prefix: the application's system prompt (if any), then every prefix
+/// component's text, joined by a blank line.
 pub(crate) fn freeze_prefix(
     parts: &[PrefixPart],
     role: PrefixRole,
     tools: &ToolSet,
+    system_prompt: Option<&str>,
 ) -> FrozenPrefix {
-    let texts: Vec<(&ComponentId, &str)> = parts
-        .iter()
-        .filter_map(|p| match &p.rendered {
-            Some(Some(text)) => Some((p.component.id(), text.as_str())),
+    let system_prompt = system_prompt.filter(|s| !s.is_empty());
+    let texts: Vec<(Option<&ComponentId>, &str)> = system_prompt
+        .map(|text| (None, text))
+        .into_iter()
+        .chain(parts.iter().filter_map(|p| match &p.rendered {
+            Some(Some(text)) => Some((Some(p.component.id()), text.as_str())),
             _ => None,
-        })
+        }))
         .collect();
+    let system_prompt = system_prompt.map(Arc::from);
     if texts.is_empty() {
         return FrozenPrefix {
             bytes: Arc::from(""),
             text: Arc::from(""),
             parts: Vec::new(),
             fingerprint: fingerprint(tools, b""),
+            system_prompt,
         };
     }
     let text: String = texts
@@ -79,6 +90,7 @@ pub(crate) fn freeze_prefix(
             text: text.into(),
             parts: Vec::new(),
             fingerprint,
+            system_prompt,
         };
     }
     // JSON string escaping is per character, so escaping each part separately gives the
@@ -91,7 +103,9 @@ pub(crate) fn freeze_prefix(
         }
         let start = bytes.len();
         bytes.push_str(&json_string_body(text));
-        ranges.push(((*id).clone(), start..bytes.len()));
+        if let Some(id) = id {
+            ranges.push(((*id).clone(), start..bytes.len()));
+        }
     }
     bytes.push_str("\"}");
     let fingerprint = fingerprint(tools, bytes.as_bytes());
@@ -100,5 +114,6 @@ pub(crate) fn freeze_prefix(
         text: text.into(),
         parts: ranges,
         fingerprint,
+        system_prompt,
     }
 }

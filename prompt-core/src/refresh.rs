@@ -128,7 +128,13 @@ impl Session {
                 crate::prefix::fingerprint(&self.tools, b""),
             )));
         };
-        let frozen = freeze_prefix(&new.prefix_parts, role, &new.tools);
+        // The system prompt stays as frozen: a later edit is an update in the history.
+        let frozen = freeze_prefix(
+            &new.prefix_parts,
+            role,
+            &new.tools,
+            old_prefix.system_prompt.as_deref(),
+        );
         let changes = PrefixChanges::between(
             &old_parts,
             &new_parts,
@@ -145,6 +151,8 @@ impl Session {
         self.take_writers(new);
         self.prefix = Some(frozen);
         self.history.start_epoch();
+        // Every earlier body had the old prefix: no branch can go back to one of them.
+        self.checkpoints.clear();
         Refresh::NewEpoch(Box::new(changes))
     }
 

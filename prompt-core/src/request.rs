@@ -15,6 +15,7 @@ pub struct Request<'s> {
     pub(crate) prefix: Option<&'s FrozenPrefix>,
     pub(crate) tools: &'s ToolSet,
     pub(crate) session_id: &'s str,
+    pub(crate) routing_id: &'s str,
     pub(crate) nodes: &'s [Node],
     pub(crate) history_bytes: usize,
     pub(crate) new_from: usize,
@@ -38,6 +39,16 @@ impl std::fmt::Debug for Request<'_> {
             .field("len", &self.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The routing key of a session's requests: see [`Request::routing_key`].
+pub(crate) fn routing_key(fingerprint: Fingerprint, routing_id: &str) -> Digest128 {
+    Digest128::of(&[
+        b"route\0",
+        fingerprint.as_bytes(),
+        b"\0",
+        routing_id.as_bytes(),
+    ])
 }
 
 /// Who wrote a message of a request.
@@ -156,20 +167,22 @@ impl<'s> Request<'s> {
         self.session_id
     }
 
+    /// What the routing key is made from ([`crate::Session::routing_id`]): the session id,
+    /// or for a branch the id of the session it was made from.
+    pub fn routing_id(&self) -> &'s str {
+        self.routing_id
+    }
+
     /// The key that routes this session's requests to the cache holding them: OpenAI's
     /// `prompt_cache_key`, a router's routing key (`X-SMG-Routing-Key`). 128 bits of SHA-256
-    /// over `route\0`, the prefix fingerprint and the session id: one key per session and
-    /// frozen prefix, the same for every request of a cache epoch and after a save and
-    /// restore; two sessions never share one, whatever their prefix (an empty prefix
-    /// included). Why a session key and not the prefix fingerprint: `docs/fleet.md`.
+    /// over `route\0`, the prefix fingerprint and the routing id (the session id; a branch
+    /// keeps the id of the session it was made from): one key per session and frozen
+    /// prefix, the same for every request of a cache epoch, after a save and restore, and on
+    /// a branch, whose cache lives where its parent's does; two sessions never share one,
+    /// whatever their prefix (an empty prefix included). Why a session key and not the
+    /// prefix fingerprint: `docs/fleet.md`.
     pub fn routing_key(&self) -> Digest128 {
-        let fingerprint = self.prefix_fingerprint();
-        Digest128::of(&[
-            b"route\0",
-            fingerprint.as_bytes(),
-            b"\0",
-            self.session_id.as_bytes(),
-        ])
+        routing_key(self.prefix_fingerprint(), self.routing_id)
     }
 
     /// The tools sent in the request's `tools` field, frozen for the session.

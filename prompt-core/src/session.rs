@@ -18,6 +18,7 @@
 //! request in the same cache epoch. Part 3 and the closing `]` are the generation-dependent
 //! trailing part.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -96,6 +97,21 @@ pub enum ComposeError {
         "nothing to continue: no tool result was recorded since the last request; a new user message goes through Session::turn"
     )]
     NothingToContinue,
+    /// `resend` when there is no unanswered request to send again.
+    #[error("nothing to send again: {reason}")]
+    NothingToResend {
+        /// Why: no request yet, or something was recorded after the last one.
+        reason: &'static str,
+    },
+    /// A counter read from a saved session is at its limit: one more request cannot be
+    /// numbered.
+    #[error("the session's {counter} counter is at its limit ({value}); start a new session")]
+    CounterLimit {
+        /// `turn` or `requests`.
+        counter: &'static str,
+        /// Its value.
+        value: u64,
+    },
 }
 
 /// A user turn's message.
@@ -154,6 +170,7 @@ pub struct SessionOptions {
     delivery: DeliveryStyle,
     tools: ToolSet,
     session_id: Option<String>,
+    system_prompt: Option<String>,
 }
 
 impl SessionOptions {
@@ -191,6 +208,18 @@ impl SessionOptions {
         self
     }
 
+    /// The same options with the system prompt the application owns: the assistant
+    /// instructions a user edits in the app's settings. Its text when the session sends its
+    /// first request is frozen at the head of the prefix; a later edit goes through
+    /// [`Session::set_system_prompt`], which appends it once as an update (setting the same
+    /// text again changes nothing, so an app may call it every turn). On
+    /// [`Session::restore`] this is the app's current text: when it differs from the saved
+    /// session's, the saved prefix is kept and the edit is appended.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
     /// How update nodes are delivered.
     pub fn delivery(&self) -> &DeliveryStyle {
         &self.delivery
@@ -205,11 +234,29 @@ impl SessionOptions {
     pub fn session_id(&self) -> Option<&str> {
         self.session_id.as_deref()
     }
+
+    /// The system prompt given, if any.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.system_prompt.as_deref()
+    }
+}
+
+/// One request a session composed: its number, how many history nodes it carried, and the
+/// user turn it belonged to. A branch can go back to any request of its current cache epoch
+/// ([`Session::rewind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    /// The request's number ([`Request::sequence`]), from 1.
+    pub sequence: u64,
+    /// History nodes the request carried.
+    pub nodes: usize,
+    /// The user turn ([`Request::turn`]).
+    pub turn: u64,
 }
 
 /// A random session id: 32 hex digits from the standard library's per-process random hash
 /// keys, the time and a counter (unique within and across processes, not secret).
-fn new_session_id() -> Arc<str> {
+pub(crate) fn new_session_id() -> Arc<str> {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -317,6 +364,8 @@ enum Next {
     User(String),
     /// A continuation after tool results.
     Continuation,
+    /// The last request again (a retry, a regenerated reply): no new message.
+    Resend,
 }
 
 /// A composing session.
@@ -352,8 +401,15 @@ pub struct Session {
     pub(crate) history: History,
     pub(crate) resolutions: Vec<(ComponentId, Resolution)>,
     pub(crate) tools: ToolSet,
-    /// The session's identity (given, or made at start).
+    /// The session's identity (given, or made at start): what a wire follows.
     pub(crate) session_id: Arc<str>,
+    /// What the routing key is made from: the session id, or the id of the session a branch
+    /// was made from (its requests go where that session's cache lives).
+    pub(crate) routing_id: Arc<str>,
+    /// The system prompt given in the options, until the prefix freezes it.
+    pub(crate) system_prompt: Option<Arc<str>>,
+    /// Every request of the current epoch still in the history (see [`Checkpoint`]).
+    pub(crate) checkpoints: Vec<Checkpoint>,
     /// User turns composed so far.
     pub(crate) turn: u64,
     /// Requests composed so far (turns and continuations).
@@ -415,6 +471,9 @@ impl Session {
         }
         let mut components = components;
         components.sort_by(|a, b| (a.stability(), a.id()).cmp(&(b.stability(), b.id())));
+        let session_id: Arc<str> = options
+            .session_id
+            .map_or_else(new_session_id, |id| Arc::from(id.as_str()));
 
         let mut resolutions = Vec::with_capacity(components.len());
         let mut prefix_parts = Vec::new();
@@ -448,9 +507,10 @@ impl Session {
             history: History::new(options.delivery),
             resolutions,
             tools: options.tools,
-            session_id: options
-                .session_id
-                .map_or_else(new_session_id, |id| Arc::from(id.as_str())),
+            routing_id: Arc::clone(&session_id),
+            session_id,
+            system_prompt: options.system_prompt.map(Arc::from),
+            checkpoints: Vec::new(),
             turn: 0,
             requests: 0,
             sent: 0,
@@ -469,6 +529,28 @@ impl Session {
     /// with the session, else made at random at start.
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// What the routing key is made from ([`Request::routing_key`]): the session id, or, for
+    /// a branch, the id of the session it was made from.
+    pub fn routing_id(&self) -> &str {
+        &self.routing_id
+    }
+
+    /// The routing key of this session's requests ([`Request::routing_key`]), once the
+    /// first request has frozen the prefix.
+    pub fn routing_key(&self) -> Option<crate::hash::Digest128> {
+        let prefix = self.prefix.as_ref()?;
+        Some(crate::request::routing_key(
+            prefix.fingerprint,
+            &self.routing_id,
+        ))
+    }
+
+    /// The requests of the current cache epoch, oldest first: where [`Session::rewind`] can
+    /// go back to.
+    pub fn checkpoints(&self) -> &[Checkpoint] {
+        &self.checkpoints
     }
 
     /// The history so far.
@@ -502,12 +584,33 @@ impl Session {
         self.prefix.as_ref().map(|p| p.fingerprint)
     }
 
-    /// The current system prompt: one set while tool calls wait for their results, else the
-    /// history's.
-    pub fn system_prompt(&self) -> Option<&str> {
+    /// The current system prompt: the newest text given through
+    /// [`SessionOptions::with_system_prompt`] or [`Session::set_system_prompt`], wherever it
+    /// is (held while tool calls wait for their results, appended as an update, frozen in
+    /// the prefix).
+    pub fn system_prompt(&self) -> Option<Cow<'_, str>> {
+        self.current_system_prompt().map(Cow::Borrowed)
+    }
+
+    fn current_system_prompt(&self) -> Option<&str> {
         self.pending_prompt
             .as_deref()
-            .or_else(|| self.history.system_prompt())
+            .or_else(|| self.settled_system_prompt())
+    }
+
+    /// The system prompt the next request carries, without one held for open tool calls.
+    pub(crate) fn settled_system_prompt(&self) -> Option<&str> {
+        match &self.prefix {
+            Some(prefix) => self
+                .history
+                .latest_system_prompt()
+                .or(prefix.system_prompt.as_deref()),
+            // Before the first request the text to freeze is the current one.
+            None => self
+                .system_prompt
+                .as_deref()
+                .or_else(|| self.history.latest_system_prompt()),
+        }
     }
 
     /// The tool calls of the last assistant message that have no result yet.
@@ -545,15 +648,37 @@ impl Session {
         self.compose(turn_values, Next::Continuation)
     }
 
+    /// Composes the last request again, with no new message: after a failed request (retry
+    /// after an error: nothing was recorded), or on a branch made by
+    /// [`Session::regenerate`] or [`Session::rewind`]. Its stable part is the one the last
+    /// request sent (plus any tail update that changed since), so a server serves it from
+    /// its cache; ephemeral output is rendered anew.
+    ///
+    /// Refused before the first request, and when anything was recorded after the last one
+    /// (make a branch first).
+    pub fn resend(&mut self, turn_values: Extensions) -> Result<Request<'_>, ComposeError> {
+        self.compose(turn_values, Next::Resend)
+    }
+
     fn compose(
         &mut self,
         turn_values: Extensions,
         next: Next,
     ) -> Result<Request<'_>, ComposeError> {
         let turn = match next {
-            Next::User(_) => self.turn + 1,
-            Next::Continuation => self.turn.max(1),
+            Next::User(_) => self.turn.checked_add(1).ok_or(ComposeError::CounterLimit {
+                counter: "turn",
+                value: self.turn,
+            })?,
+            Next::Continuation | Next::Resend => self.turn.max(1),
         };
+        let sequence = self
+            .requests
+            .checked_add(1)
+            .ok_or(ComposeError::CounterLimit {
+                counter: "requests",
+                value: self.requests,
+            })?;
         let ctx = TurnContext::new(&self.context, &turn_values, turn);
 
         // 1. The prefix: freeze it at the first turn, verify it on every later one.
@@ -573,12 +698,13 @@ impl Session {
         }
 
         // 2. Validate before anything is mutated.
-        let open = self.history.open_tool_calls();
+        if !self.history.tool_calls_answered() {
+            return Err(ComposeError::UnansweredToolCalls {
+                open: self.history.open_tool_calls(),
+            });
+        }
         match &next {
             Next::User(user_json) => {
-                if !open.is_empty() {
-                    return Err(ComposeError::UnansweredToolCalls { open });
-                }
                 let delivery = self.history.delivery();
                 let merging = delivery.role == UpdateRole::MergedIntoUser
                     || delivery.prefix == PrefixRole::FirstUser;
@@ -586,12 +712,40 @@ impl Session {
                     .check_merging(&Producer::User, NodeKind::User, user_json, merging)?;
             }
             Next::Continuation => {
-                if !open.is_empty() {
-                    return Err(ComposeError::UnansweredToolCalls { open });
-                }
                 let unsent = self.history.nodes().get(self.sent..).unwrap_or_default();
                 if self.prefix.is_none() || !unsent.iter().any(|n| n.kind() == NodeKind::Tool) {
                     return Err(ComposeError::NothingToContinue);
+                }
+            }
+            Next::Resend => {
+                // Updates the library appended since (a system prompt, a branch's carried
+                // state) go with the request; a reply or a result recorded means it was
+                // answered.
+                let unsent = self.history.nodes().get(self.sent..).unwrap_or_default();
+                let last_message = self
+                    .history
+                    .nodes()
+                    .iter()
+                    .rev()
+                    .find(|n| !matches!(n.kind(), NodeKind::Update | NodeKind::System));
+                let reason = if self.prefix.is_none() {
+                    Some("no request was sent yet")
+                } else if unsent.iter().any(|n| {
+                    matches!(
+                        n.kind(),
+                        NodeKind::Assistant | NodeKind::Tool | NodeKind::User
+                    )
+                }) {
+                    Some(
+                        "something was recorded after the last request; branch first (Session::regenerate)",
+                    )
+                } else if last_message.is_some_and(|n| n.kind() == NodeKind::Assistant) {
+                    Some("the last request was answered; branch first (Session::regenerate)")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(ComposeError::NothingToResend { reason });
                 }
             }
         }
@@ -606,6 +760,7 @@ impl Session {
                 &self.prefix_parts,
                 self.history.delivery().prefix,
                 &self.tools,
+                self.system_prompt.as_deref(),
             );
             if self.history.delivery().prefix == PrefixRole::FirstUser && !frozen.text.is_empty() {
                 self.history
@@ -639,6 +794,8 @@ impl Session {
                         slot.last = Some(text.into());
                     }
                 }
+                // Sent again, a request has no new message for merged text to ride in.
+                Persist::Ephemeral if merged && matches!(next, Next::Resend) => {}
                 Persist::Ephemeral if merged => {
                     // Strict alternation leaves no message of its own for it: it rides in
                     // (and is stored with) this request's last message.
@@ -657,14 +814,21 @@ impl Session {
                 self.turn = turn;
             }
             Next::Continuation => self.history.merge_pending_into_last(self.sent)?,
+            Next::Resend => {}
         }
-        self.requests += 1;
+        self.requests = sequence;
         self.sent = self.history.len();
+        self.checkpoints.push(Checkpoint {
+            sequence,
+            nodes: self.sent,
+            turn,
+        });
 
         Ok(Request {
             prefix: self.prefix.as_ref(),
             tools: &self.tools,
             session_id: &self.session_id,
+            routing_id: &self.routing_id,
             nodes: self.history.nodes(),
             history_bytes: self.history.serialized_len(),
             new_from: start,
@@ -694,11 +858,12 @@ impl Session {
 
     /// An assistant message may not come between a tool call and its results.
     fn refuse_open_calls(&self) -> Result<(), ComposeError> {
-        let open = self.history.open_tool_calls();
-        if open.is_empty() {
+        if self.history.tool_calls_answered() {
             Ok(())
         } else {
-            Err(ComposeError::UnansweredToolCalls { open })
+            Err(ComposeError::UnansweredToolCalls {
+                open: self.history.open_tool_calls(),
+            })
         }
     }
 
@@ -722,36 +887,48 @@ impl Session {
     /// answering an open call), kept byte-for-byte but for neutralized update tags.
     pub fn record_tool_raw(&mut self, json: &str) -> Result<(), ComposeError> {
         self.history.check(&Producer::Tool, NodeKind::Tool, json)?;
-        let open = self.history.open_tool_calls();
         let call_id = json::RawObject::parse(json)
             .ok()
             .and_then(|m| m.str("tool_call_id").map(|s| s.into_owned()))
             .unwrap_or_default();
-        if !open.contains(&call_id) {
-            return Err(ComposeError::UnknownToolCall { call_id, open });
+        if !self.history.is_open_tool_call(&call_id) {
+            return Err(ComposeError::UnknownToolCall {
+                call_id,
+                open: self.history.open_tool_calls(),
+            });
         }
         self.history
             .append_raw(Producer::Tool, NodeKind::Tool, json)?;
         Ok(())
     }
 
-    /// Sets the system prompt: unchanged → nothing; changed → appended as an update node.
-    /// While tool calls wait for their results it is held, and appended after them by the
-    /// next [`Session::continuation`] ([`SystemPromptChange::Deferred`]).
+    /// Sets the system prompt: the same text as [`Session::system_prompt`] → nothing
+    /// ([`SystemPromptChange::Unchanged`], so an app may call it every turn); before the first
+    /// request → it becomes the text frozen at the head of the prefix
+    /// ([`SystemPromptChange::Placed`], as [`SessionOptions::with_system_prompt`] would have
+    /// it); after → appended as an update node, once. While tool calls wait for their
+    /// results it is held, and appended after them by the next [`Session::continuation`]
+    /// ([`SystemPromptChange::Deferred`]).
     pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
-        if self.history.open_tool_calls().is_empty() {
-            self.pending_prompt = None;
-            return self.history.set_system_prompt(prompt);
-        }
-        if self.history.system_prompt() == Some(prompt) {
-            self.pending_prompt = None;
+        if self.current_system_prompt() == Some(prompt) {
             return SystemPromptChange::Unchanged;
         }
-        if self.pending_prompt.as_deref() == Some(prompt) {
-            return SystemPromptChange::Unchanged;
+        if self.prefix.is_none() {
+            // Nothing was sent: the text to freeze is simply this one.
+            self.system_prompt = Some(Arc::from(prompt));
+            return SystemPromptChange::Placed;
         }
-        self.pending_prompt = Some(prompt.to_owned());
-        SystemPromptChange::Deferred
+        if !self.history.tool_calls_answered() {
+            if self.settled_system_prompt() == Some(prompt) {
+                // Back to the prompt the history already carries: nothing to hold.
+                self.pending_prompt = None;
+                return SystemPromptChange::Unchanged;
+            }
+            self.pending_prompt = Some(prompt.to_owned());
+            return SystemPromptChange::Deferred;
+        }
+        self.pending_prompt = None;
+        self.history.set_system_prompt(prompt)
     }
 
     /// Replaces history `span` with a summary node; starts a new cache epoch. The prefix
@@ -775,7 +952,10 @@ impl Session {
         summary: &str,
         survives: &dyn Fn(&Producer) -> bool,
     ) -> Result<Compaction, ComposeError> {
+        let start = span.start;
         let compaction = self.history.compact_keeping(span, summary, survives)?;
+        // Requests that carried only nodes before the span were sent as they still are.
+        self.checkpoints.retain(|c| c.nodes <= start);
         if let Some(replacement) = self.deferred_refresh.take() {
             self.refresh_report = Some(self.install(*replacement));
         }
@@ -785,12 +965,20 @@ impl Session {
 
     /// Removes every node written by `producer`; starts a new cache epoch if any was removed.
     pub fn remove_by_producer(&mut self, producer: &Producer) -> Vec<Node> {
+        let first = self
+            .history
+            .nodes()
+            .iter()
+            .position(|n| n.producer() == producer);
         let removed = self.history.remove_by_producer(producer);
+        if let Some(first) = first {
+            self.checkpoints.retain(|c| c.nodes <= first);
+        }
         self.resync_tails();
         removed
     }
 
-    fn resync_tails(&mut self) {
+    pub(crate) fn resync_tails(&mut self) {
         self.sent = self.history.len();
         // Without a system role the prefix lives in the first user message: if that was
         // compacted or removed, it rides in the next user message again.

@@ -97,7 +97,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     // 5. Save at exit, resume at the next start: the next request is the same either way.
     let file = serde_json::to_string(&session.save())?;
     let snapshot: SessionSnapshot = serde_json::from_str(&file)?;
-    let (mut resumed, changes) = Session::restore(
+    let prompt_core::Restored {
+        session: mut resumed,
+        changes,
+        ..
+    } = Session::restore(
         &snapshot,
         components()?,
         &policy,

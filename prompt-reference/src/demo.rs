@@ -287,7 +287,9 @@ pub fn run_demo(
                     state.format, state.version
                 )));
             }
-            let (session, changes) = Session::restore(
+            let prompt_registry::Restored {
+                session, changes, ..
+            } = Session::restore(
                 &state.session,
                 components,
                 policy,

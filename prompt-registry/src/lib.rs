@@ -133,7 +133,9 @@ pub use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, Prom
 pub use status::{ComponentStatus, PromptStatus, STATUS_SCHEMA_VERSION, StatusReport, ToolsStatus};
 
 // A session: composing requests, recording replies and tool results.
-pub use prompt_core::session::{ComposeError, Session, SessionOptions, ToolResult, UserInput};
+pub use prompt_core::session::{
+    Checkpoint, ComposeError, Session, SessionOptions, ToolResult, UserInput,
+};
 pub use prompt_core::tools::{ToolDefinition, ToolSet, ToolSetError, ToolSource};
 pub use prompt_core::{ApiKind, DeliveryStyle, PrefixCheck, Request};
 
@@ -143,14 +145,21 @@ pub use prompt_core::history::{Compaction, HistoryError, SystemPromptChange};
 pub use prompt_core::messages::{current_system_prompt, set_system_prompt};
 pub use prompt_core::node::{Node, NodeKind, Producer};
 
-// Saving, restoring and adopting a conversation.
+// A conversation over its lifetime: one value with its wire, saved and restored as one
+// document; adopting an existing one; branches (regenerate, edit, rewind, fork).
 pub use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
-pub use prompt_core::snapshot::{PrefixChanges, RestoreError, RestoreMode, SessionSnapshot};
+pub use prompt_core::branch::BranchError;
+pub use prompt_core::snapshot::{
+    PrefixChanges, RestoreError, RestoreMode, Restored, SessionSnapshot,
+};
+pub use prompt_wire::{
+    Conversation, ConversationError, ConversationSnapshot, RestoredConversation,
+};
 
 // Everything else of prompt-core, by module.
 pub use prompt_core::{
-    adopt, component, context, delivery, divergence, hash, history, id, input, messages, node,
-    placement, policy, refresh, request, session, snapshot, tools,
+    adopt, branch, component, context, delivery, divergence, hash, history, id, input, messages,
+    node, placement, policy, refresh, request, session, snapshot, tools,
 };
 
 /// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].

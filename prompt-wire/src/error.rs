@@ -1,7 +1,6 @@
 //! What can go wrong composing a body or recording a reply.
 
 use prompt_core::ComposeError;
-use prompt_core::hash::Fingerprint;
 use prompt_core::node::Producer;
 
 /// Why a body cannot be composed, or a reply cannot be read or recorded.
@@ -33,16 +32,17 @@ pub enum WireError {
         /// The parser's error.
         source: serde_json::Error,
     },
-    /// A request of another session (its prefix fingerprint differs from the one this wire
-    /// froze at its first body).
+    /// A request of another session than the one this wire serves (the session id of its
+    /// first body). A branch has a session id of its own: give it a wire of its own
+    /// (`Wire::fork_for`), or use a `Conversation`, which does.
     #[error(
-        "the request belongs to another session: prefix fingerprint {found}, this wire serves {expected}; use one Wire per session"
+        "the request belongs to session {found:?}; this wire serves session {expected:?}: use one Wire per session"
     )]
     OtherSession {
-        /// The fingerprint frozen at the first body.
-        expected: Fingerprint,
-        /// The request's.
-        found: Fingerprint,
+        /// The session this wire serves (at most 64 bytes of its id).
+        expected: String,
+        /// The request's session (at most 64 bytes of its id).
+        found: String,
     },
     /// A history node that cannot be written in the API's shape.
     #[error("history node {index} (from {producer}) cannot be sent to {api}: {problem}")]

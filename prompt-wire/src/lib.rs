@@ -66,6 +66,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod conversation;
 mod convert;
 mod error;
 mod guard;
@@ -74,6 +75,10 @@ mod raw;
 mod reply;
 mod wire;
 
+pub use conversation::{
+    CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
+    ConversationSnapshot, RestoredConversation,
+};
 pub use error::WireError;
 pub use guard::{
     Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,

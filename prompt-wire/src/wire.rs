@@ -40,6 +40,11 @@ pub fn prompt_cache_key(request: &Request<'_>) -> String {
     request.routing_key().to_string()
 }
 
+/// At most 64 bytes of a session id, for an error message.
+fn excerpt(id: &str) -> String {
+    id[..id.floor_char_boundary(64)].to_owned()
+}
+
 /// How the parts of one item are introduced in the messages array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lead {
@@ -54,7 +59,7 @@ enum Lead {
 }
 
 /// A history node in the API's shape, converted once, with where it lies in the array.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Item {
     id: NodeId,
     role: Role,
@@ -76,6 +81,8 @@ struct Item {
 /// What is frozen at the first body: session-constant bytes.
 #[derive(Debug)]
 struct Frozen {
+    /// The session this wire serves.
+    session_id: Box<str>,
     fingerprint: Fingerprint,
     prefix: Option<String>,
     tools: Option<String>,
@@ -200,20 +207,61 @@ impl Wire {
         self.previous = Some(point);
     }
 
+    /// A wire for `branch`, a branch of the session this wire serves
+    /// ([`Session::branch`](prompt_core::Session::branch) and the calls built on it): it keeps
+    /// every node already converted, so the branch's first body costs only its new nodes.
+    /// (The branch's history is the parent's up to the fork point: the first body drops the
+    /// rest.)
+    pub fn fork_for(&self, branch: &prompt_core::Session) -> Self {
+        let mut wire = Self {
+            api: self.api,
+            options: self.options.clone(),
+            frozen: None,
+            items: Vec::new(),
+            leading: 0,
+            last_assistant: None,
+            previous: self.previous,
+        };
+        if let Some(frozen) = &self.frozen {
+            wire.frozen = Some(Frozen {
+                session_id: branch.session_id().into(),
+                fingerprint: frozen.fingerprint,
+                prefix: frozen.prefix.clone(),
+                tools: frozen.tools.clone(),
+                head: frozen.head.clone(),
+                head_leading: frozen.head_leading,
+                head_element: frozen.head_element,
+                head_system: frozen.head_system,
+                tail: frozen.tail.clone(),
+            });
+            wire.items = self.items.clone();
+            wire.leading = self.leading;
+            wire.last_assistant = self.last_assistant;
+        }
+        wire
+    }
+
     /// The body of `request`: converts the nodes new since the previous body, and returns a
     /// view over the session's bytes.
     ///
-    /// Refused for a request of another session than the first one given
-    /// ([`WireError::OtherSession`]), and for a node that cannot be written in the API's
+    /// The wire follows its session (the session id of the first request): a refresh of
+    /// the session's prefix or tools is a new epoch on the same wire. Refused for a request
+    /// of another session ([`WireError::OtherSession`]), and for a node that cannot be
+    /// written in the API's
     /// shape ([`WireError::Node`]).
     pub fn body(&mut self, request: &Request<'_>) -> Result<Body<'_>, WireError> {
-        let fingerprint = request.prefix_fingerprint();
         match &self.frozen {
-            Some(frozen) if frozen.fingerprint != fingerprint => {
+            Some(frozen) if *frozen.session_id != *request.session_id() => {
                 return Err(WireError::OtherSession {
-                    expected: frozen.fingerprint,
-                    found: fingerprint,
+                    expected: excerpt(&frozen.session_id),
+                    found: excerpt(request.session_id()),
                 });
+            }
+            // The same session after a refresh: a new prefix or tools, in a new epoch. The
+            // converted nodes stay valid (a node's shape does not depend on the prefix).
+            Some(frozen) if frozen.fingerprint != request.prefix_fingerprint() => {
+                self.frozen = Some(self.freeze(request));
+                self.previous = None;
             }
             Some(_) => {}
             None => self.frozen = Some(self.freeze(request)),
@@ -428,6 +476,7 @@ impl Wire {
         }
         tail.push('}');
         let mut frozen = Frozen {
+            session_id: request.session_id().into(),
             fingerprint: request.prefix_fingerprint(),
             prefix,
             tools,

@@ -86,7 +86,7 @@ pub fn history_ops(data: &[u8]) {
             3 | 4 => {
                 let prompt = ops.text();
                 let change = history.set_system_prompt(&prompt);
-                assert_eq!(history.system_prompt(), Some(prompt.as_str()));
+                assert_eq!(history.system_prompt().as_deref(), Some(prompt.as_str()));
                 assert_eq!(
                     history.set_system_prompt(&prompt),
                     SystemPromptChange::Unchanged,
@@ -104,9 +104,9 @@ pub fn history_ops(data: &[u8]) {
                 let a = usize::from(ops.byte().unwrap_or(0)) % (len + 1);
                 let b = usize::from(ops.byte().unwrap_or(0)) % (len + 1);
                 let span = a.min(b)..a.max(b);
-                let before = history.system_prompt().map(str::to_owned);
+                let before = history.system_prompt().map(|p| p.into_owned());
                 if history.compact(span, &ops.text()).is_ok() {
-                    assert_eq!(history.system_prompt(), before.as_deref());
+                    assert_eq!(history.system_prompt().as_deref(), before.as_deref());
                     seen.clear();
                 }
             }
@@ -114,13 +114,13 @@ pub fn history_ops(data: &[u8]) {
                 let keep = usize::from(ops.byte().unwrap_or(0)) % 8;
                 let cut = history.safe_cut(0, keep);
                 assert!(history.len() - cut >= keep.min(history.len()));
-                let before = history.system_prompt().map(str::to_owned);
+                let before = history.system_prompt().map(|p| p.into_owned());
                 let compacted = history.compact(0..cut, "summary");
                 assert!(
                     compacted.is_ok(),
                     "a safe cut is always allowed: {compacted:?}"
                 );
-                assert_eq!(history.system_prompt(), before.as_deref());
+                assert_eq!(history.system_prompt().as_deref(), before.as_deref());
                 seen.clear();
             }
         }

@@ -378,7 +378,7 @@ fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
         "{last}"
     );
     assert!(last.contains("Today is 2026-12-01."), "{last}");
-    assert_eq!(s.history().system_prompt(), Some("Be terse."));
+    assert_eq!(s.history().system_prompt().as_deref(), Some("Be terse."));
     // Unchanged tail output is not repeated; the system prompt is remembered as merged.
     s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
         .unwrap();

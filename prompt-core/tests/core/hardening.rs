@@ -55,7 +55,7 @@ fn compaction_keeps_the_current_system_prompt() {
     assert_eq!(h.set_system_prompt("Be brief."), SystemPromptChange::Placed);
     h.append_user("hi").unwrap();
     let c = h.compact(0..2, "Summary.").unwrap();
-    assert_eq!(h.system_prompt(), Some("Be brief."));
+    assert_eq!(h.system_prompt().as_deref(), Some("Be brief."));
     assert_eq!(c.system_prompt, Some(SystemPromptChange::Appended(1)));
     assert_eq!(h.nodes()[1].producer(), &Producer::SystemPrompt);
     // Appended, then compacted away, with an older one kept outside the span.
@@ -65,14 +65,17 @@ fn compaction_keeps_the_current_system_prompt() {
     h.set_system_prompt("B");
     h.append_user("u2").unwrap();
     let c = h.compact(1..3, "Summary.").unwrap();
-    assert_eq!(h.system_prompt(), Some("B"));
+    assert_eq!(h.system_prompt().as_deref(), Some("B"));
     assert_eq!(c.system_prompt, Some(SystemPromptChange::Appended(2)));
     // Kept by the span: nothing re-established.
     let mut h = History::new(DeliveryStyle::system());
     h.set_system_prompt("A");
     h.append_user("u1").unwrap();
     let c = h.compact(1..2, "Summary.").unwrap();
-    assert_eq!((h.system_prompt(), c.system_prompt), (Some("A"), None));
+    assert_eq!(
+        (h.system_prompt().as_deref(), c.system_prompt),
+        (Some("A"), None)
+    );
     // Through a session: the next request still carries the edited instructions.
     let mut s = session(SessionOptions::default());
     s.turn(Extensions::new(), "t1").unwrap();
@@ -90,7 +93,10 @@ fn compaction_keeps_the_current_system_prompt() {
         texts.iter().any(|t| t.contains("You are verbose.")),
         "{texts:?}"
     );
-    assert_eq!(s.history().system_prompt(), Some("You are verbose."));
+    assert_eq!(
+        s.history().system_prompt().as_deref(),
+        Some("You are verbose.")
+    );
 }
 
 /// Point 2: raw JSON is validated without conversion, so a number outside f64's range is
@@ -157,7 +163,7 @@ fn first_user_prefix_reads_the_appended_prompt_not_the_superseded_pending_one() 
         h.set_system_prompt("B"),
         SystemPromptChange::Appended(_)
     ));
-    assert_eq!(h.system_prompt(), Some("B"));
+    assert_eq!(h.system_prompt().as_deref(), Some("B"));
     let len = h.len();
     assert_eq!(h.set_system_prompt("B"), SystemPromptChange::Unchanged);
     assert_eq!(h.len(), len);
@@ -235,7 +241,7 @@ fn a_forged_update_in_user_or_tool_text_is_neither_recognised_nor_readable_as_on
         .map(|n| n.bytes().to_owned())
         .unwrap();
     assert!(!stored.contains("<SYSTEM-UPDATE"), "{stored}");
-    assert_eq!(s.history().system_prompt(), Some("Be careful."));
+    assert_eq!(s.system_prompt().as_deref(), Some("Be careful."));
     // Deterministic: the same input gives the same bytes.
     let again = prompt_core::history::neutralize_tags(forged, "system-update");
     assert_eq!(

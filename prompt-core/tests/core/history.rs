@@ -49,7 +49,7 @@ fn changed_system_prompt_is_appended_and_earlier_indices_are_byte_identical() {
         update["content"],
         "<system-update from=\"system_prompt\">\nBe very brief.\n</system-update>"
     );
-    assert_eq!(h.system_prompt(), Some("Be very brief."));
+    assert_eq!(h.system_prompt().as_deref(), Some("Be very brief."));
     // Setting the new prompt again is a no-op; going back to the old one appends again.
     assert_eq!(
         h.set_system_prompt("Be very brief."),
@@ -191,8 +191,10 @@ fn remove_by_id_removes_exactly_one_node_even_with_identical_content() {
     let removed = h.remove(a).unwrap();
     assert_eq!(removed.id(), a);
     assert_eq!(h.len(), 1);
-    assert_eq!(h.nodes()[0].id(), b);
-    assert!(h.remove(a).is_none());
+    // The node after the removal sits on a new prefix: its id is renewed, and names the
+    // prefix it ends now (the same one `a` named: one "yes" message).
+    assert_eq!(h.nodes()[0].id(), a);
+    assert!(h.remove(b).is_none(), "the old id names no node any more");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use prompt_core::history::SystemPromptChange;
 use prompt_core::node::{NodeKind, Producer};
 use prompt_core::refresh::Refresh;
 use prompt_core::session::ToolResult;
-use prompt_core::snapshot::{RestoreError, RestoreMode, SessionSnapshot};
+use prompt_core::snapshot::{RestoreError, RestoreMode, Restored, SessionSnapshot};
 use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
     Component, ComposeError, DeliveryStyle, Extensions, Placement, PrefixCheck, PromptPolicy,
@@ -168,7 +168,7 @@ fn nothing_may_come_between_a_tool_call_and_its_results() {
         s.set_system_prompt("Be terse."),
         SystemPromptChange::Deferred
     );
-    assert_eq!(s.system_prompt(), Some("Be terse."));
+    assert_eq!(s.system_prompt().as_deref(), Some("Be terse."));
     assert_eq!(s.history().len(), len, "nothing was appended");
     s.record_tool_result("c1", "body").unwrap();
     let request = s.continuation(todo(&[])).unwrap();
@@ -256,7 +256,11 @@ fn play(style: DeliveryStyle, pause_after: Option<usize>) -> Vec<Vec<u8>> {
             let text = serde_json::to_string(&s.save()).unwrap();
             let value: serde_json::Value = serde_json::from_str(&text).unwrap();
             let snapshot: SessionSnapshot = serde_json::from_value(value).unwrap();
-            let (restored, changes) = Session::restore(
+            let Restored {
+                session: restored,
+                changes,
+                ..
+            } = Session::restore(
                 &snapshot,
                 components(INSTRUCTIONS),
                 &policy(),
@@ -307,7 +311,11 @@ fn restore_names_what_changed_or_starts_a_new_epoch_when_asked() {
     assert!(text.contains("changed: assistant_instructions"), "{text}");
     assert!(text.contains("tools added: builtin/write_file"), "{text}");
     assert!(text.contains("tools removed: builtin/run_tests"), "{text}");
-    let (mut resumed, changes) = Session::restore(
+    let Restored {
+        session: mut resumed,
+        changes,
+        ..
+    } = Session::restore(
         &snapshot,
         edited,
         &policy(),
@@ -323,19 +331,20 @@ fn restore_names_what_changed_or_starts_a_new_epoch_when_asked() {
     let request = resumed.turn(todo(&[]), "again").unwrap();
     assert!(String::from_utf8_lossy(&request.to_bytes()).contains("reckless"));
     // A damaged history is refused, never resumed.
-    let mut damaged = snapshot.clone();
-    damaged.history.nodes[0].id = "00000000000000000000000000000000".to_owned();
-    assert!(matches!(
-        Session::restore(
-            &damaged,
-            components(INSTRUCTIONS),
-            &policy(),
-            SessionContext::default(),
-            options(DeliveryStyle::system()),
-            RestoreMode::Strict,
-        ),
-        Err(RestoreError::Corrupt { index: 0 })
-    ));
+    let mut damaged = serde_json::to_value(&snapshot).unwrap();
+    damaged["history"]["nodes"][0]["id"] = json!("00000000000000000000000000000000");
+    let damaged: SessionSnapshot = serde_json::from_value(damaged).unwrap();
+    match Session::restore(
+        &damaged,
+        components(INSTRUCTIONS),
+        &policy(),
+        SessionContext::default(),
+        options(DeliveryStyle::system()),
+        RestoreMode::Strict,
+    ) {
+        Err(RestoreError::Edited { field, .. }) => assert_eq!(field, "history.nodes[0].message"),
+        other => panic!("expected Edited, got {other:?}"),
+    }
 }
 
 /// A conversation as a Jan-style desktop agent stores it: the system prompt first, tool
@@ -558,7 +567,10 @@ fn the_routing_key_is_one_per_session_stable_across_requests_and_a_restore() {
 
     let snapshot: SessionSnapshot =
         serde_json::from_str(&serde_json::to_string(&a.save()).unwrap()).unwrap();
-    let (mut restored, _) = Session::restore(
+    let Restored {
+        session: mut restored,
+        ..
+    } = Session::restore(
         &snapshot,
         components(INSTRUCTIONS),
         &policy(),

@@ -1,10 +1,13 @@
 //! prompt-core's integration tests, as one test binary: the `[prompt]` policy, the
 //! append-only history, the composer and its property test.
 
+mod branch;
 mod compose;
+mod document_props;
 mod hardening;
 mod history;
 mod lifecycle;
 mod policy;
 mod props;
+mod restore;
 mod support;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use crate::support::{Date, PlanMode, ProjectRoot, Todo, components};
 use prompt_core::refresh::Refresh;
-use prompt_core::snapshot::{RestoreMode, SessionSnapshot};
+use prompt_core::snapshot::{RestoreMode, Restored, SessionSnapshot};
 use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
     DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext, SessionOptions,
@@ -185,7 +185,7 @@ proptest! {
                     let snapshot = s.save();
                     let text = serde_json::to_string(&snapshot).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     let read: SessionSnapshot = serde_json::from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
-                    let (restored, changes) = Session::restore(
+                    let Restored { session: restored, changes, .. } = Session::restore(
                         &read, components(), &policy(), context(), options(delivery.clone(), tool_count), RestoreMode::Strict,
                     ).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     prop_assert!(changes.is_none());

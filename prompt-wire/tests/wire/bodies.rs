@@ -301,7 +301,11 @@ fn a_wire_resumed_from_its_point_in_a_new_process_writes_the_body_the_old_wire_w
         .to_bytes();
 
     let restore = |resume: Option<ResumePoint>| {
-        let (mut restored, changes) = Session::restore(
+        let prompt_core::Restored {
+            session: mut restored,
+            changes,
+            ..
+        } = Session::restore(
             &snapshot,
             components(),
             &policy,

@@ -1,0 +1,376 @@
+//! One conversation value: a session and its wire, composed, recorded, saved and restored
+//! together.
+//!
+//! An app that keeps a [`Session`] and a [`Wire`] side by side has two values to keep in
+//! step and two to persist (the session's snapshot and the wire's resume point). A
+//! [`Conversation`] holds both: its calls compose the body for the API directly, record the
+//! reply into the session, and [`Conversation::save`] writes one document, sealed, that
+//! [`Conversation::restore`] reads back into the same bytes. Branches (regenerate, edit,
+//! rewind, fork) are conversations too, each with a wire that follows it.
+//!
+//! ```
+//! use prompt_core::{ApiKind, Extensions, PromptPolicy, RestoreMode, SessionContext, SessionOptions};
+//! use prompt_wire::{Conversation, ConversationSnapshot, WireOptions};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let options = || SessionOptions::for_api(ApiKind::OpenAi).with_system_prompt("Be brief.");
+//! let wire = || WireOptions::new("gpt-4.1");
+//! let mut chat = Conversation::start(vec![], &PromptPolicy::default(), SessionContext::default(),
+//!     options(), ApiKind::OpenAi, wire())?;
+//! let first = chat.turn(Extensions::new(), "hi")?.stable_bytes();
+//! chat.record_reply(br#"{"choices":[{"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}]}"#)?;
+//!
+//! // Closing the app: one document. Starting again: the same conversation.
+//! let file = serde_json::to_string(&chat.save())?;
+//! let saved: ConversationSnapshot = serde_json::from_str(&file)?;
+//! let mut again = Conversation::restore(&saved, vec![], &PromptPolicy::default(),
+//!     SessionContext::default(), options(), wire(), RestoreMode::Strict)?.conversation;
+//! let next = again.turn(Extensions::new(), "and now?")?.to_bytes();
+//! assert!(next.starts_with(&first)); // the server's cache serves all of the first body
+//! assert_eq!(again.session().session_id(), chat.session().session_id());
+//! # Ok(()) }
+//! ```
+
+use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
+use prompt_core::branch::BranchError;
+use prompt_core::hash::Digest128;
+use prompt_core::history::SystemPromptChange;
+use prompt_core::session::ToolResult;
+use prompt_core::snapshot::{PrefixChanges, RestoreError};
+use prompt_core::{
+    ApiKind, Component, ComposeError, Extensions, PromptPolicy, RestoreMode, Session,
+    SessionContext, SessionOptions, SessionSnapshot,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::WireError;
+use crate::options::WireOptions;
+use crate::reply::Reply;
+use crate::wire::{Body, ResumePoint, Wire};
+
+/// The `format` of a saved conversation.
+pub const CONVERSATION_FORMAT: &str = "cacheline-conversation";
+
+/// The version of the saved-conversation format.
+pub const CONVERSATION_VERSION: u32 = 1;
+
+/// Why a conversation cannot be started, composed, restored or branched.
+#[derive(Debug, thiserror::Error)]
+pub enum ConversationError {
+    /// Composing the request.
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    /// Writing the body, or reading a reply.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// Reading the saved session.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// Adopting an existing conversation.
+    #[error(transparent)]
+    Adopt(#[from] AdoptError),
+    /// Making a branch.
+    #[error(transparent)]
+    Branch(#[from] BranchError),
+    /// Not a saved conversation of a version this library reads.
+    #[error(
+        "not a cacheline conversation of version {CONVERSATION_VERSION}: format {format:?}, version {version}"
+    )]
+    Format {
+        /// The format found (at most 64 bytes of it).
+        format: String,
+        /// The version found.
+        version: u32,
+    },
+    /// The saved API, wire point or session does not match the conversation's seal.
+    #[error("the saved conversation was edited or damaged: {field} does not match its seal")]
+    Edited {
+        /// `api`, `wire` or `session`.
+        field: &'static str,
+    },
+}
+
+/// A saved conversation: the session's snapshot, the API and the wire's resume point, under
+/// one seal. Serialize it with serde_json.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationSnapshot {
+    format: String,
+    version: u32,
+    api: ApiKind,
+    wire: Option<ResumePoint>,
+    session: SessionSnapshot,
+    seals: ConversationSeals,
+}
+
+/// One seal per part: the API, the wire's point, the session (its own seals).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConversationSeals {
+    api: String,
+    wire: String,
+    session: String,
+}
+
+impl ConversationSnapshot {
+    /// The saved session.
+    pub fn session(&self) -> &SessionSnapshot {
+        &self.session
+    }
+
+    /// The API the conversation talks to.
+    pub fn api(&self) -> ApiKind {
+        self.api
+    }
+
+    fn expected_seals(&self) -> ConversationSeals {
+        let seal = |part: &str, value: &str| {
+            let len = |s: &str| u64::try_from(s.len()).unwrap_or(u64::MAX).to_le_bytes();
+            Digest128::of(&[
+                CONVERSATION_FORMAT.as_bytes(),
+                &u64::from(CONVERSATION_VERSION).to_le_bytes(),
+                &len(part),
+                part.as_bytes(),
+                &len(value),
+                value.as_bytes(),
+            ])
+            .to_string()
+        };
+        // A struct of plain fields: serializing it cannot fail.
+        let api = serde_json::to_string(&self.api).unwrap_or_default();
+        let wire = serde_json::to_string(&self.wire).unwrap_or_default();
+        ConversationSeals {
+            api: seal("api", &api),
+            wire: seal("wire", &wire),
+            session: seal("session", &self.session.seal()),
+        }
+    }
+}
+
+/// A restored conversation, and what the restore changed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RestoredConversation {
+    /// The conversation, ready for its next request.
+    pub conversation: Conversation,
+    /// With [`RestoreMode::NewEpoch`]: what changed in the prefix, when it did.
+    pub changes: Option<PrefixChanges>,
+    /// How a system prompt the user edited while the app was closed was taken in.
+    pub system_prompt: Option<SystemPromptChange>,
+}
+
+/// A session and the wire that writes its bodies, as one value.
+#[derive(Debug)]
+pub struct Conversation {
+    session: Session,
+    wire: Wire,
+}
+
+impl Conversation {
+    /// A conversation of `session` over `wire` (a wire that has not served another session).
+    pub fn new(session: Session, wire: Wire) -> Self {
+        Self { session, wire }
+    }
+
+    /// Starts a session and its wire to `api`.
+    pub fn start(
+        components: Vec<Component>,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        api: ApiKind,
+        wire: WireOptions,
+    ) -> Result<Self, ConversationError> {
+        let wire = Wire::new(api, wire)?;
+        let session = Session::start(components, policy, context, options)?;
+        Ok(Self::new(session, wire))
+    }
+
+    /// Adopts an existing conversation (a JSON array of messages, each kept byte-for-byte;
+    /// see [`Session::adopt`]) and the wire to `api` it goes on over.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt(
+        components: Vec<Component>,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        api: ApiKind,
+        wire: WireOptions,
+        conversation: &str,
+        adopt: &AdoptOptions,
+    ) -> Result<(Self, AdoptReport), ConversationError> {
+        let wire = Wire::new(api, wire)?;
+        let (session, report) =
+            Session::adopt(components, policy, context, options, conversation, adopt)?;
+        Ok((Self::new(session, wire), report))
+    }
+
+    /// Everything that decides the next body, as one sealed document.
+    pub fn save(&self) -> ConversationSnapshot {
+        let mut snapshot = ConversationSnapshot {
+            format: CONVERSATION_FORMAT.to_owned(),
+            version: CONVERSATION_VERSION,
+            api: self.wire.api(),
+            wire: self.wire.resume_point(),
+            session: self.session.save(),
+            seals: ConversationSeals {
+                api: String::new(),
+                wire: String::new(),
+                session: String::new(),
+            },
+        };
+        snapshot.seals = snapshot.expected_seals();
+        snapshot
+    }
+
+    /// Resumes a saved conversation with the program's components, policy, options and wire
+    /// options: the next body is byte-identical to the one the saved conversation would
+    /// have sent (see [`Session::restore`] for what is checked and what a changed prefix or
+    /// an edited system prompt does).
+    pub fn restore(
+        snapshot: &ConversationSnapshot,
+        components: Vec<Component>,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        wire: WireOptions,
+        mode: RestoreMode,
+    ) -> Result<RestoredConversation, ConversationError> {
+        if snapshot.format != CONVERSATION_FORMAT || snapshot.version != CONVERSATION_VERSION {
+            let end = snapshot.format.floor_char_boundary(64);
+            return Err(ConversationError::Format {
+                format: snapshot.format[..end].to_owned(),
+                version: snapshot.version,
+            });
+        }
+        let expected = snapshot.expected_seals();
+        for (field, saved, now) in [
+            ("api", &snapshot.seals.api, &expected.api),
+            ("wire", &snapshot.seals.wire, &expected.wire),
+            ("session", &snapshot.seals.session, &expected.session),
+        ] {
+            if saved != now {
+                return Err(ConversationError::Edited { field });
+            }
+        }
+        let restored = Session::restore(
+            &snapshot.session,
+            components,
+            policy,
+            context,
+            options,
+            mode,
+        )?;
+        let mut wire = Wire::new(snapshot.api, wire)?;
+        if let Some(point) = snapshot.wire {
+            wire.resume_from(point);
+        }
+        Ok(RestoredConversation {
+            conversation: Self::new(restored.session, wire),
+            changes: restored.changes,
+            system_prompt: restored.system_prompt,
+        })
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The session, for the calls this type does not wrap (compaction, refresh, removal).
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    /// The wire.
+    pub fn wire(&self) -> &Wire {
+        &self.wire
+    }
+
+    /// The session and the wire, apart again.
+    pub fn into_parts(self) -> (Session, Wire) {
+        (self.session, self.wire)
+    }
+
+    /// The body for a user turn ([`Session::turn`]).
+    pub fn turn(
+        &mut self,
+        values: Extensions,
+        user: impl Into<prompt_core::session::UserInput>,
+    ) -> Result<Body<'_>, ConversationError> {
+        let request = self.session.turn(values, user)?;
+        Ok(self.wire.body(&request)?)
+    }
+
+    /// The body after tool results ([`Session::continuation`]).
+    pub fn continuation(&mut self, values: Extensions) -> Result<Body<'_>, ConversationError> {
+        let request = self.session.continuation(values)?;
+        Ok(self.wire.body(&request)?)
+    }
+
+    /// The last body again ([`Session::resend`]): a retry after an error, or the first body
+    /// of a branch made by [`Conversation::regenerate`] or [`Conversation::rewind`].
+    pub fn resend(&mut self, values: Extensions) -> Result<Body<'_>, ConversationError> {
+        let request = self.session.resend(values)?;
+        Ok(self.wire.body(&request)?)
+    }
+
+    /// Reads the provider's reply and records it ([`Wire::record_reply`]).
+    pub fn record_reply(&mut self, body: &[u8]) -> Result<Reply, WireError> {
+        self.wire.record_reply(&mut self.session, body)
+    }
+
+    /// Records a tool result ([`Session::record_tool`]).
+    pub fn record_tool(&mut self, result: &ToolResult) -> Result<(), ComposeError> {
+        self.session.record_tool(result)
+    }
+
+    /// Sets the system prompt the app owns ([`Session::set_system_prompt`]): the same text
+    /// changes nothing, an edit is appended once.
+    pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
+        self.session.set_system_prompt(prompt)
+    }
+
+    /// The routing header and its value for this conversation's requests
+    /// ([`Wire::routing_header`]), once the first body has been composed.
+    pub fn routing_header(&self) -> Option<(&str, String)> {
+        let key = self.session.routing_key()?;
+        Some((self.wire.options().routing_header_name(), key.to_string()))
+    }
+
+    fn branch_of(&self, session: Session) -> Self {
+        let wire = self.wire.fork_for(&session);
+        Self::new(session, wire)
+    }
+
+    /// A branch at the last request, without its reply: send it again with
+    /// [`Conversation::resend`] ([`Session::regenerate`]).
+    pub fn regenerate(&self) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.regenerate()?))
+    }
+
+    /// A branch at request `request` ([`Session::rewind`]).
+    pub fn rewind(&self, request: u64) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.rewind(request)?))
+    }
+
+    /// A branch just before user message `index`: compose the edited message with
+    /// [`Conversation::turn`] ([`Session::edit_user_message`]).
+    pub fn edit_user_message(&self, index: usize) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.edit_user_message(index)?))
+    }
+
+    /// A branch in which assistant message `index` is replaced by `message`
+    /// ([`Session::edit_assistant_message`]).
+    pub fn edit_assistant_message(
+        &self,
+        index: usize,
+        message: &serde_json::Value,
+    ) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.edit_assistant_message(index, message)?))
+    }
+
+    /// A copy with a session id of its own, for a sub-task ([`Session::fork`]).
+    pub fn fork(&self) -> Self {
+        self.branch_of(self.session.fork())
+    }
+}
