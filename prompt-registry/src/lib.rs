@@ -101,6 +101,12 @@
 //!
 //! - `cli`: [`cli::run`], the `status` and `check` commands over the application's own
 //!   registry, with the application's name and version.
+//!
+//! ## The prefix lock
+//!
+//! [`lock`]: a file in the agent's repository listing every writer that can reach the
+//! cached prefix; `check --lock FILE` and [`lock::assert_lock`] (from a plain `#[test]`) fail
+//! on a new prefix writer, one the agent.toml newly lets in, or an edited prefix constant.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -113,6 +119,7 @@ pub mod __private;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod lock;
 mod registry;
 mod status;
 
