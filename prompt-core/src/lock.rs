@@ -392,12 +392,20 @@ fn read_version(value: &Spanned<DeValue<'_>>, error: &mut impl FnMut(Range<usize
         DeValue::Integer(i)
             if i.radix() == 10
                 && i.as_str().parse::<u64>().ok() == Some(u64::from(LOCK_FORMAT_VERSION)) => {}
-        DeValue::Integer(i) => error(
-            value.span(),
-            LockProblem::UnsupportedVersion {
-                found: excerpt(i.as_str()).into_owned(),
-            },
-        ),
+        DeValue::Integer(i) => {
+            let radix = match i.radix() {
+                16 => "0x",
+                8 => "0o",
+                2 => "0b",
+                _ => "",
+            };
+            error(
+                value.span(),
+                LockProblem::UnsupportedVersion {
+                    found: format!("{radix}{}", excerpt(i.as_str())),
+                },
+            );
+        }
         other => error(
             value.span(),
             LockProblem::WrongType {

@@ -310,9 +310,12 @@ fn adding_a_tail_writer_passes() {
     assert_eq!(read(&lock), text);
 }
 
-/// Lines only in `old` and lines only in `new`, each with its index: a longest common
-/// subsequence diff, as `diff` shows a reviewer.
-fn changed_lines(old: &str, new: &str) -> (Vec<(usize, String)>, Vec<(usize, String)>) {
+/// Lines of a text, each with its index.
+type Lines = Vec<(usize, String)>;
+
+/// Lines only in `old` and lines only in `new`: a longest common subsequence diff, as
+/// `diff` shows a reviewer.
+fn changed_lines(old: &str, new: &str) -> (Lines, Lines) {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
     let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
@@ -422,7 +425,7 @@ fn blessing_an_edited_constant_passes_again_and_changes_only_its_fingerprint() {
     ]);
     let new = bless_changes_only("bless-edit.lock", &registry, AGENT_TOML, "house_rules");
     let (removed, added) = changed_lines(&old, &new);
-    let lines = |changed: Vec<(usize, String)>| -> Vec<String> {
+    let lines = |changed: Lines| -> Vec<String> {
         changed.into_iter().map(|(_, line)| line).collect()
     };
     assert_eq!(

@@ -1,10 +1,11 @@
 //! prompt-core's integration tests, as one test binary: the `[prompt]` policy, the
-//! append-only history, the composer and its property test.
+//! append-only history, the composer and its property test, the prefix lock.
 
 mod compose;
 mod hardening;
 mod history;
 mod lifecycle;
+mod lock;
 mod policy;
 mod props;
 mod support;
