@@ -8,6 +8,6 @@
 use prompt_reference as _;
 
 #[test]
-fn the_reference_prefix_lock_is_current() {
+fn the_prefix_lock_is_current() {
     prompt_registry::lock::assert_lock("prefix.lock", Some("agent.toml"));
 }

@@ -425,9 +425,8 @@ fn blessing_an_edited_constant_passes_again_and_changes_only_its_fingerprint() {
     ]);
     let new = bless_changes_only("bless-edit.lock", &registry, AGENT_TOML, "house_rules");
     let (removed, added) = changed_lines(&old, &new);
-    let lines = |changed: Lines| -> Vec<String> {
-        changed.into_iter().map(|(_, line)| line).collect()
-    };
+    let lines =
+        |changed: Lines| -> Vec<String> { changed.into_iter().map(|(_, line)| line).collect() };
     assert_eq!(
         lines(removed),
         [format!(

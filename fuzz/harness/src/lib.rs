@@ -8,6 +8,7 @@
 
 mod audit_line;
 mod history_ops;
+mod lock_file;
 mod policy_loader;
 mod template_probe;
 mod usage;
@@ -16,6 +17,7 @@ mod wire_bodies;
 
 pub use audit_line::audit_line;
 pub use history_ops::history_ops;
+pub use lock_file::lock_file;
 pub use policy_loader::policy_loader;
 pub use template_probe::template_probe;
 pub use usage::usage;
@@ -40,6 +42,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "history_ops",
         run: history_ops,
+    },
+    Target {
+        name: "lock_file",
+        run: lock_file,
     },
     Target {
         name: "policy_loader",
