@@ -6,6 +6,8 @@ use prompt_core::lock::{LockChange, LockFileErrors, PrefixLock};
 use prompt_core::placement::Placement;
 use prompt_core::{Component, ComponentId, PromptPolicy};
 
+use crate::positions::{assert_positions, assert_source_order};
+
 fn id(text: &str) -> ComponentId {
     match ComponentId::new(text) {
         Ok(id) => id,
@@ -40,7 +42,6 @@ fn components() -> Vec<Component> {
 /// components is positioned, and a per-turn writer is never a new prefix writer.
 pub fn lock_file(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let lines: Vec<usize> = text.split('\n').map(|l| l.chars().count()).collect();
     match PrefixLock::parse(&text, "prefix.lock") {
         Ok(loaded) => {
             let rendered = loaded.lock().render("fuzz");
@@ -72,20 +73,8 @@ pub fn lock_file(data: &[u8]) {
         }
         Err(LockFileErrors(errors)) => {
             assert!(!errors.is_empty(), "an error without a diagnostic");
-            for e in &errors {
-                let p = &e.position;
-                let Some(&width) = lines.get(p.line.wrapping_sub(1)) else {
-                    panic!("line past the end ({} lines): {e}", lines.len());
-                };
-                assert!(p.column >= 1 && p.column <= width + 1, "{e}");
-            }
-            assert!(
-                errors
-                    .windows(2)
-                    .all(|w| (w[0].position.line, w[0].position.column)
-                        <= (w[1].position.line, w[1].position.column)),
-                "diagnostics out of order"
-            );
+            assert_positions(&text, "prefix.lock", errors.iter().map(|e| &e.position));
+            assert_source_order(errors.iter().map(|e| &e.position));
         }
     }
 }

@@ -1,0 +1,33 @@
+//! What every target reading a positioned file checks of its diagnostics.
+
+use prompt_core::policy::SourcePosition;
+
+/// Every position is inside `text` (1-based, at most one column past a line's end) and
+/// names `origin`.
+pub(crate) fn assert_positions<'a>(
+    text: &str,
+    origin: &str,
+    positions: impl IntoIterator<Item = &'a SourcePosition>,
+) {
+    let widths: Vec<usize> = text.split('\n').map(|line| line.chars().count()).collect();
+    for p in positions {
+        assert!(p.line >= 1 && p.column >= 1, "position below 1: {p}");
+        let Some(&width) = widths.get(p.line - 1) else {
+            panic!("line past the end ({} lines): {p}", widths.len());
+        };
+        assert!(
+            p.column <= width + 1,
+            "column past the line ({width} chars): {p}"
+        );
+        assert_eq!(p.origin, origin, "{p}");
+    }
+}
+
+/// The positions are in source order.
+pub(crate) fn assert_source_order<'a>(positions: impl IntoIterator<Item = &'a SourcePosition>) {
+    let at: Vec<(usize, usize)> = positions.into_iter().map(|p| (p.line, p.column)).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] <= w[1]),
+        "diagnostics out of order: {at:?}"
+    );
+}
