@@ -7,4 +7,5 @@ mod layout;
 mod live_fleet;
 mod live_llama;
 mod live_wire;
+mod packaging;
 mod scenario;

@@ -41,7 +41,7 @@ fn session(nodes: usize) -> Session {
         &components,
     )
     .unwrap_or_else(|e| panic!("{e}"))
-    .policy;
+    .ignore_warnings();
     let mut s = Session::start(
         components,
         &policy,

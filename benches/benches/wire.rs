@@ -56,7 +56,7 @@ fn setup(api: ApiKind, nodes: usize) -> (Session, Wire) {
         &components,
     )
     .unwrap_or_else(|e| panic!("{e}"))
-    .policy;
+    .ignore_warnings();
     let mut s = Session::start(
         components,
         &policy,

@@ -34,11 +34,30 @@ use crate::prefix::{FrozenPrefix, fingerprint, freeze_prefix};
 use crate::session::{ComposeError, Session, SessionOptions};
 
 /// How to read an adopted conversation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AdoptOptions {
-    /// The text a compaction summary starts with, in the agent's own convention (a Jan-style
-    /// agent stores summaries as `role: "system"` messages starting with a marker).
-    pub compaction_marker: Option<String>,
+    compaction_marker: Option<String>,
+}
+
+impl AdoptOptions {
+    /// The defaults: no compaction marker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same options with the text a compaction summary starts with, in the agent's own
+    /// convention (a Jan-style agent stores summaries as `role: "system"` messages starting
+    /// with a marker).
+    pub fn with_compaction_marker(mut self, marker: impl Into<String>) -> Self {
+        self.compaction_marker = Some(marker.into());
+        self
+    }
+
+    /// The compaction marker, if any.
+    pub fn compaction_marker(&self) -> Option<&str> {
+        self.compaction_marker.as_deref()
+    }
 }
 
 /// What adoption found.
@@ -119,7 +138,7 @@ impl Session {
     /// let components = vec![Component::constant(ComponentId::new("assistant_instructions")?, "Be brief.")
     ///     .placement(Placement::Prefix)];
     /// let policy = PromptPolicy::from_agent_toml("[prompt]\nprefix_allow = [\"assistant_instructions\"]",
-    ///     "agent.toml", &components)?.policy;
+    ///     "agent.toml", &components)?.deny_warnings()?;
     /// let saved = r#"[{"role": "system", "content": "Be brief."},{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."}]"#;
     /// let (mut session, report) = Session::adopt(components, &policy, SessionContext::default(),
     ///     SessionOptions::default(), saved, &AdoptOptions::default())?;

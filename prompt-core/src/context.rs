@@ -8,6 +8,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// A map from a type to one value of that type.
 ///
@@ -17,10 +18,13 @@ use std::fmt;
 /// let mut values = Extensions::new();
 /// values.insert(Today("2026-11-30"));
 /// assert_eq!(values.get::<Today>().map(|t| t.0), Some("2026-11-30"));
+/// // Cloning shares the values (they are held behind `Arc`), whatever their own type.
+/// let again = values.clone();
+/// assert_eq!(again.get::<Today>().map(|t| t.0), Some("2026-11-30"));
 /// ```
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Extensions {
-    map: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
 
 impl Extensions {
@@ -29,11 +33,13 @@ impl Extensions {
         Self::default()
     }
 
-    /// Inserts a value, returning the previous value of the same type.
+    /// Inserts a value, returning the previous value of the same type (`None` when there
+    /// was none, or when a clone of this map still shares it).
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
         self.map
-            .insert(TypeId::of::<T>(), Box::new(value))
-            .and_then(|old| old.downcast::<T>().ok().map(|b| *b))
+            .insert(TypeId::of::<T>(), Arc::new(value))
+            .and_then(|old| old.downcast::<T>().ok())
+            .and_then(|old| Arc::try_unwrap(old).ok())
     }
 
     /// Builder form of [`Extensions::insert`].
@@ -76,8 +82,9 @@ impl fmt::Debug for Extensions {
 /// Session-frozen values: project root, OS, tool list, loaded skills.
 ///
 /// Built once from an [`Extensions`] and then immutable: it has no method that takes
-/// `&mut self`, and a started session owns it.
-#[derive(Debug, Default)]
+/// `&mut self`, and a started session owns it. Cloning it shares the values, so the same
+/// context can start a session and, later, restore one.
+#[derive(Debug, Default, Clone)]
 pub struct SessionContext {
     values: Extensions,
 }

@@ -27,7 +27,7 @@
 //! [prompt]
 //! prefix_allow = ["assistant_instructions"]
 //! "#;
-//! let policy = PromptPolicy::from_agent_toml(toml, "agent.toml", &components)?.policy;
+//! let policy = PromptPolicy::from_agent_toml(toml, "agent.toml", &components)?.deny_warnings()?;
 //! let mut session = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())?;
 //!
 //! let turn1 = session.turn(Extensions::new().with(Date("2026-11-30")), "What changed?")?.to_bytes();

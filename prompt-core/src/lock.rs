@@ -17,7 +17,7 @@
 //!     .placement(Placement::Prefix)
 //!     .located_at(SourceLocation::new("src/prompt.rs", 12));
 //! let toml = "[prompt]\nprefix_allow = [\"house_rules\"]\n";
-//! let policy = PromptPolicy::from_agent_toml(toml, "agent.toml", [&rules])?.policy;
+//! let policy = PromptPolicy::from_agent_toml(toml, "agent.toml", [&rules])?.deny_warnings()?;
 //! let text = PrefixLock::of([&rules], &policy).render("What this file is; how to regenerate it.");
 //! assert_eq!(text, r#"# What this file is; how to regenerate it.
 //!

@@ -85,11 +85,10 @@ impl Session {
         context: Option<SessionContext>,
     ) -> Result<Replacement, ComposeError> {
         let context = context.map_or_else(|| Arc::clone(&self.context), Arc::new);
-        let options = SessionOptions {
-            delivery: self.history.delivery().clone(),
-            tools,
-            session_id: Some(self.session_id.to_string()),
-        };
+        let options = SessionOptions::new()
+            .with_delivery(self.history.delivery().clone())
+            .with_tools(tools)
+            .with_session_id(self.session_id.to_string());
         let session = Session::start_shared(components, policy, context, options)?;
         Ok(Replacement { session })
     }

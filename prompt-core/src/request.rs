@@ -24,6 +24,22 @@ pub struct Request<'s> {
     pub(crate) epoch: u64,
 }
 
+impl std::fmt::Debug for Request<'_> {
+    /// The request's place in its session and its size, not its bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("session_id", &self.session_id)
+            .field("turn", &self.turn)
+            .field("sequence", &self.sequence)
+            .field("epoch", &self.epoch)
+            .field("nodes", &self.nodes.len())
+            .field("new_from", &self.new_from)
+            .field("ephemeral", &self.ephemeral.len())
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Who wrote a message of a request.
 #[derive(Clone, Copy)]
 enum Writer<'a> {

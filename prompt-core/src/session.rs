@@ -133,40 +133,77 @@ pub(crate) struct TailSlot {
     pub(crate) last: Option<Arc<str>>,
 }
 
-/// Options for a session.
-#[derive(Debug, Clone, Default)]
+/// Options for a session: how updates are delivered, the tools, the session's identity.
+///
+/// Built with methods, so a field added later breaks no caller:
+///
+/// ```
+/// use prompt_core::{ApiKind, DeliveryStyle, SessionOptions};
+/// use prompt_core::delivery::PrefixRole;
+/// let options = SessionOptions::for_api(ApiKind::Anthropic).with_session_id("conversation-42");
+/// assert_eq!(options.delivery(), &DeliveryStyle::user_reminder("system-reminder"));
+/// // A custom delivery style: reminders in a tag of the agent's own, prefix in the first user turn.
+/// let custom = SessionOptions::new()
+///     .with_delivery(DeliveryStyle::user_reminder("agent-note").with_prefix(PrefixRole::FirstUser));
+/// assert_eq!(custom.delivery().tag, "agent-note");
+/// assert_eq!(custom.session_id(), None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SessionOptions {
-    /// How update nodes are delivered.
-    pub delivery: DeliveryStyle,
-    /// The tools sent in every request's `tools` field, frozen for the session.
-    pub tools: ToolSet,
-    /// The session's identity, for routing (`prompt_cache_key`, a router's routing key):
-    /// the agent's own conversation id, stable across restarts. `None`: a random one is
-    /// made at start. Saved with the session either way.
-    pub session_id: Option<String>,
+    delivery: DeliveryStyle,
+    tools: ToolSet,
+    session_id: Option<String>,
 }
 
 impl SessionOptions {
+    /// The defaults: updates as system messages ([`DeliveryStyle::system`]), no tools, a
+    /// random session id.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Options for a hosted API or engine: the delivery style follows from it (a system
     /// message for OpenAI-style APIs, a user reminder for Anthropic and Gemini).
     pub fn for_api(kind: crate::delivery::ApiKind) -> Self {
-        Self {
-            delivery: kind.delivery(),
-            tools: ToolSet::empty(),
-            session_id: None,
-        }
+        Self::new().with_delivery(kind.delivery())
     }
 
-    /// The same options with these tools.
+    /// The same options with this delivery style.
+    pub fn with_delivery(mut self, delivery: DeliveryStyle) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// The same options with these tools, sent in every request's `tools` field and frozen
+    /// for the session.
     pub fn with_tools(mut self, tools: ToolSet) -> Self {
         self.tools = tools;
         self
     }
 
-    /// The same options with this session id (see [`SessionOptions::session_id`]).
+    /// The same options with this session id: the session's identity, for routing
+    /// (`prompt_cache_key`, a router's routing key). Give the agent's own conversation id,
+    /// stable across restarts; without one a random id is made at start. Saved with the
+    /// session either way.
     pub fn with_session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
         self
+    }
+
+    /// How update nodes are delivered.
+    pub fn delivery(&self) -> &DeliveryStyle {
+        &self.delivery
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// The session id given, if any.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
     }
 }
 
@@ -298,7 +335,7 @@ enum Next {
 ///     "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
 ///     "agent.toml",
 ///     &components,
-/// )?.policy;
+/// )?.deny_warnings()?;
 /// let mut session = Session::start(components, &policy, SessionContext::default(), SessionOptions::default())?;
 /// let first = session.turn(Extensions::new().with(Todo("- write tests".into())), "hi")?.stable_bytes();
 /// session.record_assistant(&serde_json::json!({"role": "assistant", "content": "ok"}))?;
@@ -329,6 +366,22 @@ pub struct Session {
     pub(crate) deferred_refresh: Option<Box<crate::refresh::Replacement>>,
     /// What the compaction that applied a held refresh found.
     pub(crate) refresh_report: Option<crate::refresh::Refresh>,
+}
+
+impl std::fmt::Debug for Session {
+    /// The session's identity and counters, not its contents (a history can be large).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("session_id", &self.session_id)
+            .field("turn", &self.turn)
+            .field("requests", &self.requests)
+            .field("nodes", &self.history.len())
+            .field("epoch", &self.history.epoch())
+            .field("delivery", self.history.delivery())
+            .field("prefix_fingerprint", &self.prefix_fingerprint())
+            .field("tools", &self.tools.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {

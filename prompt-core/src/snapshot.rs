@@ -405,10 +405,10 @@ impl Session {
                 version: snapshot.version,
             });
         }
-        if options.delivery != snapshot.delivery {
+        if *options.delivery() != snapshot.delivery {
             return Err(RestoreError::DeliveryChanged {
                 saved: Box::new(snapshot.delivery.clone()),
-                now: Box::new(options.delivery),
+                now: Box::new(options.delivery().clone()),
             });
         }
         let saved_tools = ToolSet::new(snapshot.tools.clone()).map_err(RestoreError::Tools)?;

@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "agent.toml",
         &components()?,
     )?
-    .policy;
+    .deny_warnings()?;
     let mut session = Session::start(
         components()?,
         &policy,

@@ -124,15 +124,12 @@ fn session(delivery: DeliveryStyle) -> Result<Session, LiveError> {
         "<probe agent.toml>",
         &components,
     )?
-    .policy;
+    .deny_warnings()?;
     Ok(Session::start(
         components,
         &policy,
         SessionContext::default(),
-        SessionOptions {
-            delivery,
-            ..SessionOptions::default()
-        },
+        SessionOptions::new().with_delivery(delivery),
     )?)
 }
 

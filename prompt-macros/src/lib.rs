@@ -61,12 +61,12 @@ mod attr;
 mod ctxt;
 mod expand;
 mod fallback;
-// The id grammar is shared with `prompt-core` as a source file, so that this crate depends on
+// The id grammar is shared with `prompt-core` as a source file (`src/id_grammar.rs` is a symlink
+// to prompt-core's, so the packaged crate carries a copy), so that this crate depends on
 // syn, quote and proc-macro2 only. Its run-time helpers (`normalize_name`) are not used here;
 // its formatting belongs to prompt-core, so `cargo fmt -p prompt-macros` leaves it alone.
 #[allow(dead_code)]
 #[rustfmt::skip]
-#[path = "../../prompt-core/src/id_grammar.rs"]
 mod id_grammar;
 mod parse;
 mod symbol;

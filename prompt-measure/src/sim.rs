@@ -321,7 +321,7 @@ fn text_hash(text: &str) -> u64 {
 }
 
 /// A hasher for keys that are already well-mixed 64-bit hashes.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct PassThrough(u64);
 
 impl Hasher for PassThrough {

@@ -201,6 +201,20 @@ pub struct DemoOptions<'a> {
     pub progress: Option<&'a mut dyn FnMut(u64)>,
 }
 
+impl std::fmt::Debug for DemoOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DemoOptions")
+            .field("turns", &self.turns)
+            .field("delivery", &self.delivery)
+            .field("tools", &self.tools)
+            .field("resume", &self.resume.is_some())
+            .field("encode", &self.encode.is_some())
+            .field("sink", &self.sink.is_some())
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
 impl DemoOptions<'_> {
     /// `turns` turns from the start, in the system style, tools as text.
     pub fn new(turns: u64) -> Self {
@@ -217,6 +231,7 @@ impl DemoOptions<'_> {
 }
 
 /// What a demo run produced.
+#[derive(Debug)]
 pub struct DemoRun {
     /// The requests played.
     pub turns: Vec<DemoTurn>,
@@ -246,12 +261,10 @@ pub fn run_demo(
         values.insert(ToolsField);
     }
     // A fixed session id: the demo's bodies are the same in every run.
-    let session_options = SessionOptions {
-        delivery,
-        ..SessionOptions::default()
-    }
-    .with_tools(tools.unwrap_or_default())
-    .with_session_id(DEMO_SESSION_ID);
+    let session_options = SessionOptions::new()
+        .with_delivery(delivery)
+        .with_tools(tools.unwrap_or_default())
+        .with_session_id(DEMO_SESSION_ID);
     let components: Vec<Component> = registry.components().cloned().collect();
     let (mut session, first, mut previous, mut seen, mut labels) = match resume {
         None => (

@@ -1110,7 +1110,7 @@ pub fn compose_mcp_arrival(
                 .replace("prefix_allow = [", "prefix_allow = [\n  \"mcp:github\","),
             "<built-in agent.toml + mcp:github>",
         )?
-        .policy;
+        .deny_warnings()?;
     let mut out = Vec::new();
     let mut before = |step: &ScriptedTurn, session: &mut Session| -> Result<(), ScenarioError> {
         if step.turn != connect_at {
@@ -1181,7 +1181,7 @@ fn compose_cacheline(
 pub fn default_policy(registry: &Registry) -> Result<PromptPolicy, ScenarioError> {
     Ok(registry
         .load_policy(DEFAULT_AGENT_TOML, "<built-in agent.toml>")?
-        .policy)
+        .deny_warnings()?)
 }
 
 /// Plays `turns` turns of the script, at [`ScenarioSize::Full`], through the library's

@@ -352,10 +352,11 @@ pub fn load_policy(
     };
     match registry.load_policy(&text, &name) {
         Ok(loaded) => {
-            for w in &loaded.warnings {
+            let (policy, warnings) = loaded.into_parts();
+            for w in &warnings {
                 write_diagnostic(err, Severity::Warning, w)?;
             }
-            Ok(Some(loaded.policy))
+            Ok(Some(policy))
         }
         Err(PolicyErrors(errors)) => {
             for e in &errors {
@@ -611,9 +612,15 @@ pub fn check(
         }
     };
     let loaded: Result<LoadedPolicy, PolicyErrors> = registry.load_policy(&text, &name);
-    let (errors, warnings, prefix, unresolved) = match &loaded {
+    let (errors, warnings, prefix, unresolved, policy) = match loaded {
         Ok(loaded) => {
-            let report = registry.status(&loaded.policy);
+            let unresolved: Vec<String> = loaded
+                .unresolved()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let (policy, warnings) = loaded.into_parts();
+            let report = registry.status(&policy);
             let prefix: Vec<String> = report
                 .prompt
                 .components
@@ -621,16 +628,14 @@ pub fn check(
                 .filter(|c| c.placement == Placement::Prefix)
                 .map(|c| c.id.clone())
                 .collect();
-            let unresolved: Vec<String> =
-                loaded.unresolved.iter().map(ToString::to_string).collect();
-            (&[][..], &loaded.warnings[..], prefix, unresolved)
+            (Vec::new(), warnings, prefix, unresolved, Some(policy))
         }
-        Err(PolicyErrors(errors)) => (&errors[..], &[][..], Vec::new(), Vec::new()),
+        Err(PolicyErrors(errors)) => (errors, Vec::new(), Vec::new(), Vec::new(), None),
     };
     // The lock is compared (or written) only against a policy that loaded: a broken
     // agent.toml says nothing about who lands where.
-    let lock_step = match (&loaded, &args.lock) {
-        (Ok(loaded), Some(path)) => Some(LockStep::run(args, path, registry, &loaded.policy)),
+    let lock_step = match (&policy, &args.lock) {
+        (Some(policy), Some(path)) => Some(LockStep::run(args, path, registry, policy)),
         _ => None,
     };
     let code = if !errors.is_empty() || lock_step.as_ref().is_some_and(|l| !l.ok()) {
@@ -668,10 +673,10 @@ pub fn check(
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(code);
     }
-    for e in errors {
+    for e in &errors {
         write_diagnostic(err, Severity::Error, e)?;
     }
-    for w in warnings {
+    for w in &warnings {
         write_diagnostic(err, Severity::Warning, w)?;
     }
     if errors.is_empty() {

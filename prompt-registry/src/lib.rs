@@ -25,7 +25,7 @@
 //! let registry = Registry::linked()?;
 //! let policy = registry
 //!     .load_policy("[prompt]\nprefix_allow = [\"house_assistant\"]", "agent.toml")?
-//!     .policy;
+//!     .deny_warnings()?;
 //! let status = registry.status(&policy);
 //! assert_eq!(status.component("house_assistant").unwrap().placement.as_str(), "prefix");
 //! assert_eq!(status.component("open_tasks").unwrap().placement.as_str(), "tail");
@@ -99,8 +99,12 @@
 //!
 //! ## Features
 //!
-//! - `cli`: [`cli::run`], the `status` and `check` commands over the application's own
+//! - `cli`: `cli::run`, the `status` and `check` commands over the application's own
 //!   registry, with the application's name and version.
+//! - `measure`: the usage meter, the provider-rule simulator and the request-log audit, as
+//!   `prompt_registry::measure` (pulls in an offline tokenizer).
+//! - `templates`: the chat-template probe, as `prompt_registry::templates` (pulls in a Jinja
+//!   engine).
 //!
 //! ## The prefix lock
 //!
@@ -108,6 +112,7 @@
 //! cached prefix; `check --lock FILE` and [`lock::assert_lock`] (from a plain `#[test]`) fail
 //! on a new prefix writer, one the agent.toml newly lets in, or an edited prefix constant.
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
@@ -123,19 +128,46 @@ pub mod lock;
 mod registry;
 mod status;
 
+// Declaring prompt writers, and the registry that collects them.
+pub use prompt_core::{
+    Component, ComponentId, Extensions, Persist, Placement, SessionContext, TurnContext,
+};
 pub use prompt_macros::prompt_component;
 pub use registry::{Namespace, Registry, RegistryError};
+
+// The operator's `[prompt]` section, and what `status` makes of it.
+pub use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PromptPolicy};
 pub use status::{ComponentStatus, PromptStatus, STATUS_SCHEMA_VERSION, StatusReport, ToolsStatus};
 
-// The names nearly every user needs, by name; the rest of prompt-core through its modules.
-pub use prompt_core::{
-    ApiKind, Component, ComponentId, ComposeError, DeliveryStyle, Extensions, History, Persist,
-    Placement, PrefixCheck, PromptPolicy, Request, Session, SessionContext, SessionOptions,
-    TurnContext, set_system_prompt,
-};
+// A session: composing requests, recording replies and tool results.
+pub use prompt_core::session::{ComposeError, Session, SessionOptions, ToolResult, UserInput};
+pub use prompt_core::tools::{ToolDefinition, ToolSet, ToolSetError, ToolSource};
+pub use prompt_core::{ApiKind, DeliveryStyle, PrefixCheck, Request};
+
+// The history, and the drop-in helpers for an agent that keeps a `Vec<serde_json::Value>`.
+pub use prompt_core::History;
+pub use prompt_core::history::{Compaction, HistoryError, SystemPromptChange};
+pub use prompt_core::messages::{current_system_prompt, set_system_prompt};
+pub use prompt_core::node::{Node, NodeKind, Producer};
+
+// Saving, restoring and adopting a conversation.
+pub use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
+pub use prompt_core::snapshot::{PrefixChanges, RestoreError, RestoreMode, SessionSnapshot};
+
+// Everything else of prompt-core, by module.
 pub use prompt_core::{
     adopt, component, context, delivery, divergence, hash, history, id, input, messages, node,
     placement, policy, refresh, request, session, snapshot, tools,
 };
+
 /// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].
 pub use prompt_wire as wire;
+
+/// The usage meter, the provider-rule simulator and the request-log audit (feature
+/// `measure`): [`prompt_measure`].
+#[cfg(feature = "measure")]
+pub use prompt_measure as measure;
+
+/// The chat-template probe (feature `templates`): [`prompt_template_probe`].
+#[cfg(feature = "templates")]
+pub use prompt_template_probe as templates;

@@ -26,7 +26,7 @@
 //! std::fs::create_dir_all(&dir)?;
 //! let lock = dir.join("prefix.lock");
 //! let registry = Registry::linked()?;
-//! let policy = registry.load_policy("[prompt]\nprefix_allow = [\"house_rules\"]\n", "agent.toml")?.policy;
+//! let policy = registry.load_policy("[prompt]\nprefix_allow = [\"house_rules\"]\n", "agent.toml")?.deny_warnings()?;
 //! let regenerate = "CACHELINE_LOCK=bless cargo test";
 //! check_lock(&registry, &policy, &lock, LockMode::Bless, regenerate)?;
 //! let outcome = check_lock(&registry, &policy, &lock, LockMode::Check, regenerate)?;
@@ -300,7 +300,10 @@ pub fn verify_lock(
     regenerate: &str,
 ) -> Result<LockOutcome, LockError> {
     let policy = match config {
-        Some(path) => PromptPolicy::load_agent_toml(Path::new(path), registry.components())?.policy,
+        // Its warnings are `check`'s business; the lock records where writers land.
+        Some(path) => {
+            PromptPolicy::load_agent_toml(Path::new(path), registry.components())?.ignore_warnings()
+        }
         None => PromptPolicy::default(),
     };
     check_lock(registry, &policy, lock, mode, regenerate)

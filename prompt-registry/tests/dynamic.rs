@@ -96,7 +96,7 @@ fn dynamic_components_default_to_tail_and_reach_prefix_only_through_config() {
     let open = r
         .load_policy("[prompt]\nprefix_allow = [\"skill:*\"]\n", "agent.toml")
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy;
+        .ignore_warnings();
     let row = r.status(&open);
     let skill = row
         .component("skill:release")
@@ -109,7 +109,7 @@ fn dynamic_components_default_to_tail_and_reach_prefix_only_through_config() {
             "agent.toml",
         )
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy;
+        .ignore_warnings();
     assert_eq!(
         r.status(&promoted)
             .component("skill:release")
@@ -122,7 +122,7 @@ fn dynamic_components_default_to_tail_and_reach_prefix_only_through_config() {
             "agent.toml",
         )
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy;
+        .ignore_warnings();
     let row = r.status(&denied);
     let skill = row
         .component("skill:release")
@@ -176,7 +176,7 @@ fn runtime_component_stays_in_the_tail_under_default_prefix_and_allow_all() {
             "agent.toml",
         )
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy;
+        .ignore_warnings();
     let status = r.status(&policy);
     let row = status
         .component("mcp:github")
@@ -204,10 +204,10 @@ fn entries_for_an_absent_runtime_component_are_warnings_and_apply_when_it_regist
     let loaded = r
         .load_policy(src, "agent.toml")
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(loaded.warnings.len(), 2);
-    assert_eq!(loaded.unresolved, [id("mcp:github")]);
+    assert_eq!(loaded.warnings().len(), 2);
+    assert_eq!(loaded.unresolved(), [id("mcp:github")]);
     assert_eq!(
-        r.status(&loaded.policy)
+        r.status(&loaded.clone().ignore_warnings())
             .component("assistant_instructions")
             .map(|c| c.placement),
         Some(Placement::Prefix)
@@ -219,7 +219,7 @@ fn entries_for_an_absent_runtime_component_are_warnings_and_apply_when_it_regist
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        r.status(&loaded.policy)
+        r.status(&loaded.clone().ignore_warnings())
             .component("mcp:github")
             .map(|c| c.placement),
         Some(Placement::Prefix)

@@ -141,8 +141,8 @@ fn registry_of(registrations: &[Registration]) -> Registry {
 fn policy_of(registry: &Registry, agent_toml: &str) -> PromptPolicy {
     registry
         .load_policy(agent_toml, "agent.toml")
+        .and_then(|loaded| loaded.deny_warnings())
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy
 }
 
 /// A fresh path for a lock (and its directory) of this test process.

@@ -7,7 +7,7 @@ use serde::Serialize;
 /// A fixed UTC date and time that `strftime_now(fmt)` formats.
 ///
 /// ```
-/// use prompt_templates::Clock;
+/// use prompt_template_probe::Clock;
 /// let clock = Clock::default();
 /// assert_eq!(clock.strftime("%Y-%m-%d"), "2026-11-30");
 /// assert_eq!(clock.strftime("%d %b %Y"), "30 Nov 2026");

@@ -15,7 +15,7 @@
 //!   by rendering the requests of a real [`prompt_core::Session`] through it, or a refusal.
 //!
 //! ```
-//! use prompt_templates::probe;
+//! use prompt_template_probe::probe;
 //! use prompt_core::delivery::{PrefixRole, UpdateRole};
 //! // Gemma 2: no system role at all, strict user/assistant alternation.
 //! let gemma2 = "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}\

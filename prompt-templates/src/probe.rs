@@ -274,10 +274,7 @@ impl ProbeReport {
     /// Session options that use the chosen delivery style.
     pub fn session_options(&self) -> Result<SessionOptions, DeliveryRefused> {
         match &self.delivery {
-            Delivery::Use(style) => Ok(SessionOptions {
-                delivery: style.clone(),
-                ..SessionOptions::default()
-            }),
+            Delivery::Use(style) => Ok(SessionOptions::new().with_delivery(style.clone())),
             Delivery::Refuse { reason } => Err(DeliveryRefused {
                 reason: reason.clone(),
             }),
@@ -414,7 +411,7 @@ impl fmt::Display for ProbeReport {
 /// Probes `source` with the default options.
 ///
 /// ```
-/// use prompt_templates::{probe, MidSystem};
+/// use prompt_template_probe::{probe, MidSystem};
 /// // ChatML: every message rendered in place.
 /// let chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
 ///               {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
@@ -455,14 +452,14 @@ pub fn probe_with(source: &str, options: &ProbeOptions) -> ProbeReport {
 /// The options a session should use with this template: the probe's delivery style.
 ///
 /// ```
-/// use prompt_templates::session_options_for_template;
+/// use prompt_template_probe::session_options_for_template;
 /// use prompt_core::delivery::UpdateRole;
 /// // Gemma 2 style: no system role, strict alternation.
 /// let gemma = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}\
 ///     {% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('alternate') }}{% endif %}\
 ///     <start_of_turn>{{ m.role }}\n{{ m.content | trim }}<end_of_turn>\n{% endfor %}";
 /// let options = session_options_for_template(gemma)?;
-/// assert_eq!(options.delivery.role, UpdateRole::MergedIntoUser);
+/// assert_eq!(options.delivery().role, UpdateRole::MergedIntoUser);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn session_options_for_template(source: &str) -> Result<SessionOptions, DeliveryRefused> {
@@ -940,16 +937,13 @@ pub fn verify_style(template: &ChatTemplate, style: &DeliveryStyle) -> Result<()
         "<probe>",
         &components,
     )
-    .map_err(|e| format!("probe policy: {e:?}"))?
-    .policy;
+    .and_then(prompt_core::policy::LoadedPolicy::deny_warnings)
+    .map_err(|e| format!("probe policy: {e:?}"))?;
     let mut session = Session::start(
         components,
         &policy,
         SessionContext::default(),
-        SessionOptions {
-            delivery: style.clone(),
-            ..SessionOptions::default()
-        },
+        SessionOptions::new().with_delivery(style.clone()),
     )
     .map_err(|e| e.to_string())?;
 

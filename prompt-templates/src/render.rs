@@ -127,7 +127,7 @@ impl std::error::Error for Raised {}
 /// is why those are prevented before they happen.)
 ///
 /// ```
-/// use prompt_templates::ChatTemplate;
+/// use prompt_template_probe::ChatTemplate;
 /// use serde_json::json;
 /// let t = ChatTemplate::new("{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}")?;
 /// let text = t.render(&[json!({"role": "user", "content": " hi "})], false)?;

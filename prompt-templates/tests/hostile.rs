@@ -2,7 +2,7 @@
 //! minutes or grow without bound is stopped by a limit and reported as a render error naming
 //! it. The tests assert the outcome, never the time taken.
 
-use prompt_templates::{
+use prompt_template_probe::{
     ChatTemplate, HeadSystem, Limit, MidSystem, ProbeReport, RenderError, RenderLimits,
     RenderOptions, probe,
 };

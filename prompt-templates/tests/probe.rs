@@ -12,7 +12,7 @@ use prompt_core::{
     Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
     SessionOptions, delivery::PrefixRole, delivery::UpdateRole,
 };
-use prompt_templates::{
+use prompt_template_probe::{
     ChatTemplate, MidSystem, PrefixStability, ProbeReport, REMINDER_TAG, probe,
     session_options_for_template,
 };
@@ -599,7 +599,7 @@ fn run_session(options: SessionOptions) -> Vec<Vec<u8>> {
         &components,
     )
     .unwrap_or_else(|e| panic!("{e:?}"))
-    .policy;
+    .ignore_warnings();
     let mut session = Session::start(components, &policy, SessionContext::default(), options)
         .unwrap_or_else(|e| panic!("{e}"));
     let mut requests = Vec::new();
@@ -653,9 +653,9 @@ fn roles(request: &[u8]) -> Vec<String> {
 fn gemma_2_session_delivers_updates_as_user_reminders_and_stays_a_prefix() {
     let src = source("google-gemma-2-2b-it.jinja");
     let options = session_options_for_template(&src).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(options.delivery.role, UpdateRole::MergedIntoUser);
-    assert_eq!(options.delivery.prefix, PrefixRole::FirstUser);
-    assert_eq!(options.delivery.tag, REMINDER_TAG);
+    assert_eq!(options.delivery().role, UpdateRole::MergedIntoUser);
+    assert_eq!(options.delivery().prefix, PrefixRole::FirstUser);
+    assert_eq!(options.delivery().tag, REMINDER_TAG);
     let requests = run_session(options);
     for request in &requests {
         let roles = roles(request);
@@ -685,8 +685,8 @@ fn smollm2_session_delivers_updates_as_system_messages_and_stays_a_prefix() {
     let src = source("hf-SmolLM2.jinja");
     let report = probe(&src);
     let options = SessionOptions::try_from(&report).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(options.delivery.role, UpdateRole::System);
-    assert_eq!(options.delivery.prefix, PrefixRole::System);
+    assert_eq!(options.delivery().role, UpdateRole::System);
+    assert_eq!(options.delivery().prefix, PrefixRole::System);
     let requests = run_session(options);
     assert_eq!(
         roles(requests.last().map(Vec::as_slice).unwrap_or(b"[]")),

@@ -38,7 +38,7 @@
 //! let components = vec![Component::constant(ComponentId::new("house_rules")?, "You are terse.")
 //!     .placement(Placement::Prefix)];
 //! let policy = PromptPolicy::from_agent_toml("[prompt]\nprefix_allow = [\"house_rules\"]",
-//!     "agent.toml", &components)?.policy;
+//!     "agent.toml", &components)?.deny_warnings()?;
 //! let options = prompt_wire::session_options(ApiKind::Anthropic, tools);
 //! let mut session = Session::start(components, &policy, SessionContext::default(), options)?;
 //! let mut wire = Wire::new(ApiKind::Anthropic,
@@ -91,7 +91,7 @@ use prompt_core::{ApiKind, SessionOptions};
 /// ```
 /// use prompt_core::{ApiKind, delivery::UpdateRole, tools::ToolSet};
 /// let options = prompt_wire::session_options(ApiKind::Gemini, ToolSet::empty());
-/// assert_eq!(options.delivery.role, UpdateRole::UserReminder);
+/// assert_eq!(options.delivery().role, UpdateRole::UserReminder);
 /// ```
 pub fn session_options(api: ApiKind, tools: ToolSet) -> SessionOptions {
     SessionOptions::for_api(api).with_tools(tools)

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use prompt_core::input;
-use prompt_templates::{ProbeOptions, TEMPLATE_LIMIT, probe_with};
+use prompt_template_probe::{ProbeOptions, TEMPLATE_LIMIT, probe_with};
 
 /// Arguments of `probe-template`.
 #[derive(Debug, clap::Args)]

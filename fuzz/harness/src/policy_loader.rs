@@ -48,12 +48,9 @@ pub fn policy_loader(data: &[u8]) {
     let components = components();
     match PromptPolicy::from_agent_toml(&text, "agent.toml", &components) {
         Ok(loaded) => {
-            assert_positions(
-                &text,
-                "agent.toml",
-                loaded.warnings.iter().map(|w| &w.position),
-            );
-            let policy = &loaded.policy;
+            let (policy, warnings) = loaded.into_parts();
+            assert_positions(&text, "agent.toml", warnings.iter().map(|w| &w.position));
+            let policy = &policy;
             for c in &components {
                 let r = policy.resolve(c);
                 if r.placement != Placement::Prefix {

@@ -5,7 +5,7 @@
 //! starting with "the template engine panicked"; here that is a bug too), no abort, bounded
 //! time and memory (libFuzzer's `-timeout` and `-rss_limit_mb`), and a report of bounded size.
 
-use prompt_templates::{HeadSystem, MidSystem, ScenarioOutcome, probe};
+use prompt_template_probe::{HeadSystem, MidSystem, ScenarioOutcome, probe};
 
 const PANICKED: &str = "the template engine panicked";
 

@@ -23,17 +23,68 @@ use crate::input::{self, CONFIG_LIMIT, InputError};
 use crate::placement::{Placement, Stability};
 
 /// A policy together with the warnings found while loading it.
+///
+/// The policy is reached only through a method that says what happens to the warnings, so
+/// they cannot be lost by accident:
+///
+/// ```
+/// use prompt_core::{Component, ComponentId, Placement, PromptPolicy};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let components = vec![Component::constant(ComponentId::new("house_rules")?, "Be terse.")
+///     .placement(Placement::Prefix)];
+/// let toml = "[prompt]\nprefix_allow = [\"house_rules\", \"mcp:*\"]";
+/// let loaded = PromptPolicy::from_agent_toml(toml, "agent.toml", &components)?;
+/// assert_eq!(loaded.warnings().len(), 1); // `mcp:*` matches no component
+/// // Warnings are failures here (as `check --strict` has it):
+/// assert!(loaded.clone().deny_warnings().is_err());
+/// // Or the caller shows them itself:
+/// let (policy, warnings) = loaded.into_parts();
+/// for warning in &warnings {
+///     eprintln!("{warning}");
+/// }
+/// # let _ = policy;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
+#[must_use = "a loaded policy carries its warnings: take the policy with `into_parts`, `deny_warnings` or `ignore_warnings`"]
 pub struct LoadedPolicy {
-    /// The policy.
-    pub policy: PromptPolicy,
+    policy: PromptPolicy,
+    warnings: Vec<PolicyDiagnostic>,
+    unresolved: Vec<ComponentId>,
+}
+
+impl LoadedPolicy {
     /// Non-fatal findings, in source order: a glob that matches no component, a run-time
     /// id that names no registered component yet, a misspelled `[prompt]`.
-    pub warnings: Vec<PolicyDiagnostic>,
+    pub fn warnings(&self) -> &[PolicyDiagnostic] {
+        &self.warnings
+    }
+
     /// The exact `skill:`/`mcp:` ids the file names that no given component has (yet), in
     /// source order, each once. They are kept in the policy and apply when the component
     /// registers.
-    pub unresolved: Vec<ComponentId>,
+    pub fn unresolved(&self) -> &[ComponentId] {
+        &self.unresolved
+    }
+
+    /// The policy and the warnings, for a caller that reports them itself.
+    pub fn into_parts(self) -> (PromptPolicy, Vec<PolicyDiagnostic>) {
+        (self.policy, self.warnings)
+    }
+
+    /// The policy, or the warnings as errors when there are any (`check --strict`).
+    pub fn deny_warnings(self) -> Result<PromptPolicy, PolicyErrors> {
+        if self.warnings.is_empty() {
+            Ok(self.policy)
+        } else {
+            Err(PolicyErrors(self.warnings))
+        }
+    }
+
+    /// The policy; the warnings are dropped, as the caller's code says here.
+    pub fn ignore_warnings(self) -> PromptPolicy {
+        self.policy
+    }
 }
 
 /// A position in a policy file.
@@ -378,7 +429,7 @@ impl PromptPolicy {
     /// std::fs::write(&file, "[prompt]\nprefix_allow = [\"rules\"]\n")?;
     /// let rules = Component::constant(ComponentId::new("rules")?, "Be brief.");
     /// let loaded = PromptPolicy::load_agent_toml(&file, [&rules])?;
-    /// assert_eq!(loaded.policy.prefix_allow.len(), 1);
+    /// assert_eq!(loaded.deny_warnings()?.prefix_allow.len(), 1);
     /// assert!(matches!(PromptPolicy::load_agent_toml(&dir, [&rules]), Err(LoadError::Input(_))));
     /// # std::fs::remove_dir_all(&dir)?;
     /// # Ok(()) }

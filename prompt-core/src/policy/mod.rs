@@ -39,8 +39,8 @@ pub use resolve::{Reason, RequestSource, Resolution};
 /// [prompt]
 /// prefix_allow = ["assistant_instructions"]
 /// "#;
-/// let loaded = PromptPolicy::from_agent_toml(toml, "agent.toml", [&instructions]).unwrap();
-/// assert_eq!(loaded.policy.resolve(&instructions).placement, Placement::Prefix);
+/// let policy = PromptPolicy::from_agent_toml(toml, "agent.toml", [&instructions]).unwrap().deny_warnings().unwrap();
+/// assert_eq!(policy.resolve(&instructions).placement, Placement::Prefix);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PromptPolicy {

@@ -20,7 +20,7 @@ prefix_deny = ["mcp:*"]
 fn policy(src: &str, known: &[Component]) -> PromptPolicy {
     PromptPolicy::from_agent_toml(src, "agent.toml", known)
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy
+        .ignore_warnings()
 }
 
 fn session_with(components: Vec<Component>, src: &str) -> Session {
@@ -37,10 +37,7 @@ fn session_delivering(delivery: DeliveryStyle) -> Session {
         components,
         &p,
         SessionContext::default(),
-        SessionOptions {
-            delivery,
-            ..SessionOptions::default()
-        },
+        SessionOptions::new().with_delivery(delivery),
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -34,7 +34,7 @@ fn session(options: SessionOptions) -> Session {
         &components,
     )
     .unwrap()
-    .policy;
+    .ignore_warnings();
     Session::start(components, &policy, SessionContext::default(), options).unwrap()
 }
 

@@ -37,7 +37,7 @@ fn policy() -> PromptPolicy {
         &components(INSTRUCTIONS),
     )
     .unwrap()
-    .policy
+    .ignore_warnings()
 }
 
 fn tools(names: &[&str]) -> ToolSet {
@@ -58,11 +58,9 @@ const STYLES: [fn() -> DeliveryStyle; 4] = [
 ];
 
 fn options(style: DeliveryStyle) -> SessionOptions {
-    SessionOptions {
-        delivery: style,
-        ..SessionOptions::default()
-    }
-    .with_tools(tools(&["read_file", "run_tests"]))
+    SessionOptions::new()
+        .with_delivery(style)
+        .with_tools(tools(&["read_file", "run_tests"]))
 }
 
 fn session(style: DeliveryStyle) -> Session {
@@ -354,9 +352,7 @@ const JAN_CONVERSATION: &str = r#"[
 
 #[test]
 fn a_jan_shaped_conversation_is_adopted_without_rewriting_a_byte() {
-    let adopt = AdoptOptions {
-        compaction_marker: Some("[conversation summary]".to_owned()),
-    };
+    let adopt = AdoptOptions::new().with_compaction_marker("[conversation summary]");
     let (mut s, report) = Session::adopt(
         components(INSTRUCTIONS),
         &policy(),

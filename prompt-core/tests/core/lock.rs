@@ -17,8 +17,8 @@ use prompt_core::{Component, Placement, PromptPolicy};
 /// The one way this module builds a policy.
 fn policy_of(components: &[Component], agent_toml: &str) -> PromptPolicy {
     PromptPolicy::from_agent_toml(agent_toml, "agent.toml", components)
+        .and_then(|loaded| loaded.deny_warnings())
         .unwrap_or_else(|e| panic!("{e}"))
-        .policy
 }
 
 fn at(file: &'static str, line: u32) -> SourceLocation {

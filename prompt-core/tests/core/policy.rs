@@ -17,7 +17,7 @@ fn try_load(toml: &str) -> Result<LoadedPolicy, PolicyErrors> {
 
 fn load(toml: &str) -> PromptPolicy {
     match try_load(toml) {
-        Ok(loaded) => loaded.policy,
+        Ok(loaded) => loaded.ignore_warnings(),
         Err(e) => panic!("policy should load: {e}"),
     }
 }
@@ -180,8 +180,8 @@ fn default_prefix_still_needs_an_allow_entry() {
 fn glob_matching_nothing_is_a_warning_not_an_error() {
     let src = "[prompt]\nprefix_allow = [\"assistant_instructions\", \"mcp:slack*\"]\n";
     let loaded = try_load(src).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(loaded.warnings.len(), 1);
-    let w = &loaded.warnings[0];
+    assert_eq!(loaded.warnings().len(), 1);
+    let w = &loaded.warnings()[0];
     assert_eq!((w.position.line, w.position.column), (2, 43));
     assert!(matches!(
         w.problem,
@@ -192,7 +192,7 @@ fn glob_matching_nothing_is_a_warning_not_an_error() {
         "agent.toml:2:43: pattern `mcp:slack*` in prefix_allow matches no known component"
     );
     // The glob is kept, not dropped: a component registered later can still match it.
-    assert_eq!(loaded.policy.prefix_allow.len(), 2);
+    assert_eq!(loaded.clone().ignore_warnings().prefix_allow.len(), 2);
 }
 
 #[test]
@@ -469,7 +469,7 @@ fn resolve_never_puts_a_per_turn_component_in_the_prefix() {
 fn unregistered_runtime_ids_are_warnings_and_kept_in_the_policy() {
     let src = "[prompt]\nprefix_allow = [\"mcp:slack\", \"skill:gone\"]\nprefix_deny = [\"mcp:evil\"]\n[prompt.placement]\n\"mcp:slack\" = \"prefix\"\n";
     let loaded = try_load(src).unwrap_or_else(|e| panic!("{e}"));
-    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    let warnings: Vec<String> = loaded.warnings().iter().map(ToString::to_string).collect();
     assert_eq!(
         warnings,
         [
@@ -480,12 +480,15 @@ fn unregistered_runtime_ids_are_warnings_and_kept_in_the_policy() {
         ]
     );
     assert_eq!(
-        loaded.unresolved,
+        loaded.unresolved(),
         [id("mcp:slack"), id("skill:gone"), id("mcp:evil")]
     );
     // Kept: the server comes back online, registers, and the entries apply to it.
     let slack = Component::session(id("mcp:slack"), |_| Some("Slack guidance.".into()));
-    assert_eq!(loaded.policy.resolve(&slack).placement, Placement::Prefix);
+    assert_eq!(
+        loaded.clone().ignore_warnings().resolve(&slack).placement,
+        Placement::Prefix
+    );
     // A built-in id that names nothing stays an error.
     let got = errors("[prompt]\nprefix_allow = [\"mcp:slack\", \"tool_schema\"]\n");
     assert_eq!(got.len(), 1, "{got:?}");
@@ -529,8 +532,12 @@ fn near_miss_of_the_section_name_is_a_warning_with_a_suggestion() {
         ),
     ] {
         let loaded = try_load(src).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(loaded.policy, PromptPolicy::default(), "{src}");
-        let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            loaded.clone().ignore_warnings(),
+            PromptPolicy::default(),
+            "{src}"
+        );
+        let warnings: Vec<String> = loaded.warnings().iter().map(ToString::to_string).collect();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
             warnings[0].contains(&format!(
@@ -539,13 +546,13 @@ fn near_miss_of_the_section_name_is_a_warning_with_a_suggestion() {
             "{warnings:?}"
         );
         assert!(matches!(
-            loaded.warnings[0].problem,
+            loaded.warnings()[0].problem,
             PolicyProblem::SectionNearMiss { .. }
         ));
     }
     assert_eq!(
         try_load("[project]\n[model]\n[tools]\n")
-            .map(|l| l.warnings.len())
+            .map(|l| l.warnings().len())
             .ok(),
         Some(0)
     );
@@ -709,7 +716,7 @@ fn load_agent_toml_refuses_a_fifo_without_blocking() {
     let path = fifo.clone();
     std::thread::spawn(move || {
         let result = PromptPolicy::load_agent_toml(&path, &components());
-        let _ = send.send(result.map(|l| l.policy));
+        let _ = send.send(result.map(prompt_core::policy::LoadedPolicy::ignore_warnings));
     });
     let result = receive
         .recv_timeout(std::time::Duration::from_secs(10))
@@ -739,7 +746,11 @@ fn load_agent_toml_refuses_a_file_over_the_limit_and_loads_a_good_one() {
     let loaded =
         PromptPolicy::load_agent_toml(&good, &components()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        loaded.policy.resolve(&component("tool_schemas")).placement,
+        loaded
+            .clone()
+            .ignore_warnings()
+            .resolve(&component("tool_schemas"))
+            .placement,
         Placement::Prefix
     );
     let bad = dir.join("bad.toml");

@@ -66,7 +66,7 @@ fn policy() -> PromptPolicy {
         &c,
     )
     .unwrap_or_else(|e| panic!("{e}"))
-    .policy
+    .ignore_warnings()
 }
 
 fn context() -> SessionContext {
@@ -84,11 +84,9 @@ fn tools(n: u8) -> ToolSet {
 }
 
 fn options(delivery: DeliveryStyle, n: u8) -> SessionOptions {
-    SessionOptions {
-        delivery,
-        ..SessionOptions::default()
-    }
-    .with_tools(tools(n))
+    SessionOptions::new()
+        .with_delivery(delivery)
+        .with_tools(tools(n))
 }
 
 fn start(delivery: DeliveryStyle) -> Session {

@@ -70,7 +70,7 @@ pub fn policy() -> PromptPolicy {
         &components(),
     )
     .unwrap()
-    .policy
+    .ignore_warnings()
 }
 
 pub fn session(api: ApiKind) -> Session {

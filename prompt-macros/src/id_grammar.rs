@@ -1,0 +1,1 @@
+../../prompt-core/src/id_grammar.rs
