@@ -7,7 +7,7 @@
 //!
 //! - [`check_lock`]: compare a lock file with a registry under a policy, or (in
 //!   [`LockMode::Bless`]) write it; the `check --lock FILE [--bless]` command of
-//!   [`cli`](crate::cli) is this function;
+//!   `cli` (feature `cli`) is this function;
 //! - [`assert_lock`]: the same from a plain `#[test]`, over every component linked into the
 //!   test binary. It panics with one line per difference; with the environment variable
 //!   `CACHELINE_LOCK=bless` (as trybuild's `TRYBUILD=overwrite`) it rewrites the lock and
