@@ -30,7 +30,8 @@
 //! let regenerate = "CACHELINE_LOCK=bless cargo test";
 //! check_lock(&registry, &policy, &lock, LockMode::Bless, regenerate)?;
 //! let outcome = check_lock(&registry, &policy, &lock, LockMode::Check, regenerate)?;
-//! assert!(matches!(outcome, LockOutcome::Matches { writers: 1 }));
+//! assert!(matches!(outcome, LockOutcome::Matches { .. }));
+//! assert!(std::fs::read_to_string(&lock)?.contains("\n[writer.house_rules]\n"));
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
