@@ -23,9 +23,17 @@ pub(crate) fn assert_positions<'a>(
     }
 }
 
-/// The positions are in source order.
-pub(crate) fn assert_source_order<'a>(positions: impl IntoIterator<Item = &'a SourcePosition>) {
-    let at: Vec<(usize, usize)> = positions.into_iter().map(|p| (p.line, p.column)).collect();
+/// The errors of a file that failed to load: at least one, each inside `text`, in source
+/// order.
+pub(crate) fn assert_errors<'a>(
+    text: &str,
+    origin: &str,
+    positions: impl IntoIterator<Item = &'a SourcePosition>,
+) {
+    let positions: Vec<&SourcePosition> = positions.into_iter().collect();
+    assert!(!positions.is_empty(), "an error without a diagnostic");
+    assert_positions(text, origin, positions.iter().copied());
+    let at: Vec<(usize, usize)> = positions.iter().map(|p| (p.line, p.column)).collect();
     assert!(
         at.windows(2).all(|w| w[0] <= w[1]),
         "diagnostics out of order: {at:?}"
