@@ -789,7 +789,7 @@ pub enum LockChange {
         lands: Placement,
     },
     /// Declared in another file.
-    #[error("`{id}` is now declared in {now}; the lock says {was}")]
+    #[error("`{id}` is now declared in {now}; the lock says {}", excerpt(.was))]
     Moved {
         /// Its id.
         id: ComponentId,
@@ -805,7 +805,7 @@ pub enum LockChange {
         id: ComponentId,
     },
     /// In the lock, but no longer linked into the program.
-    #[error("`{id}` (declared in {file}) is in the lock but no longer linked into the program")]
+    #[error("`{id}` (declared in {}) is in the lock but no longer linked into the program", excerpt(.file))]
     Gone {
         /// Its id.
         id: ComponentId,

@@ -331,6 +331,23 @@ fn a_changed_stability_a_moved_declaration_and_a_demotion_are_one_line_each() {
 }
 
 #[test]
+fn a_file_quoted_from_the_lock_is_an_excerpt() {
+    let long = "a/".repeat(5000) + "lib.rs";
+    let text = format!(
+        "version = 1\n[writer.gone]\nfile = \"{long}\"\nstability = \"session\"\nlands = \"tail\"\n"
+    );
+    let loaded = PrefixLock::parse(&text, "prefix.lock").unwrap_or_else(|e| panic!("{e}"));
+    let got = loaded.compare(&writers(), &PromptPolicy::default());
+    assert_eq!(got.len(), 3, "{got:#?}");
+    let gone = got[0].to_string();
+    assert!(
+        gone.starts_with("prefix.lock:2:9: `gone` (declared in a/a/"),
+        "{gone}"
+    );
+    assert!(gone.len() < 300, "{} bytes", gone.len());
+}
+
+#[test]
 fn a_lock_of_nothing_is_the_header_and_the_version() {
     let text = PrefixLock::default().render("line one\n# line two\n\nline\u{7}four");
     assert_eq!(
