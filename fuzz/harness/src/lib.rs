@@ -10,7 +10,7 @@ mod audit_line;
 mod history_ops;
 mod lock_file;
 mod policy_loader;
-mod positions;
+mod shared;
 mod template_probe;
 mod usage;
 mod vec_system_prompt;

@@ -4,16 +4,9 @@
 use prompt_core::component::SourceLocation;
 use prompt_core::lock::{LockChange, LockFileErrors, PrefixLock};
 use prompt_core::placement::Placement;
-use prompt_core::{Component, ComponentId, PromptPolicy};
+use prompt_core::{Component, PromptPolicy};
 
-use crate::positions::assert_errors;
-
-fn id(text: &str) -> ComponentId {
-    match ComponentId::new(text) {
-        Ok(id) => id,
-        Err(e) => panic!("fixed component id {text:?} is invalid: {e}"),
-    }
-}
+use crate::shared::{assert_errors, id};
 
 fn components() -> Vec<Component> {
     let session = |_: &prompt_core::SessionContext| Some("session text".to_owned());

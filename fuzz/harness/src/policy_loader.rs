@@ -3,16 +3,9 @@
 
 use prompt_core::placement::{Placement, Stability};
 use prompt_core::policy::PolicyErrors;
+use prompt_core::{Component, PromptPolicy};
 
-use crate::positions::{assert_errors, assert_positions};
-use prompt_core::{Component, ComponentId, PromptPolicy};
-
-fn id(text: &str) -> ComponentId {
-    match ComponentId::new(text) {
-        Ok(id) => id,
-        Err(e) => panic!("fixed component id {text:?} is invalid: {e}"),
-    }
-}
+use crate::shared::{assert_errors, assert_positions, id};
 
 /// Every kind of component the loader must tell apart.
 fn components() -> Vec<Component> {

@@ -1,6 +1,16 @@
-//! What every target reading a positioned file checks of its diagnostics.
+//! What the targets share: fixed component ids, and the checks every target reading a
+//! positioned file makes of its diagnostics.
 
+use prompt_core::ComponentId;
 use prompt_core::policy::SourcePosition;
+
+/// A fixed component id of a target's component set.
+pub(crate) fn id(text: &str) -> ComponentId {
+    match ComponentId::new(text) {
+        Ok(id) => id,
+        Err(e) => panic!("fixed component id {text:?} is invalid: {e}"),
+    }
+}
 
 /// Every position is inside `text` (1-based, at most one column past a line's end) and
 /// names `origin`.
