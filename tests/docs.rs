@@ -16,11 +16,16 @@
 //! ids`, `tail: ids`, `reason ID: text` (the status reason contains the text), `error L:C:
 //! text` and `warning L:C: text` (a diagnostic at that position whose message contains the
 //! text), `unresolved: ids` (exactly these run-time ids were named but not registered).
+//!
+//! `<!-- expect: lock -->` marks a prefix lock instead of an agent.toml: it is read as one
+//! and must match the linked registry (the reference components) under
+//! `prompt-reference/agent.toml`, with no difference.
 
 use std::path::{Path, PathBuf};
 
+use prompt_registry::lock::PrefixLock;
 use prompt_registry::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
-use prompt_registry::{Component, ComponentId, Namespace, Placement, Registry};
+use prompt_registry::{Component, ComponentId, Namespace, Placement, PromptPolicy, Registry};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -198,7 +203,33 @@ fn find_diagnostic(example: &Example, diagnostics: &[PolicyDiagnostic], spec: &s
     );
 }
 
+/// A lock example: read, and compared with the reference components under their agent.toml.
+fn check_lock_example(example: &Example) {
+    let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+    let agent_toml = root().join("prompt-reference/agent.toml");
+    let policy = PromptPolicy::load_agent_toml(&agent_toml, registry.components())
+        .map_err(|e| e.to_string())
+        .and_then(|loaded| loaded.deny_warnings().map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| panic!("{}: {e}", agent_toml.display()));
+    let lock = PrefixLock::parse(&example.toml, &example.at)
+        .unwrap_or_else(|e| panic!("{}: not a prefix lock:\n{e}", example.at));
+    let differences: Vec<String> = lock
+        .compare(registry.components(), &policy)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        differences.is_empty(),
+        "{}: the lock shown differs from the reference components: {differences:#?}",
+        example.at
+    );
+}
+
 fn check(example: &Example) {
+    if example.expect == "lock" {
+        check_lock_example(example);
+        return;
+    }
     let registry = registry_for(example);
     let loaded: Result<LoadedPolicy, PolicyErrors> =
         registry.load_policy(&example.toml, "agent.toml");
@@ -328,4 +359,29 @@ fn the_haproxy_example_is_a_valid_configuration() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/ci.md's test for an agent's crate is the one this repository runs over the
+/// reference components (`prompt-reference/tests/prefix_lock.rs`), word for word.
+#[test]
+fn the_ci_guide_shows_the_lock_test_this_repository_runs() {
+    let guide = std::fs::read_to_string(root().join("docs/ci.md"))
+        .unwrap_or_else(|e| panic!("docs/ci.md: {e}"));
+    let block = fenced_blocks(&guide, "rust")
+        .into_iter()
+        .find(|b| b.contains("assert_lock("))
+        .unwrap_or_else(|| panic!("docs/ci.md shows no assert_lock test"));
+    let test: Vec<&str> = block
+        .lines()
+        .skip_while(|l| *l != "#[test]")
+        .take_while(|l| !l.starts_with('#') || *l == "#[test]")
+        .collect();
+    assert!(test.len() >= 3, "{block}");
+    let ours = std::fs::read_to_string(root().join("prompt-reference/tests/prefix_lock.rs"))
+        .unwrap_or_else(|e| panic!("prompt-reference/tests/prefix_lock.rs: {e}"));
+    assert!(
+        ours.contains(&test.join("\n")),
+        "prompt-reference/tests/prefix_lock.rs does not run docs/ci.md's test:\n{}",
+        test.join("\n")
+    );
 }

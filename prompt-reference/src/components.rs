@@ -202,25 +202,10 @@ pub fn memory_recall(turn: &TurnContext) -> Option<String> {
     Some(format!("Relevant memories:\n- {}", recalled.0.join("\n- ")))
 }
 
-/// The built-in agent.toml used when `--config` is absent.
-pub const DEFAULT_AGENT_TOML: &str = r#"# Built-in default agent.toml for the reference components.
-[tools]
-allow = ["read_file", "list_dir", "grep", "edit_file", "run_tests"]
-
-[prompt]
-default = "tail"
-prefix_allow = [
-  "assistant_instructions",
-  "guidelines",
-  "tool_schemas",
-  "project_memory",
-  "skills_catalog",
-  "runtime_environment",
-]
-# MCP servers and skills registered at run time are not listed: they stay in the tail.
-# To forbid them the prefix even if someone adds them above, an operator would write
-# prefix_deny = ["mcp:*"] (see docs/agent-toml.md).
-"#;
+/// The built-in agent.toml used when `--config` is absent: `prompt-reference/agent.toml`,
+/// the file the reference components' prefix lock (`prompt-reference/prefix.lock`) is
+/// checked against.
+pub const DEFAULT_AGENT_TOML: &str = include_str!("../agent.toml");
 
 /// The ids of the reference components, sorted.
 pub const IDS: [&str; 11] = [

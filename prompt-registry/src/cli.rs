@@ -29,6 +29,8 @@ use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
 use prompt_core::tools::ToolSet;
 use serde::Serialize;
 
+use crate::lock::{self, Before, LockError, LockMode, LockOutcome, error_chain};
+use crate::policy::SourcePosition;
 use crate::{Registry, STATUS_SCHEMA_VERSION};
 
 /// Who the program is: shown by `--help` and `--version`, and the built-in `agent.toml`
@@ -113,6 +115,14 @@ pub struct CheckArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also compare the prompt writers that can reach the prefix with this lock file (see
+    /// `prompt_registry::lock`); each difference is an error at its declaration.
+    #[arg(long, value_name = "LOCK")]
+    pub lock: Option<PathBuf>,
+    /// With --lock: write (or rewrite) the lock from this program and the agent.toml,
+    /// instead of comparing.
+    #[arg(long, requires = "lock")]
+    pub bless: bool,
 }
 
 #[derive(Debug, Parser)]
@@ -127,8 +137,8 @@ struct Cli {
 pub enum RegistryCommand {
     /// Show every registered prompt component, where it lands and why.
     Status(StatusArgs),
-    /// Validate an agent.toml's `[prompt]` section. Exit 0 clean, 1 warnings with --strict,
-    /// 2 errors.
+    /// Validate an agent.toml's `[prompt]` section, and with --lock compare the prefix
+    /// writers with a lock file. Exit 0 clean, 1 warnings with --strict, 2 errors.
     Check(CheckArgs),
 }
 
@@ -274,20 +284,11 @@ pub fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
 /// Writes `at: error: message: cause: cause` (or `error: …` without a position): the one
 /// error format of every command. Each cause of the chain is printed once.
 pub fn write_error(err: &mut dyn Write, at: Option<&str>, e: &dyn Error) {
-    let mut line = String::new();
-    if let Some(at) = at {
-        line.push_str(at);
-        line.push_str(": ");
-    }
-    line.push_str("error: ");
-    line.push_str(&e.to_string());
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        line.push_str(": ");
-        line.push_str(&c.to_string());
-        cause = c.source();
-    }
-    let _ = writeln!(err, "{line}");
+    let chain = error_chain(e);
+    let _ = match at {
+        Some(at) => writeln!(err, "{at}: error: {chain}"),
+        None => writeln!(err, "error: {chain}"),
+    };
 }
 
 /// Writes one diagnostic of a policy file: `file:line:col: error: message`.
@@ -413,12 +414,16 @@ struct JsonDiagnostic<'a> {
 
 impl<'a> JsonDiagnostic<'a> {
     fn of(severity: Severity, d: &'a PolicyDiagnostic) -> Self {
+        Self::at(severity, &d.position, d.problem.to_string())
+    }
+
+    fn at(severity: Severity, position: &'a SourcePosition, message: String) -> Self {
         Self {
             severity,
-            file: &d.position.origin,
-            line: d.position.line,
-            column: d.position.column,
-            message: d.problem.to_string(),
+            file: &position.origin,
+            line: position.line,
+            column: position.column,
+            message,
         }
     }
 }
@@ -435,6 +440,152 @@ struct CheckReport<'a> {
     /// Exact `skill:`/`mcp:` entries that name no registered component: kept, checked when
     /// the component registers.
     unresolved: Vec<String>,
+    /// With `--lock`: the lock's outcome (its differences are in `diagnostics`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock: Option<LockJson<'a>>,
+}
+
+/// `check --lock --json`: the `lock` object.
+#[derive(Debug, Serialize)]
+struct LockJson<'a> {
+    file: &'a str,
+    ok: bool,
+    /// Writers in the lock (as checked, or as written).
+    writers: Option<usize>,
+    /// Whether `--bless` wrote the file.
+    written: bool,
+    /// Why the lock could not be checked, when no diagnostic says it.
+    error: Option<String>,
+}
+
+/// The lock step of `check --lock`: what it found, kept for printing.
+struct LockStep {
+    file: String,
+    result: Result<LockOutcome, LockError>,
+}
+
+impl LockStep {
+    fn run(args: &CheckArgs, path: &Path, registry: &Registry, policy: &PromptPolicy) -> Self {
+        let mode = if args.bless {
+            LockMode::Bless
+        } else {
+            LockMode::Check
+        };
+        let regenerate = format!(
+            "{} check {} --lock {} --bless",
+            program_name(),
+            shell_word(&args.file.display().to_string()),
+            shell_word(&path.display().to_string())
+        );
+        Self {
+            file: path.display().to_string(),
+            result: lock::check_lock(registry, policy, path, mode, &regenerate),
+        }
+    }
+
+    fn ok(&self) -> bool {
+        matches!(
+            self.result,
+            Ok(LockOutcome::Matches { .. } | LockOutcome::Blessed { .. })
+        )
+    }
+
+    /// Every positioned problem: the differences, or the malformed file's errors.
+    fn diagnostics(&self) -> Vec<(&SourcePosition, String)> {
+        match &self.result {
+            Ok(LockOutcome::Differs { differences }) => differences
+                .iter()
+                .map(|d| (&d.position, d.change.to_string()))
+                .collect(),
+            Err(LockError::Malformed(errors)) => errors
+                .0
+                .iter()
+                .map(|d| (&d.position, d.problem.to_string()))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn json(&self) -> LockJson<'_> {
+        let (writers, written) = match &self.result {
+            Ok(LockOutcome::Matches { writers }) => (Some(*writers), false),
+            Ok(LockOutcome::Blessed { writers, .. }) => (Some(*writers), true),
+            _ => (None, false),
+        };
+        LockJson {
+            file: &self.file,
+            ok: self.ok(),
+            writers,
+            written,
+            error: match &self.result {
+                Err(e) if !matches!(e, LockError::Malformed(_)) => Some(error_chain(e)),
+                _ => None,
+            },
+        }
+    }
+
+    fn print(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<()> {
+        let file = &self.file;
+        for (position, message) in self.diagnostics() {
+            writeln!(err, "{position}: error: {message}")?;
+        }
+        match &self.result {
+            Ok(LockOutcome::Matches { writers }) => {
+                writeln!(out, "{file}: ok, {writers} prefix writer(s) as locked")
+            }
+            Ok(LockOutcome::Blessed { writers, before }) => {
+                let was = match before {
+                    Before::Missing => "a new lock".to_owned(),
+                    Before::Malformed(_) => "replaced a malformed lock".to_owned(),
+                    Before::Differences(d) => format!("{} difference(s) accepted", d.len()),
+                };
+                writeln!(
+                    out,
+                    "{file}: written, {writers} prefix writer(s) ({was}); review its diff and commit it"
+                )
+            }
+            Ok(LockOutcome::Differs { differences }) => writeln!(
+                err,
+                "{file}: {} difference(s) with the prompt writers; after review, accept them with --bless",
+                differences.len()
+            ),
+            Err(LockError::Malformed(errors)) => writeln!(
+                err,
+                "{file}: {} error(s); fix the file or rewrite it with --bless",
+                errors.0.len()
+            ),
+            Err(e) => {
+                write_error(err, None, e);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The name this program was started as, for the lock's header (`my-agent`).
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            Path::new(&arg0)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "<this program>".to_owned())
+}
+
+/// `word`, quoted for a POSIX shell when it needs to be.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=+,@%".contains(&b))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// `check`: validates an agent.toml against the registry. Exit 0 clean, 1 warnings with
@@ -443,6 +594,10 @@ struct CheckReport<'a> {
 /// Run-time components (`skill:`, `mcp:`) are not in the registry when `check` runs: an
 /// exact entry naming one is a warning, and the ids it could not resolve are listed
 /// (`unresolved:` on standard output, `"unresolved"` in `--json`).
+///
+/// With `--lock FILE`, the writers that can reach the prefix are compared with the lock
+/// ([`lock::check_lock`]): each difference is an error at the writer's declaration, and a
+/// missing or malformed lock fails too (status 2). `--bless` writes the lock instead.
 pub fn check(
     args: &CheckArgs,
     registry: &Registry,
@@ -457,7 +612,7 @@ pub fn check(
         }
     };
     let loaded: Result<LoadedPolicy, PolicyErrors> = registry.load_policy(&text, &name);
-    let (errors, warnings, prefix, unresolved) = match loaded {
+    let (errors, warnings, prefix, unresolved, policy) = match loaded {
         Ok(loaded) => {
             let unresolved: Vec<String> = loaded
                 .unresolved()
@@ -473,11 +628,17 @@ pub fn check(
                 .filter(|c| c.placement == Placement::Prefix)
                 .map(|c| c.id.clone())
                 .collect();
-            (Vec::new(), warnings, prefix, unresolved)
+            (Vec::new(), warnings, prefix, unresolved, Some(policy))
         }
-        Err(PolicyErrors(errors)) => (errors, Vec::new(), Vec::new(), Vec::new()),
+        Err(PolicyErrors(errors)) => (errors, Vec::new(), Vec::new(), Vec::new(), None),
     };
-    let code = if !errors.is_empty() {
+    // The lock is compared (or written) only against a policy that loaded: a broken
+    // agent.toml says nothing about who lands where.
+    let lock_step = match (&policy, &args.lock) {
+        (Some(policy), Some(path)) => Some(LockStep::run(args, path, registry, policy)),
+        _ => None,
+    };
+    let code = if !errors.is_empty() || lock_step.as_ref().is_some_and(|l| !l.ok()) {
         2
     } else if args.strict && !warnings.is_empty() {
         1
@@ -493,6 +654,11 @@ pub fn check(
                     .iter()
                     .map(|d| JsonDiagnostic::of(Severity::Warning, d)),
             )
+            .chain(lock_step.iter().flat_map(|l| {
+                l.diagnostics().into_iter().map(|(position, message)| {
+                    JsonDiagnostic::at(Severity::Error, position, message)
+                })
+            }))
             .collect();
         let report = CheckReport {
             schema_version: STATUS_SCHEMA_VERSION,
@@ -502,6 +668,7 @@ pub fn check(
             components: registry.len(),
             prefix,
             unresolved,
+            lock: lock_step.as_ref().map(LockStep::json),
         };
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(code);
@@ -527,12 +694,22 @@ pub fn check(
                 unresolved.join(", ")
             )?;
         }
+        if let Some(lock_step) = &lock_step {
+            lock_step.print(out, err)?;
+        }
     } else {
         writeln!(
             err,
             "{name}: {} error(s); nothing is promoted",
             errors.len()
         )?;
+        if let Some(lock) = &args.lock {
+            writeln!(
+                err,
+                "{}: not checked: the agent.toml has errors",
+                lock.display()
+            )?;
+        }
     }
     Ok(code)
 }

@@ -105,6 +105,12 @@
 //!   `prompt_registry::measure` (pulls in an offline tokenizer).
 //! - `templates`: the chat-template probe, as `prompt_registry::templates` (pulls in a Jinja
 //!   engine).
+//!
+//! ## The prefix lock
+//!
+//! [`lock`]: a file in the agent's repository listing every writer that can reach the
+//! cached prefix; `check --lock FILE` and [`lock::assert_lock`] (from a plain `#[test]`) fail
+//! on a new prefix writer, one the agent.toml newly lets in, or an edited prefix constant.
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
@@ -118,6 +124,7 @@ pub mod __private;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod lock;
 mod registry;
 mod status;
 

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 mod audit;
 mod behaviour;
 mod demo;
+mod lock;
 mod probe_template;
 mod simulate;
 mod status_check;

@@ -8,7 +8,9 @@
 
 mod audit_line;
 mod history_ops;
+mod lock_file;
 mod policy_loader;
+mod shared;
 mod template_probe;
 mod usage;
 mod vec_system_prompt;
@@ -16,6 +18,7 @@ mod wire_bodies;
 
 pub use audit_line::audit_line;
 pub use history_ops::history_ops;
+pub use lock_file::lock_file;
 pub use policy_loader::policy_loader;
 pub use template_probe::template_probe;
 pub use usage::usage;
@@ -40,6 +43,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "history_ops",
         run: history_ops,
+    },
+    Target {
+        name: "lock_file",
+        run: lock_file,
     },
     Target {
         name: "policy_loader",

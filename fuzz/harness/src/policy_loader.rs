@@ -2,15 +2,10 @@
 //! with every stability, built-in and run-time, declared and not.
 
 use prompt_core::placement::{Placement, Stability};
-use prompt_core::policy::{PolicyDiagnostic, PolicyErrors};
-use prompt_core::{Component, ComponentId, PromptPolicy};
+use prompt_core::policy::PolicyErrors;
+use prompt_core::{Component, PromptPolicy};
 
-fn id(text: &str) -> ComponentId {
-    match ComponentId::new(text) {
-        Ok(id) => id,
-        Err(e) => panic!("fixed component id {text:?} is invalid: {e}"),
-    }
-}
+use crate::shared::{assert_errors, assert_positions, id};
 
 /// Every kind of component the loader must tell apart.
 fn components() -> Vec<Component> {
@@ -36,27 +31,6 @@ fn components() -> Vec<Component> {
     ]
 }
 
-/// `(line count, characters per line)` of `text`: positions must fall inside.
-fn shape(text: &str) -> Vec<usize> {
-    text.split('\n').map(|line| line.chars().count()).collect()
-}
-
-fn assert_inside(diagnostic: &PolicyDiagnostic, lines: &[usize]) {
-    let p = &diagnostic.position;
-    assert!(
-        p.line >= 1 && p.column >= 1,
-        "position below 1: {diagnostic}"
-    );
-    let Some(&width) = lines.get(p.line - 1) else {
-        panic!("line past the end ({} lines): {diagnostic}", lines.len());
-    };
-    assert!(
-        p.column <= width + 1,
-        "column past the line ({width} chars): {diagnostic}"
-    );
-    assert_eq!(p.origin, "agent.toml", "{diagnostic}");
-}
-
 /// Loads `data` (UTF-8 or not: invalid bytes become U+FFFD) and checks the loader's promises:
 /// no panic; on success every prefix component requested it, matches an allow entry and no
 /// deny entry, is not per-turn, and is a run-time component only through an exact
@@ -65,13 +39,10 @@ fn assert_inside(diagnostic: &PolicyDiagnostic, lines: &[usize]) {
 pub fn policy_loader(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let components = components();
-    let lines = shape(&text);
     match PromptPolicy::from_agent_toml(&text, "agent.toml", &components) {
         Ok(loaded) => {
             let (policy, warnings) = loaded.into_parts();
-            for w in &warnings {
-                assert_inside(w, &lines);
-            }
+            assert_positions(&text, "agent.toml", warnings.iter().map(|w| &w.position));
             let policy = &policy;
             for c in &components {
                 let r = policy.resolve(c);
@@ -103,18 +74,7 @@ pub fn policy_loader(data: &[u8]) {
             }
         }
         Err(PolicyErrors(errors)) => {
-            assert!(!errors.is_empty(), "an error without a diagnostic");
-            for e in &errors {
-                assert_inside(e, &lines);
-            }
-            // Source order.
-            assert!(
-                errors
-                    .windows(2)
-                    .all(|w| (w[0].position.line, w[0].position.column)
-                        <= (w[1].position.line, w[1].position.column)),
-                "diagnostics out of order"
-            );
+            assert_errors(&text, "agent.toml", errors.iter().map(|e| &e.position));
         }
     }
 }

@@ -16,6 +16,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::{IdPattern, PatternError, PromptPolicy};
 use crate::component::Component;
+use crate::diagnostic::{self, describe_value, excerpt, floor_char_boundary};
 use crate::id::ComponentId;
 use crate::id_grammar::{IdError, IdProblem, NAMESPACES, normalize_name};
 use crate::input::{self, CONFIG_LIMIT, InputError};
@@ -272,14 +273,6 @@ fn per_turn_message(id: &ComponentId, by: PerTurnPromotion) -> String {
     }
 }
 
-/// At most 64 characters of a value quoted in a message.
-fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(64) {
-        Some((cut, _)) => format!("{}…", &text[..cut]).into(),
-        None => text.into(),
-    }
-}
-
 /// A problem with its position: `agent.toml:7:17: message`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{position}: {problem}")]
@@ -319,10 +312,7 @@ pub enum LoadError {
 const PROMPT_KEYS: [&str; 4] = ["default", "prefix_allow", "prefix_deny", "placement"];
 
 /// A problem at a byte offset; positions are computed once, for all of them, at the end.
-struct Found {
-    offset: usize,
-    problem: PolicyProblem,
-}
+type Found = diagnostic::Found<PolicyProblem>;
 
 /// The diagnostics of one load.
 #[derive(Default)]
@@ -458,14 +448,6 @@ impl PromptPolicy {
     }
 }
 
-fn floor_char_boundary(src: &str, mut at: usize) -> usize {
-    at = at.min(src.len());
-    while !src.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
 /// `[promt]`, `[Prompt]`, `[prompts]`: a top-level name that is not `prompt` but close to it.
 fn is_near_miss(name: &str) -> bool {
     name != "prompt" && distance_within(&name.to_lowercase(), "prompt").is_some()
@@ -581,16 +563,10 @@ fn read_patterns<'d>(
 }
 
 fn wrong_type(found: &DeValue<'_>, expected: &'static str) -> PolicyProblem {
-    let found = match found {
-        DeValue::String(s) => format!("string {:?}", excerpt(s)),
-        DeValue::Integer(i) => format!("integer `{}`", excerpt(i.as_str())),
-        DeValue::Float(x) => format!("floating point `{}`", excerpt(x.as_str())),
-        DeValue::Boolean(b) => format!("boolean `{b}`"),
-        DeValue::Datetime(d) => format!("datetime `{d}`"),
-        DeValue::Array(_) => "array".to_owned(),
-        DeValue::Table(_) => "table".to_owned(),
-    };
-    PolicyProblem::WrongType { found, expected }
+    PolicyProblem::WrongType {
+        found: describe_value(found),
+        expected,
+    }
 }
 
 /// Checks the entries against the components and builds the policy. Unresolved run-time
@@ -854,36 +830,11 @@ fn finish_errors(src: &str, origin: &str, findings: Findings) -> PolicyErrors {
     PolicyErrors(positioned(src, origin, findings.errors))
 }
 
-/// Sorts by offset (stable: equal offsets keep their order) and turns each offset into a
-/// line and a character column in one forward pass over the text: linear in the file plus
-/// `d log d` for `d` diagnostics, however many there are and however long the lines.
-fn positioned(src: &str, origin: &str, mut found: Vec<Found>) -> Vec<PolicyDiagnostic> {
-    found.sort_by_key(|f| f.offset);
-    let bytes = src.as_bytes();
-    let (mut at, mut line, mut column) = (0usize, 1usize, 1usize);
-    found
+/// The diagnostics, in source order, each with its line and character column.
+fn positioned(src: &str, origin: &str, found: Vec<Found>) -> Vec<PolicyDiagnostic> {
+    diagnostic::positioned(src, origin, found)
         .into_iter()
-        .map(|f| {
-            let target = floor_char_boundary(src, f.offset);
-            for &b in &bytes[at..target] {
-                if b == b'\n' {
-                    line += 1;
-                    column = 1;
-                } else if b & 0xC0 != 0x80 {
-                    // Not a UTF-8 continuation byte: a new character.
-                    column += 1;
-                }
-            }
-            at = target;
-            PolicyDiagnostic {
-                position: SourcePosition {
-                    origin: origin.to_owned(),
-                    line,
-                    column,
-                },
-                problem: f.problem,
-            }
-        })
+        .map(|(position, problem)| PolicyDiagnostic { position, problem })
         .collect()
 }
 
@@ -948,23 +899,5 @@ mod tests {
                 assert_eq!(distance_within(a, b), (d <= 2).then_some(d), "{a:?} {b:?}");
             }
         }
-    }
-
-    #[test]
-    fn positions_count_characters_in_one_pass() {
-        let src = "ab\néé x\n\nz";
-        let found = [8, 0, 4, 11, 2, 99]
-            .into_iter()
-            .map(|offset| Found {
-                offset,
-                problem: PolicyProblem::ArrayOfTables,
-            })
-            .collect();
-        let got: Vec<(usize, usize)> = positioned(src, "f", found)
-            .iter()
-            .map(|d| (d.position.line, d.position.column))
-            .collect();
-        // offsets 0, 2, 4 (inside `é`: floored to 3), 8, 11, 99 (clamped to the end)
-        assert_eq!(got, [(1, 1), (1, 3), (2, 1), (2, 4), (4, 1), (4, 2)]);
     }
 }

@@ -126,6 +126,19 @@ pub enum Reason {
     },
 }
 
+impl Reason {
+    /// Which rule supplied the requested placement.
+    pub fn source(&self) -> RequestSource {
+        match self {
+            Reason::TailRequested { source }
+            | Reason::Allowed { source, .. }
+            | Reason::Denied { source, .. }
+            | Reason::NotAllowed { source }
+            | Reason::PerTurn { source, .. } => *source,
+        }
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

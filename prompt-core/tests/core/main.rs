@@ -1,5 +1,5 @@
 //! prompt-core's integration tests, as one test binary: the `[prompt]` policy, the
-//! append-only history, the composer and its property test.
+//! append-only history, the composer and its property test, the prefix lock.
 
 mod branch;
 mod compose;
@@ -7,6 +7,7 @@ mod document_props;
 mod hardening;
 mod history;
 mod lifecycle;
+mod lock;
 mod policy;
 mod props;
 mod restore;

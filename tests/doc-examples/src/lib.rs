@@ -18,6 +18,8 @@ pub mod docs {
     pub mod agent_toml {}
     #[doc = include_str!("../../../docs/benchmarks.md")]
     pub mod benchmarks {}
+    #[doc = include_str!("../../../docs/ci.md")]
+    pub mod ci {}
     #[doc = include_str!("../../../docs/fleet.md")]
     pub mod fleet {}
     #[doc = include_str!("../../../docs/history.md")]
