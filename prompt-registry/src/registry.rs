@@ -3,10 +3,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
+use prompt_core::snapshot::{RestoreError, RestoreMode, Restored, SessionSnapshot};
 use prompt_core::{
-    Component, ComponentId, ComposeError, PromptPolicy, Session, SessionContext, SessionOptions,
-    component::Content, component::SourceLocation, id::IdError, policy::LoadedPolicy,
-    policy::PolicyErrors,
+    ApiKind, Component, ComponentId, ComposeError, PromptPolicy, Session, SessionContext,
+    SessionOptions, component::Content, component::SourceLocation, id::IdError,
+    policy::LoadedPolicy, policy::PolicyErrors,
+};
+use prompt_wire::{
+    Conversation, ConversationError, ConversationSnapshot, RestoredConversation, WireOptions,
 };
 
 use crate::__private::{Registration, Render};
@@ -217,6 +222,86 @@ impl Registry {
             context,
             options,
         )
+    }
+
+    fn owned(&self) -> Vec<Component> {
+        self.components().cloned().collect()
+    }
+
+    /// Adopts an existing conversation (a JSON array of messages, each kept byte-for-byte)
+    /// as a session over every component: [`Session::adopt`].
+    pub fn adopt_session(
+        &self,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        conversation: &str,
+        adopt: &AdoptOptions,
+    ) -> Result<(Session, AdoptReport), AdoptError> {
+        Session::adopt(self.owned(), policy, context, options, conversation, adopt)
+    }
+
+    /// Resumes a saved session over every component: [`Session::restore`].
+    pub fn restore_session(
+        &self,
+        snapshot: &SessionSnapshot,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        mode: RestoreMode,
+    ) -> Result<Restored, RestoreError> {
+        Session::restore(snapshot, self.owned(), policy, context, options, mode)
+    }
+
+    /// Starts a conversation (a session and its wire to `api`) over every component:
+    /// [`Conversation::start`].
+    pub fn start_conversation(
+        &self,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        api: ApiKind,
+        wire: WireOptions,
+    ) -> Result<Conversation, ConversationError> {
+        Conversation::start(self.owned(), policy, context, options, api, wire)
+    }
+
+    /// Adopts an existing conversation and goes on with it over `api`:
+    /// [`Conversation::adopt`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt_conversation(
+        &self,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        api: ApiKind,
+        wire: WireOptions,
+        conversation: &str,
+        adopt: &AdoptOptions,
+    ) -> Result<(Conversation, AdoptReport), ConversationError> {
+        Conversation::adopt(
+            self.owned(),
+            policy,
+            context,
+            options,
+            api,
+            wire,
+            conversation,
+            adopt,
+        )
+    }
+
+    /// Resumes a saved conversation over every component: [`Conversation::restore`].
+    pub fn restore_conversation(
+        &self,
+        snapshot: &ConversationSnapshot,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        wire: WireOptions,
+        mode: RestoreMode,
+    ) -> Result<RestoredConversation, ConversationError> {
+        Conversation::restore(snapshot, self.owned(), policy, context, options, wire, mode)
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod bodies;
 mod common;
+mod conversation;
 mod fixtures;
 mod guard;
 mod replies;

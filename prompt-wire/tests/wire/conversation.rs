@@ -1,0 +1,234 @@
+//! A conversation over its lifetime on every API: the wire follows its session (a refresh is
+//! a new epoch on the same wire, another session is refused), one saved document restores
+//! into the same bodies, an edited document is refused, and branches send bodies that extend
+//! the body sent at their fork point.
+
+use prompt_core::tools::{ToolSet, ToolSource};
+use prompt_core::{ApiKind, RestoreMode, Session, SessionContext};
+use prompt_wire::{Conversation, ConversationError, ConversationSnapshot, WireError, compare};
+use serde_json::{Value, json};
+
+use crate::common::{APIS, components, options, policy, reply, tools, values, wire};
+
+fn start(api: ApiKind) -> Conversation {
+    Conversation::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+        api,
+        options(api),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Three turns with replies; each body's stable body (the earlier body `compare` takes).
+fn three_turns(c: &mut Conversation, api: ApiKind) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
+    for (i, todo) in ["a", "a, b", "b"].iter().enumerate() {
+        let body = c
+            .turn(values(todo, i as u64), format!("question {i}").as_str())
+            .unwrap_or_else(|e| panic!("{e}"));
+        sent.push(body.stable_body());
+        c.record_reply(reply(api, i, &format!("answer {i}"), &[]).as_bytes())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+    }
+    sent
+}
+
+fn extends(earlier: &[u8], later: &[u8]) -> bool {
+    compare(earlier, later)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .extends()
+}
+
+#[test]
+fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_with_the_same_prefix()
+ {
+    for api in APIS {
+        let mut w = wire(api);
+        let options = || prompt_wire::session_options(api, tools());
+        let mut a = Session::start(components(), &policy(), SessionContext::default(), options())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let first = w
+            .body(&a.turn(values("a", 1), "hi").unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .stable_body();
+        // Before: a second session with the same prefix was accepted, and sent with the
+        // first session's prompt_cache_key.
+        let mut b = Session::start(components(), &policy(), SessionContext::default(), options())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let err = w
+            .body(&b.turn(values("a", 1), "hi").unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_err();
+        assert!(matches!(err, WireError::OtherSession { .. }), "{api:?}: {err}");
+        // Before: a refresh of the same session's tools was refused as another session.
+        a.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let more = ToolSet::from_openai(&[(
+            ToolSource::mcp("github"),
+            &json!([{"name": "search", "description": "Search.", "parameters": {"type": "object"}}]),
+        )])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let merged = ToolSet::new(
+            tools()
+                .definitions()
+                .iter()
+                .chain(more.definitions())
+                .cloned()
+                .collect(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        a.refresh(components(), &policy(), merged, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = a.turn(values("a", 2), "again").unwrap_or_else(|e| panic!("{e}"));
+        let epoch = request.epoch();
+        let body = w.body(&request).unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let bytes = body.to_bytes();
+        assert!(String::from_utf8_lossy(&bytes).contains("\"search\""), "{api:?}");
+        assert!(epoch > 0);
+        // A new prefix: the body does not extend the first one (the guard says the tools
+        // changed), and the next one of the new epoch extends it again.
+        assert!(!extends(&first, &bytes), "{api:?}");
+        let stable = body.stable_body();
+        a.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let next = w
+            .body(&a.turn(values("a", 3), "and again").unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        assert!(extends(&stable, &next), "{api:?}");
+    }
+}
+
+#[test]
+fn a_conversation_restored_from_its_document_sends_the_same_bodies_on_every_api() {
+    for api in APIS {
+        for through_value in [false, true] {
+            let mut c = start(api);
+            three_turns(&mut c, api);
+            let text = serde_json::to_string(&c.save()).unwrap_or_else(|e| panic!("{e}"));
+            let snapshot: ConversationSnapshot = if through_value {
+                let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+                serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+            } else {
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
+            };
+            let mut restored = Conversation::restore(
+                &snapshot,
+                components(),
+                &policy(),
+                SessionContext::default(),
+                prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+                options(api),
+                RestoreMode::Strict,
+            )
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .conversation;
+            assert_eq!(restored.save(), c.save(), "{api:?}");
+            assert_eq!(restored.routing_header(), c.routing_header(), "{api:?}");
+            let a = c
+                .turn(values("c", 4), "after")
+                .unwrap_or_else(|e| panic!("{e}"))
+                .to_bytes();
+            let b = restored
+                .turn(values("c", 4), "after")
+                .unwrap_or_else(|e| panic!("{e}"))
+                .to_bytes();
+            assert_eq!(a, b, "{api:?}");
+        }
+    }
+}
+
+#[test]
+fn an_edited_conversation_document_is_refused_naming_the_part() {
+    let api = ApiKind::Anthropic;
+    let mut c = start(api);
+    three_turns(&mut c, api);
+    let doc: Value = serde_json::to_value(c.save()).unwrap_or_else(|e| panic!("{e}"));
+    type Edit = fn(&mut Value);
+    let edits: [(Edit, &str); 3] = [
+        (|v| v["api"] = json!("openai"), "api"),
+        (|v| v["wire"]["parts"] = json!(0), "wire"),
+        (|v| v["session"]["seals"]["history"] = json!("00"), "session"),
+    ];
+    for (edit, part) in edits {
+        let mut edited = doc.clone();
+        edit(&mut edited);
+        let snapshot: ConversationSnapshot =
+            serde_json::from_value(edited).unwrap_or_else(|e| panic!("{e}"));
+        match Conversation::restore(
+            &snapshot,
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()),
+            options(api),
+            RestoreMode::Strict,
+        ) {
+            Err(ConversationError::Edited { field }) => assert_eq!(field, part),
+            other => panic!("{part}: expected Edited, got {other:?}"),
+        }
+    }
+    // An edit inside the session is named by the session's own check.
+    let mut edited = doc.clone();
+    edited["session"]["history"]["nodes"][1]["text"] = json!("edited");
+    let snapshot: ConversationSnapshot =
+        serde_json::from_value(edited).unwrap_or_else(|e| panic!("{e}"));
+    let err = Conversation::restore(
+        &snapshot,
+        components(),
+        &policy(),
+        SessionContext::default(),
+        prompt_wire::session_options(api, tools()),
+        options(api),
+        RestoreMode::Strict,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("history.nodes[1].text"), "{err}");
+}
+
+#[test]
+fn a_regenerated_reply_is_the_last_body_again_and_an_edit_extends_the_body_before_it_on_every_api()
+ {
+    for api in APIS {
+        let mut c = start(api);
+        let sent = three_turns(&mut c, api);
+        // Regenerate: the same body again (its stable part), on a wire that followed.
+        let mut again = c.regenerate().unwrap_or_else(|e| panic!("{e}"));
+        let body = again
+            .resend(values("b", 2))
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        // Byte for byte, but for Anthropic's breakpoints, which follow the wire's last
+        // body: there the blocks are the same ones (the guard compares blocks).
+        if api != ApiKind::Anthropic {
+            assert_eq!(body.stable_body(), sent[2], "{api:?}");
+        }
+        assert!(extends(&sent[2], &body.to_bytes()), "{api:?}");
+        assert_eq!(again.routing_header(), c.routing_header(), "{api:?}");
+        // Edit the second question: the body extends the first body, with its reply.
+        let users: Vec<usize> = c
+            .session()
+            .history()
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind() == prompt_core::node::NodeKind::User)
+            .map(|(i, _)| i)
+            .collect();
+        let mut edited = c.edit_user_message(users[1]).unwrap_or_else(|e| panic!("{e}"));
+        let body = edited
+            .turn(values("a, b", 1), "question 1, edited")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .to_bytes();
+        assert!(extends(&sent[0], &body), "{api:?}");
+        assert!(!String::from_utf8_lossy(&body).contains("answer 1"), "{api:?}");
+        // A fork goes on from the last body.
+        let mut fork = c.fork();
+        let body = fork
+            .turn(values("b", 3), "sub-task")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        assert!(extends(&sent[2], &body), "{api:?}");
+    }
+}
