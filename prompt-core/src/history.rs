@@ -46,6 +46,19 @@ pub enum HistoryError {
         /// The key.
         key: String,
     },
+    /// A string holding half a surrogate pair (`"\ud800"`): not Unicode text, so neither a
+    /// provider nor this library could read the stored message back.
+    #[error(
+        "message from {producer} is not Unicode text: the escape `{escape}` at byte {offset} is half a surrogate pair"
+    )]
+    NotUnicode {
+        /// Who sent it.
+        producer: Producer,
+        /// The byte offset of the escape.
+        offset: usize,
+        /// The escape.
+        escape: String,
+    },
     /// Each entry point takes its own role only: `turn` a user message, `record_assistant`
     /// an assistant message, a tool result a tool message.
     #[error("message from {producer} must have role \"{expected}\"; got \"{found}\"")]
@@ -360,6 +373,11 @@ impl History {
             ObjectProblem::DuplicateKey(key) => HistoryError::DuplicateKey {
                 producer: producer.clone(),
                 key,
+            },
+            ObjectProblem::LoneSurrogate { offset, escape } => HistoryError::NotUnicode {
+                producer: producer.clone(),
+                offset,
+                escape,
             },
         })?;
         let role = match object.get("role") {

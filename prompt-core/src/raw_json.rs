@@ -5,8 +5,10 @@
 //! objects as their keys in order with each value's exact bytes, arrays as their elements'
 //! exact bytes. Nothing given is converted to a `serde_json::Value` and written back, so
 //! vendor fields, key order and number spellings (`1e400`) survive, and a duplicated key is
-//! caught (in O(n log n)). What the library writes itself it writes with keys in a fixed
-//! order, whatever the host program's serde_json features.
+//! caught (in O(n log n)). Every string is still checked to decode: a lone surrogate escape
+//! (`"\ud800"`) is refused, since no decoder downstream could read it back. What the library
+//! writes itself it writes with keys in a fixed order, whatever the host program's serde_json
+//! features.
 //!
 //! ```
 //! use prompt_core::raw_json::{Object, Problem};
@@ -70,6 +72,14 @@ pub enum Problem {
     NotAnObject(&'static str),
     /// A key given twice.
     DuplicateKey(String),
+    /// A `\u` escape of one half of a surrogate pair without its other half: JSON's grammar
+    /// admits it, but it is not Unicode text, so no provider (nor serde_json) can decode it.
+    LoneSurrogate {
+        /// The byte offset of the escape's backslash.
+        offset: usize,
+        /// The escape itself (six characters, `\ud800`).
+        escape: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -78,6 +88,10 @@ impl fmt::Display for Problem {
             Problem::Syntax(e) => write!(f, "not JSON ({e})"),
             Problem::NotAnObject(kind) => write!(f, "{kind}, not an object"),
             Problem::DuplicateKey(key) => write!(f, "the key \"{key}\" is given twice"),
+            Problem::LoneSurrogate { offset, escape } => write!(
+                f,
+                "the escape `{escape}` at byte {offset} is half a surrogate pair, not Unicode text"
+            ),
         }
     }
 }
@@ -90,11 +104,18 @@ pub struct Object<'a> {
 }
 
 impl<'a> Object<'a> {
-    /// Reads `text` as one JSON object with unique keys; values are only checked to be JSON.
+    /// Reads `text` as one JSON object with unique keys; values are only checked to be JSON
+    /// whose strings decode.
     pub fn parse(text: &'a str) -> Result<Self, Problem> {
         let mut de = serde_json::Deserializer::from_str(text);
         let parsed = ObjectSeed.deserialize(&mut de).map_err(Problem::Syntax)?;
         de.end().map_err(Problem::Syntax)?;
+        if let Some(offset) = lone_surrogate(text) {
+            return Err(Problem::LoneSurrogate {
+                offset,
+                escape: text.get(offset..offset.saturating_add(6)).unwrap_or("").to_owned(),
+            });
+        }
         match parsed {
             Parsed::Object(fields) => {
                 let mut keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_ref()).collect();
@@ -219,6 +240,40 @@ pub fn offset_in(whole: &str, part: &str) -> Option<usize> {
     (start.checked_add(part.len())? <= whole.len()).then_some(start)
 }
 
+/// The offset of the first `\u` escape that is half a surrogate pair without its other
+/// half. `RawValue` skips escapes without decoding them (what a string means depends on the
+/// later, real read), so this is the one thing a raw read lets through that no decoder
+/// accepts. `json` must be valid JSON, where a backslash only ever starts a string escape.
+fn lone_surrogate(json: &str) -> Option<usize> {
+    let bytes = json.as_bytes();
+    let unit_at = |at: usize| {
+        let digits = bytes.get(at..at.checked_add(4)?)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let mut at = 0;
+    while let Some(found) = bytes.get(at..)?.iter().position(|&b| b == b'\\') {
+        let escape = at + found;
+        if bytes.get(escape + 1) != Some(&b'u') {
+            at = escape + 2;
+            continue;
+        }
+        match unit_at(escape + 2)? {
+            0xD800..=0xDBFF => {
+                let low = escape + 6;
+                let paired = bytes.get(low..low + 2) == Some(b"\\u".as_slice())
+                    && matches!(unit_at(low + 2), Some(0xDC00..=0xDFFF));
+                if !paired {
+                    return Some(escape);
+                }
+                at = low + 6;
+            }
+            0xDC00..=0xDFFF => return Some(escape),
+            _ => at = escape + 6,
+        }
+    }
+    None
+}
+
 enum Parsed<'a> {
     Object(Vec<(Cow<'a, str>, &'a RawValue)>),
     Other(&'static str),
@@ -315,6 +370,35 @@ mod tests {
             Object::parse("[1]"),
             Err(Problem::NotAnObject("an array"))
         ));
+    }
+
+    #[test]
+    fn lone_surrogates_are_refused_and_pairs_kept() {
+        for (text, offset) in [
+            (r#"{"a":"\ud800"}"#, 6),
+            (r#"{"a":"x\uDBFFy"}"#, 7),
+            (r#"{"a":"\udc00"}"#, 6),
+            (r#"{"a":["ok","\ud83d\u0041"]}"#, 12),
+            (r#"{"a":{"b":"\ud83d\ude00\ud800"}}"#, 23),
+        ] {
+            match Object::parse(text) {
+                Err(Problem::LoneSurrogate { offset: at, escape }) => {
+                    assert_eq!((at, escape.len()), (offset, 6), "{text}");
+                    assert!(escape.starts_with("\\u"), "{escape}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+            // serde_json refuses the same texts when it decodes them.
+            assert!(serde_json::from_str::<serde_json::Value>(text).is_err(), "{text}");
+        }
+        for text in [
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\\ud800"}"#,
+            r#"{"a":"\u00e9\n\"\\"}"#,
+            r#"{"\ud83d\ude00":1e400}"#,
+        ] {
+            assert!(Object::parse(text).is_ok(), "{text}");
+        }
     }
 
     #[test]

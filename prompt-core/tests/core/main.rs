@@ -2,6 +2,7 @@
 //! append-only history, the composer and its property test.
 
 mod compose;
+mod defects;
 mod hardening;
 mod history;
 mod lifecycle;

@@ -1,0 +1,132 @@
+//! Reproducers for the defects of issue 20 that live in prompt-core, one test per defect,
+//! named after the defect it reproduces.
+
+use prompt_core::adopt::AdoptOptions;
+use prompt_core::history::HistoryError;
+use prompt_core::node::{NodeKind, Producer};
+use prompt_core::session::{ComposeError, UserInput};
+use prompt_core::snapshot::{RestoreError, RestoreMode};
+use prompt_core::{
+    Component, DeliveryStyle, Extensions, History, Placement, PromptPolicy, Session,
+    SessionContext, SessionOptions,
+};
+
+use crate::support::id;
+
+fn components() -> Vec<Component> {
+    vec![
+        Component::constant(id("assistant_instructions"), "You are terse.")
+            .placement(Placement::Prefix),
+    ]
+}
+
+fn policy() -> PromptPolicy {
+    PromptPolicy::from_agent_toml(
+        "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
+        "agent.toml",
+        &components(),
+    )
+    .unwrap()
+    .policy
+}
+
+/// The one way this module starts a session.
+fn session() -> Session {
+    Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::default(),
+    )
+    .unwrap()
+}
+
+/// A lone surrogate escape is not a Unicode scalar value: no provider can read it back.
+const LONE_SURROGATE: &str = r#""\ud800""#;
+
+fn is_not_unicode(e: &HistoryError) -> bool {
+    matches!(e, HistoryError::NotUnicode { escape, .. } if escape.len() == 6)
+}
+
+fn composed_not_unicode(e: &ComposeError) -> bool {
+    matches!(e, ComposeError::History(h) if is_not_unicode(h))
+}
+
+/// Defect 1: a lone surrogate is refused with a typed error on every path that stores text
+/// (user messages, tool results, assistant replies, adopted conversations, snapshots), in a
+/// string value at any depth; a valid pair and an escaped backslash before `ud800` are not.
+#[test]
+fn defect1_lone_surrogate_is_refused_on_every_path_that_stores_text() {
+    let user = format!(r#"{{"role":"user","content":{LONE_SURROGATE}}}"#);
+    let nested =
+        format!(r#"{{"role":"user","content":[{{"type":"text","text":{LONE_SURROGATE}}}]}}"#);
+    let trailing = r#"{"role":"user","content":"ok \udfff"}"#.to_owned();
+    for message in [&user, &nested, &trailing] {
+        let mut h = History::new(DeliveryStyle::system());
+        let err = h
+            .append_raw(Producer::User, NodeKind::User, message)
+            .unwrap_err();
+        assert!(is_not_unicode(&err), "{message}: {err:?}");
+        assert!(err.to_string().contains("not Unicode text"), "{err}");
+        assert_eq!(h.len(), 0);
+        let mut s = session();
+        let err = s
+            .turn(Extensions::new(), UserInput::Raw(message.clone()))
+            .map(|_| ())
+            .unwrap_err();
+        assert!(composed_not_unicode(&err), "{message}: {err:?}");
+        assert_eq!(s.history().len(), 0, "a refused turn stores nothing");
+    }
+
+    // Assistant replies and tool results.
+    let mut s = session();
+    s.turn(Extensions::new(), "read it").unwrap();
+    let reply = format!(r#"{{"role":"assistant","content":{LONE_SURROGATE}}}"#);
+    let err = s.record_assistant_raw(&reply).unwrap_err();
+    assert!(composed_not_unicode(&err), "{err:?}");
+    s.record_assistant_raw(
+        r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}]}"#,
+    )
+    .unwrap();
+    let result = format!(r#"{{"role":"tool","tool_call_id":"c1","content":{LONE_SURROGATE}}}"#);
+    let err = s.record_tool_raw(&result).unwrap_err();
+    assert!(composed_not_unicode(&err), "{err:?}");
+    // Well-formed text with the same letters is accepted.
+    s.record_tool_raw(r#"{"role":"tool","tool_call_id":"c1","content":"\ud83d\ude00 \\ud800"}"#)
+        .unwrap();
+
+    // An adopted conversation.
+    let conversation = format!(r#"[{{"role":"user","content":{LONE_SURROGATE}}}]"#);
+    let err = Session::adopt(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::default(),
+        &conversation,
+        &AdoptOptions::default(),
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(
+        matches!(err, prompt_core::adopt::AdoptError::NotAMessage { index: 0 }),
+        "{err:?}"
+    );
+
+    // A snapshot whose stored message was edited to hold one.
+    let mut s = session();
+    s.turn(Extensions::new(), "hi").unwrap();
+    let mut snapshot = s.save();
+    let last = snapshot.history.nodes.len() - 1;
+    snapshot.history.nodes[last].message = user.clone();
+    let err = Session::restore(
+        &snapshot,
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::default(),
+        RestoreMode::Strict,
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(matches!(err, RestoreError::NotAMessage { index } if index == last), "{err:?}");
+}
