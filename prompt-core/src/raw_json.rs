@@ -113,7 +113,10 @@ impl<'a> Object<'a> {
         if let Some(offset) = lone_surrogate(text) {
             return Err(Problem::LoneSurrogate {
                 offset,
-                escape: text.get(offset..offset.saturating_add(6)).unwrap_or("").to_owned(),
+                escape: text
+                    .get(offset..offset.saturating_add(6))
+                    .unwrap_or("")
+                    .to_owned(),
             });
         }
         match parsed {
@@ -338,6 +341,8 @@ impl<'de> Visitor<'de> for ObjectVisitor {
 
 #[cfg(test)]
 mod tests {
+    use proptest::strategy::Strategy;
+
     use super::*;
 
     #[test]
@@ -389,7 +394,10 @@ mod tests {
                 other => panic!("{text}: {other:?}"),
             }
             // serde_json refuses the same texts when it decodes them.
-            assert!(serde_json::from_str::<serde_json::Value>(text).is_err(), "{text}");
+            assert!(
+                serde_json::from_str::<serde_json::Value>(text).is_err(),
+                "{text}"
+            );
         }
         for text in [
             r#"{"a":"\ud83d\ude00"}"#,
@@ -398,6 +406,32 @@ mod tests {
             r#"{"\ud83d\ude00":1e400}"#,
         ] {
             assert!(Object::parse(text).is_ok(), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Over strings of escapes and text, the raw reader accepts exactly what serde_json
+        /// decodes, and reads the same text back.
+        #[test]
+        fn the_raw_reader_accepts_exactly_the_strings_serde_json_decodes(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    (0xd7f0u16..0xe010).prop_map(|unit| format!("\\u{unit:04x}")),
+                    proptest::strategy::Just("\\\\".to_owned()),
+                    proptest::strategy::Just("\\n".to_owned()),
+                    "[a-zé✓u]{0,3}",
+                ],
+                0..8,
+            )
+        ) {
+            let text = format!(r#"{{"k":"{}"}}"#, pieces.concat());
+            let decoded = serde_json::from_str::<std::collections::BTreeMap<String, String>>(&text);
+            let raw = Object::parse(&text);
+            proptest::prop_assert_eq!(raw.is_ok(), decoded.is_ok(), "{}", text);
+            if let (Ok(raw), Ok(decoded)) = (raw, decoded) {
+                let read = raw.str("k");
+                proptest::prop_assert_eq!(read.as_deref(), decoded.get("k").map(String::as_str));
+            }
         }
     }
 

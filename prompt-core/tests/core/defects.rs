@@ -108,7 +108,10 @@ fn defect1_lone_surrogate_is_refused_on_every_path_that_stores_text() {
     .map(drop)
     .unwrap_err();
     assert!(
-        matches!(err, prompt_core::adopt::AdoptError::NotAMessage { index: 0 }),
+        matches!(
+            err,
+            prompt_core::adopt::AdoptError::NotAMessage { index: 0 }
+        ),
         "{err:?}"
     );
 
@@ -128,5 +131,8 @@ fn defect1_lone_surrogate_is_refused_on_every_path_that_stores_text() {
     )
     .map(drop)
     .unwrap_err();
-    assert!(matches!(err, RestoreError::NotAMessage { index } if index == last), "{err:?}");
+    assert!(
+        matches!(err, RestoreError::NotAMessage { index } if index == last),
+        "{err:?}"
+    );
 }
