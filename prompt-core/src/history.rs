@@ -120,20 +120,29 @@ pub enum SystemPromptChange {
     Deferred,
 }
 
-/// What a compaction removed and added.
+/// What a compaction removed and added. A compaction that would remove no node (the empty
+/// span [`History::safe_cut`] returns when there is nothing to cut, or a span whose every
+/// node survives) changes nothing: no summary, no new epoch ([`Compaction::is_empty`]).
 #[derive(Debug, Clone)]
 pub struct Compaction {
     /// The nodes taken out, in order, so the caller can archive them.
     pub removed: Vec<Node>,
-    /// The summary node's id.
-    pub summary: NodeId,
-    /// The new epoch.
+    /// The summary node's id; `None` when nothing was compacted.
+    pub summary: Option<NodeId>,
+    /// The epoch after the compaction: a new one, or the same when nothing was compacted.
     pub epoch: u64,
     /// When the span held the node carrying the current system prompt, how the prompt was
     /// re-established right after the summary: [`SystemPromptChange::Appended`] (an update
     /// node) or [`SystemPromptChange::Deferred`] (into the next user message). `None` when
     /// the prompt survived on its own, or there is none.
     pub system_prompt: Option<SystemPromptChange>,
+}
+
+impl Compaction {
+    /// Whether nothing was compacted: no node removed, no summary written, no new epoch.
+    pub fn is_empty(&self) -> bool {
+        self.summary.is_none()
+    }
 }
 
 /// An append-only conversation.
@@ -600,7 +609,8 @@ impl History {
 
     /// [`History::compact`], keeping the nodes of the span whose producer `survives`: they
     /// follow the summary, in their order and with their bytes (earlier summaries, say, or
-    /// a component's updates).
+    /// a component's updates). When no node of the span would be removed, nothing changes
+    /// and the result [`is_empty`](Compaction::is_empty).
     pub fn compact_keeping(
         &mut self,
         span: Range<usize>,
@@ -612,6 +622,18 @@ impl History {
                 start: span.start,
                 end: span.end,
                 len: self.nodes.len(),
+            });
+        }
+        // A summary of nothing would only move every later byte and cost the whole cache.
+        if self.nodes[span.clone()]
+            .iter()
+            .all(|n| survives(&n.producer))
+        {
+            return Ok(Compaction {
+                removed: Vec::new(),
+                summary: None,
+                epoch: self.epoch,
+                system_prompt: None,
             });
         }
         if let Some((call_id, index, orphan)) =
@@ -695,7 +717,7 @@ impl History {
         }
         Ok(Compaction {
             removed,
-            summary: summary_id,
+            summary: Some(summary_id),
             epoch: self.epoch,
             system_prompt,
         })

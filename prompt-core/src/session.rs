@@ -703,7 +703,7 @@ impl Session {
 
     /// Replaces history `span` with a summary node; starts a new cache epoch. The prefix
     /// stays. Tail components whose last update was compacted away re-append their current
-    /// output next turn.
+    /// output next turn. An empty span changes nothing ([`Compaction::is_empty`]).
     pub fn compact(
         &mut self,
         span: Range<usize>,
@@ -723,6 +723,10 @@ impl Session {
         survives: &dyn Fn(&Producer) -> bool,
     ) -> Result<Compaction, ComposeError> {
         let compaction = self.history.compact_keeping(span, summary, survives)?;
+        if compaction.is_empty() {
+            // No new epoch: a held refresh waits for a compaction that starts one.
+            return Ok(compaction);
+        }
         if let Some(replacement) = self.deferred_refresh.take() {
             self.refresh_report = Some(self.install(*replacement));
         }

@@ -4,8 +4,10 @@
 use prompt_core::adopt::AdoptOptions;
 use prompt_core::history::HistoryError;
 use prompt_core::node::{NodeKind, Producer};
+use prompt_core::refresh::Refresh;
 use prompt_core::session::{ComposeError, UserInput};
 use prompt_core::snapshot::{RestoreError, RestoreMode};
+use prompt_core::tools::ToolSet;
 use prompt_core::{
     Component, DeliveryStyle, Extensions, History, Placement, PromptPolicy, Session,
     SessionContext, SessionOptions,
@@ -135,4 +137,71 @@ fn defect1_lone_surrogate_is_refused_on_every_path_that_stores_text() {
         matches!(err, RestoreError::NotAMessage { index } if index == last),
         "{err:?}"
     );
+}
+
+/// Every node's bytes and id, to compare a history before and after.
+fn node_bytes(history: &History) -> Vec<(String, String)> {
+    history
+        .nodes()
+        .iter()
+        .map(|n| (n.id().to_string(), n.bytes().to_owned()))
+        .collect()
+}
+
+/// Defect 2: compacting the empty span `safe_cut` returns when there is nothing to cut (or
+/// a span whose every node survives) changes nothing: no summary, no new epoch, the next
+/// request extends the previous one, and a refresh held for the next compaction stays held.
+#[test]
+fn defect2_an_empty_compaction_changes_nothing() {
+    let mut h = History::new(DeliveryStyle::system());
+    h.set_system_prompt("Be brief.");
+    h.append_user("hi").unwrap();
+    let (before, epoch) = (node_bytes(&h), h.epoch());
+    let cut = h.safe_cut(0, h.len());
+    assert_eq!(cut, 0);
+    let c = h
+        .compact_keeping(cut..cut, "Nothing to summarize.", &|_| false)
+        .unwrap();
+    assert_eq!((node_bytes(&h), h.epoch()), (before.clone(), epoch));
+    assert!(c.is_empty() && c.summary.is_none() && c.removed.is_empty());
+    assert_eq!((c.epoch, c.system_prompt), (epoch, None));
+    // Everything in the span survives: nothing is removed, so nothing changes either.
+    let c = h
+        .compact_keeping(0..h.len(), "Nothing removed.", &|_| true)
+        .unwrap();
+    assert_eq!((node_bytes(&h), h.epoch()), (before, epoch));
+    assert!(c.is_empty());
+    // A span that removes a node still compacts.
+    let c = h.compact(0..1, "Summary.").unwrap();
+    assert!(!c.is_empty() && c.summary.is_some());
+    assert_eq!(c.epoch, epoch + 1);
+
+    let mut s = session();
+    let first = s.turn(Extensions::new(), "one").unwrap().to_bytes();
+    s.record_assistant_raw(r#"{"role":"assistant","content":"1"}"#)
+        .unwrap();
+    let (before, epoch) = (node_bytes(s.history()), s.history().epoch());
+    let held = s
+        .refresh_at_next_compaction(components(), &policy(), ToolSet::default(), None)
+        .unwrap();
+    assert_eq!(held, Refresh::Deferred);
+    let cut = s.history().safe_cut(0, s.history().len());
+    assert!(
+        s.compact(cut..cut, "Nothing to summarize.")
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        (node_bytes(s.history()), s.history().epoch()),
+        (before, epoch)
+    );
+    assert_eq!(s.take_refresh_report(), None, "the refresh is still held");
+    let second = s.turn(Extensions::new(), "two").unwrap();
+    assert_eq!(second.epoch(), epoch);
+    assert_eq!(second.extends(&first), prompt_core::PrefixCheck::Prefix);
+    s.record_assistant_raw(r#"{"role":"assistant","content":"2"}"#)
+        .unwrap();
+    // The next real compaction applies it.
+    assert!(!s.compact(0..2, "Summary.").unwrap().is_empty());
+    assert_eq!(s.take_refresh_report(), Some(Refresh::Unchanged));
 }
