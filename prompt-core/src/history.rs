@@ -326,15 +326,16 @@ impl History {
         Ok(self.push(producer, kind, bytes.into_owned(), None, merged))
     }
 
-    /// Appends a message value, serialized once, compactly (keys in serde_json's map
-    /// order), then as [`History::append_raw`].
+    /// Appends a message value, serialized once, compactly, keys sorted
+    /// ([`raw_json::canonical`](crate::raw_json::canonical): the same bytes whatever the
+    /// host's serde_json features), then as [`History::append_raw`].
     pub fn append_value(
         &mut self,
         producer: Producer,
         kind: NodeKind,
         message: &Value,
     ) -> Result<NodeId, HistoryError> {
-        self.append_raw(producer, kind, &message.to_string())
+        self.append_raw(producer, kind, &json::canonical(message))
     }
 
     /// Checks that `json` can be appended as `kind` from `producer`, without appending it.

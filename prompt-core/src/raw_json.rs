@@ -21,8 +21,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 /// Appends `text` as a JSON string literal, quotes included, escaped as serde_json does.
@@ -61,6 +61,46 @@ pub fn quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     push_quoted(&mut out, text);
     out
+}
+
+/// `value` written compactly with every object's keys sorted (by bytes), at every depth:
+/// the bytes serde_json writes without its `preserve_order` feature, whichever features the
+/// host program enabled. Everything the library serializes from a `serde_json::Value` (tool
+/// schemas, messages and parameters given as values) goes through here, so one program
+/// built twice, or a session restored across two builds, sends the same bytes.
+///
+/// ```
+/// use prompt_core::raw_json::canonical;
+/// let value = serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}, "a": [3, "é"]});
+/// assert_eq!(canonical(&value), r#"{"a":[3,"é"],"properties":{"q":{"type":"string"}},"type":"object"}"#);
+/// ```
+pub fn canonical(value: &serde_json::Value) -> String {
+    // Serializing a `Value` cannot fail (its keys are strings); serde_json's own `Display`
+    // for `Value` rests on the same fact, and is the fallback.
+    serde_json::to_string(&Sorted(value)).unwrap_or_else(|_| value.to_string())
+}
+
+/// A `Value` that serializes its objects' entries in key order, whatever `Map` keeps.
+struct Sorted<'a>(&'a serde_json::Value);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        use serde_json::Value;
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut out = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    out.serialize_entry(key, &Sorted(value))?;
+                }
+                out.end()
+            }
+            Value::Array(items) => serializer.collect_seq(items.iter().map(Sorted)),
+            scalar => scalar.serialize(serializer),
+        }
+    }
 }
 
 /// Why a text is not the JSON expected.

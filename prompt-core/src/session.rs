@@ -103,7 +103,8 @@ pub enum ComposeError {
 pub enum UserInput {
     /// Plain text, sent as `{"role":"user","content":text}`.
     Text(String),
-    /// A full message object (content-part arrays, extra fields).
+    /// A full message object (content-part arrays, extra fields), written with its keys
+    /// sorted ([`raw_json::canonical`](crate::raw_json::canonical)).
     Message(Value),
     /// A message as JSON text, kept byte-for-byte.
     Raw(String),
@@ -232,7 +233,7 @@ impl ToolResult {
         Self {
             call_id: call_id.into(),
             name: None,
-            content: parts.to_string(),
+            content: json::canonical(parts),
             is_error: false,
         }
     }
@@ -475,7 +476,7 @@ impl Session {
     ) -> Result<Request<'_>, ComposeError> {
         let user_json = match user.into() {
             UserInput::Text(text) => json::text_message("user", &text),
-            UserInput::Message(value) => value.to_string(),
+            UserInput::Message(value) => json::canonical(&value),
             UserInput::Raw(raw) => raw,
         };
         self.compose(turn_values, Next::User(user_json))

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use prompt_core::PrefixCheck;
 use prompt_core::divergence::{Divergence, Excerpt, check_prefix, message_index_at};
+use prompt_core::raw_json::canonical;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -995,42 +996,6 @@ fn tools_change(earlier: &str, later: &str) -> (usize, String) {
         }
     };
     (offset, detail)
-}
-
-/// A JSON value as compact text with object keys sorted: equal values, equal text.
-fn canonical(v: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                out.push('{');
-                for (i, (k, item)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    write(item, out);
-                }
-                out.push('}');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(v, &mut out);
-    out
 }
 
 /// One line read by [`LineReader`].

@@ -128,7 +128,7 @@ pub use prompt_core::{
 };
 pub use prompt_core::{
     adopt, component, context, delivery, divergence, hash, history, id, input, messages, node,
-    placement, policy, refresh, request, session, snapshot, tools,
+    placement, policy, raw_json, refresh, request, session, snapshot, tools,
 };
 /// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].
 pub use prompt_wire as wire;
