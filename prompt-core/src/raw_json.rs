@@ -77,13 +77,15 @@ pub fn quote(text: &str) -> String {
 pub fn canonical(value: &serde_json::Value) -> String {
     // Serializing a `Value` cannot fail (its keys are strings); serde_json's own `Display`
     // for `Value` rests on the same fact, and is the fallback.
-    serde_json::to_string(&Sorted(value)).unwrap_or_else(|_| value.to_string())
+    serde_json::to_string(&SortedKeys(value)).unwrap_or_else(|_| value.to_string())
 }
 
-/// A `Value` that serializes its objects' entries in key order, whatever `Map` keeps.
-struct Sorted<'a>(&'a serde_json::Value);
+/// A `Value` that serializes every object's entries in key order, whatever serde_json's
+/// `Map` keeps: [`canonical`] with another serializer or formatter.
+#[derive(Debug, Clone, Copy)]
+pub struct SortedKeys<'a>(pub &'a serde_json::Value);
 
-impl Serialize for Sorted<'_> {
+impl Serialize for SortedKeys<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         use serde_json::Value;
@@ -93,11 +95,11 @@ impl Serialize for Sorted<'_> {
                 entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 let mut out = serializer.serialize_map(Some(entries.len()))?;
                 for (key, value) in entries {
-                    out.serialize_entry(key, &Sorted(value))?;
+                    out.serialize_entry(key, &SortedKeys(value))?;
                 }
                 out.end()
             }
-            Value::Array(items) => serializer.collect_seq(items.iter().map(Sorted)),
+            Value::Array(items) => serializer.collect_seq(items.iter().map(SortedKeys)),
             scalar => scalar.serialize(serializer),
         }
     }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use minijinja::value::{Kwargs, Value as JValue, ValueKind};
 use minijinja::{Environment, Error as JError, ErrorKind, State};
+use prompt_core::raw_json::SortedKeys;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -803,10 +804,10 @@ fn tojson(
             has_value: false,
         },
     );
-    // Maps keep the template's key order, as Python dicts do; `sort_keys` goes through a
-    // serde_json map, which is ordered by key.
+    // Maps keep the template's key order, as Python dicts do; `sort_keys` sorts them
+    // whatever the program's serde_json features.
     let written = if sort_keys == Some(true) {
-        to_json(value)?.serialize(&mut ser)
+        SortedKeys(&to_json(value)?).serialize(&mut ser)
     } else {
         value.serialize(&mut ser)
     };
