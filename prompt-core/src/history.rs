@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
+use crate::input::{EXCERPT_BYTES, excerpt};
 use crate::json::{self, ObjectProblem, RawObject};
 use crate::node::{Node, NodeKind, Producer};
 
@@ -43,7 +44,7 @@ pub enum HistoryError {
     DuplicateKey {
         /// Who sent it.
         producer: Producer,
-        /// The key.
+        /// The key (an [`excerpt`](crate::input::excerpt) of a long one).
         key: String,
     },
     /// A string holding half a surrogate pair (`"\ud800"`): not Unicode text, so neither a
@@ -67,7 +68,7 @@ pub enum HistoryError {
         producer: Producer,
         /// The role this entry point takes.
         expected: &'static str,
-        /// The role given.
+        /// The role given (an [`excerpt`](crate::input::excerpt) of a long one).
         found: String,
     },
     /// A user message whose content cannot take merged updates.
@@ -382,7 +383,7 @@ impl History {
             },
             ObjectProblem::DuplicateKey(key) => HistoryError::DuplicateKey {
                 producer: producer.clone(),
-                key,
+                key: excerpt(&key, EXCERPT_BYTES).into_owned(),
             },
             ObjectProblem::LoneSurrogate { offset, escape } => HistoryError::NotUnicode {
                 producer: producer.clone(),
@@ -408,7 +409,7 @@ impl History {
             return Err(HistoryError::WrongRole {
                 producer: producer.clone(),
                 expected,
-                found: role.into_owned(),
+                found: excerpt(&role, EXCERPT_BYTES).into_owned(),
             });
         }
         let neutralize = matches!(producer, Producer::User | Producer::Tool);

@@ -129,7 +129,11 @@ impl fmt::Display for Problem {
         match self {
             Problem::Syntax(e) => write!(f, "not JSON ({e})"),
             Problem::NotAnObject(kind) => write!(f, "{kind}, not an object"),
-            Problem::DuplicateKey(key) => write!(f, "the key \"{key}\" is given twice"),
+            Problem::DuplicateKey(key) => write!(
+                f,
+                "the key \"{}\" is given twice",
+                crate::input::excerpt(key, crate::input::EXCERPT_BYTES)
+            ),
             Problem::LoneSurrogate { offset, escape } => write!(
                 f,
                 "the escape `{escape}` at byte {offset} is half a surrogate pair, not Unicode text"

@@ -516,7 +516,7 @@ fn missing(url: &str, field: &'static str) -> LiveError {
 }
 
 fn excerpt(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
+    prompt_core::input::excerpt(text, max).into_owned()
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(url: &str, text: &str) -> Result<T, LiveError> {

@@ -7,6 +7,7 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
+use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -543,25 +544,21 @@ fn check_tools(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
     let earlier_names: HashSet<&str> = e.tools.iter().map(|t| t.name.as_str()).collect();
     let later_names: HashSet<&str> = l.tools.iter().map(|t| t.name.as_str()).collect();
     let (a, b) = (e.tools.get(at), l.tools.get(at));
+    // Names are the bodies' text: quoted as excerpts.
+    let name = |t: &Tool<'_>| excerpt(&t.name, EXCERPT_BYTES).into_owned();
     let cause = match (a, b) {
-        (Some(a), Some(b)) if a.name == b.name => Cause::ToolEdited {
-            name: b.name.clone(),
-        },
-        (_, Some(b)) if !earlier_names.contains(b.name.as_str()) => Cause::ToolAdded {
-            name: b.name.clone(),
-        },
-        (Some(a), _) if !later_names.contains(a.name.as_str()) => Cause::ToolRemoved {
-            name: a.name.clone(),
-        },
-        (_, Some(b)) => Cause::ToolsReordered {
-            name: b.name.clone(),
-        },
-        (Some(a), None) => Cause::ToolRemoved {
-            name: a.name.clone(),
-        },
+        (Some(a), Some(b)) if a.name == b.name => Cause::ToolEdited { name: name(b) },
+        (_, Some(b)) if !earlier_names.contains(b.name.as_str()) => {
+            Cause::ToolAdded { name: name(b) }
+        }
+        (Some(a), _) if !later_names.contains(a.name.as_str()) => {
+            Cause::ToolRemoved { name: name(a) }
+        }
+        (_, Some(b)) => Cause::ToolsReordered { name: name(b) },
+        (Some(a), None) => Cause::ToolRemoved { name: name(a) },
         (None, None) => return None,
     };
-    let producer = b.or(a).map(|t| format!("tool `{}`", t.name));
+    let producer = b.or(a).map(|t| format!("tool `{}`", name(t)));
     Some((
         Place::Tools { index: at },
         cause,
@@ -599,9 +596,8 @@ fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
         && l.system_text.starts_with(e.system_text.as_str());
     let cause = if grown {
         let added = &l.system_text[e.system_text.len()..];
-        let end = added.floor_char_boundary(HOISTED_EXCERPT);
         Cause::Hoisting {
-            hoisted: added[..end].to_owned(),
+            hoisted: excerpt(added, HOISTED_EXCERPT).into_owned(),
         }
     } else {
         Cause::SystemRewritten
@@ -728,7 +724,9 @@ fn message_break(
     let fallback = b.map_or(l.messages_end, |m| m.elem.offset + m.elem.raw.len());
     let index = a.map_or(i, |m| m.index);
     let index = b.map_or(index, |m| m.index);
-    let producer = a.or(b).map(|m| m.role.clone());
+    let producer = a
+        .or(b)
+        .map(|m| excerpt(&m.role, EXCERPT_BYTES).into_owned());
     (
         Place::Message { index, block },
         cause,
@@ -990,14 +988,16 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
     } else if has("messages") {
         Class::Messages
     } else {
-        let mut keys = top
+        let keys = top
             .fields
             .iter()
             .map(|(k, _)| k.as_ref())
             .collect::<Vec<_>>()
             .join(", ");
-        keys.truncate(keys.floor_char_boundary(200));
-        return Err(GuardError::UnknownShape { body: which, keys });
+        return Err(GuardError::UnknownShape {
+            body: which,
+            keys: excerpt(&keys, 200).into_owned(),
+        });
     };
     let mut parsed = Parsed {
         which,

@@ -221,12 +221,9 @@ fn per_turn_message(id: &ComponentId, by: PerTurnPromotion) -> String {
     }
 }
 
-/// At most 64 characters of a value quoted in a message.
+/// At most 64 bytes of a value quoted in a message ([`input::excerpt`]).
 fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(64) {
-        Some((cut, _)) => format!("{}…", &text[..cut]).into(),
-        None => text.into(),
-    }
+    input::excerpt(text, 64)
 }
 
 /// A problem with its position: `agent.toml:7:17: message`.

@@ -3,6 +3,7 @@
 
 mod bodies;
 mod common;
+mod defects;
 mod fixtures;
 mod guard;
 mod replies;
