@@ -1041,6 +1041,12 @@ impl<R: BufRead> LineReader<R> {
         self.buf.capacity()
     }
 
+    /// The text of the line last returned, taken out of the reader, which starts its next
+    /// line in a buffer of its own: for a caller that keeps the line, without a copy.
+    pub fn take_line(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// The next line; `None` at the end of the input. A last line without `\n` counts.
     pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
         self.buf.clear();

@@ -88,3 +88,44 @@ fn defect4_guard_quotes_bounded_tool_names_and_roles() {
     let json = serde_json::to_string(&b).unwrap();
     assert!(json.len() < DIAGNOSTIC_LIMIT, "{} bytes", json.len());
 }
+
+/// Defect 5: a text block stands for its string content whatever the order of its keys (or
+/// its spacing): `{"text":…,"type":"text"}`, `{"type":"text","text":…}` and the string
+/// itself are the same message; another text, or another key, is still an edit.
+#[test]
+fn defect5_text_blocks_compare_by_meaning_whatever_their_key_order() {
+    let body = |content: &str| {
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":{content}}},{{"role":"assistant","content":"ok"}}]}}"#
+        )
+    };
+    let longer = |content: &str| {
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":{content}}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"next"}}]}}"#
+        )
+    };
+    let same = [
+        r#""hi""#,
+        r#"[{"type":"text","text":"hi"}]"#,
+        r#"[{"text":"hi","type":"text"}]"#,
+        r#"[ { "text" : "hi" , "type" : "text" } ]"#,
+        r#"[{"text":"hi","type":"text","cache_control":{"type":"ephemeral"}}]"#,
+    ];
+    for a in same {
+        for b in same {
+            let verdict = compare(body(a).as_bytes(), longer(b).as_bytes()).unwrap();
+            assert!(verdict.extends(), "{a} then {b}: {verdict:?}");
+        }
+    }
+    for other in [
+        r#"[{"text":"hello","type":"text"}]"#,
+        r#"[{"text":"hi","type":"text","lang":"en"}]"#,
+        r#"[{"text":"hi","type":"input_text"}]"#,
+    ] {
+        let verdict = compare(body(same[2]).as_bytes(), longer(other).as_bytes()).unwrap();
+        let Verdict::Breaks(b) = verdict else {
+            panic!("{other}: {verdict:?}")
+        };
+        assert_eq!(b.cause, Cause::MessageEdited, "{other}");
+    }
+}
