@@ -335,7 +335,8 @@ impl PromptPolicy {
         let doc = match DeTable::parse(src) {
             Ok(doc) => doc,
             Err(e) => {
-                findings.error(e.span().unwrap_or(0..0), PolicyProblem::Syntax(e));
+                let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
+                findings.error(span, PolicyProblem::Syntax(e));
                 return Err(finish_errors(src, origin, findings));
             }
         };
@@ -402,6 +403,36 @@ impl PromptPolicy {
         };
         Ok(Self::from_agent_toml(&text, &origin, components)?)
     }
+}
+
+/// The most parts a dotted key (`a.b.c`, in a key/value line, a table header or an inline
+/// table) may have: toml 1.x refuses more as a "recursion limit" (its `LIMIT` of 80 parts
+/// before the last one, which it counts from 0).
+const TOML_KEY_PARTS: usize = 80;
+
+/// Where the first key of too many dotted parts crosses toml's limit: the span of its part
+/// after the [`TOML_KEY_PARTS`]th. toml reports that error without a span; the file is
+/// lexed again with toml's own parser (linear), so quoted parts and spacing count as toml
+/// counts them.
+fn key_past_the_limit(src: &str) -> Option<Range<usize>> {
+    use toml_parser::parser::{Event, EventKind};
+    let source = toml_parser::Source::new(src);
+    let tokens = source.lex().into_vec();
+    let (mut parts, mut continued, mut found) = (0usize, false, None);
+    let mut receiver = |event: Event| match event.kind() {
+        EventKind::SimpleKey => {
+            parts = if continued { parts + 1 } else { 1 };
+            continued = false;
+            if parts == TOML_KEY_PARTS + 1 && found.is_none() {
+                found = Some(event.span().start()..event.span().end());
+            }
+        }
+        EventKind::KeySep => continued = true,
+        EventKind::Whitespace => {}
+        _ => (parts, continued) = (0, false),
+    };
+    toml_parser::parser::parse_document(&tokens, &mut receiver, &mut ());
+    found
 }
 
 fn floor_char_boundary(src: &str, mut at: usize) -> usize {

@@ -205,3 +205,42 @@ fn defect2_an_empty_compaction_changes_nothing() {
     assert!(!s.compact(0..2, "Summary.").unwrap().is_empty());
     assert_eq!(s.take_refresh_report(), Some(Refresh::Unchanged));
 }
+
+/// The errors of a policy file that must not load, as `(line, column, message)`.
+fn policy_errors(toml: &str) -> Vec<(usize, usize, String)> {
+    match PromptPolicy::from_agent_toml(toml, "agent.toml", &components()) {
+        Ok(_) => panic!("must not load:\n{toml}"),
+        Err(prompt_core::policy::PolicyErrors(errors)) => errors
+            .into_iter()
+            .map(|e| (e.position.line, e.position.column, e.problem.to_string()))
+            .collect(),
+    }
+}
+
+/// Defect 8: toml's "recursion limit" for a key of too many dotted parts (in a key/value
+/// line, a table header, an inline table) has no span of its own; it is reported where the
+/// key crosses the limit (its 81st part), not at 1:1.
+#[test]
+fn defect8_a_dotted_key_past_the_recursion_limit_is_reported_where_it_crosses_it() {
+    let deep = "a.".repeat(100);
+    // Keys outside `[prompt]`: the loader ignores other tables, toml still parses them.
+    let head = "[prompt]\nprefix_allow = []\n[other]\n";
+    // 80 parts before the last one are the limit: the 81st part starts the excess.
+    for (src, line, column) in [
+        (format!("{head}{deep}b = 1\n"), 4, 1 + 2 * 80),
+        (format!("{head}[{deep}b]\nx = 1\n"), 4, 2 + 2 * 80),
+        (format!("{head}[[{deep}b]]\n"), 4, 3 + 2 * 80),
+        (format!("{head}t = {{ {deep}b = 1 }}\n"), 4, 7 + 2 * 80),
+        (format!("{head}[x]\n\"q.q\" . {}b = 1\n", "c . ".repeat(90)), 5, 9 + 4 * 79),
+    ] {
+        let got = policy_errors(&src);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!((got[0].0, got[0].1), (line, column), "{src}: {got:?}");
+        assert!(got[0].2.contains("recursion limit"), "{got:?}");
+    }
+    // 80 parts load (and 81 do not).
+    let fits = format!("{head}{}b = 1\n", "a.".repeat(79));
+    assert!(PromptPolicy::from_agent_toml(&fits, "agent.toml", &components()).is_ok());
+    let over = format!("{head}{}b = 1\n", "a.".repeat(80));
+    assert_eq!(policy_errors(&over)[0].1, 1 + 2 * 80);
+}
