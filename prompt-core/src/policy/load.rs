@@ -406,8 +406,8 @@ impl PromptPolicy {
 }
 
 /// The most parts a dotted key (`a.b.c`, in a key/value line, a table header or an inline
-/// table) may have: toml 1.x refuses more as a "recursion limit" (its `LIMIT` of 80 parts
-/// before the last one, which it counts from 0).
+/// table) may have: toml 1.x refuses a key with 80 parts or more before its last one (its
+/// `LIMIT`) as a "recursion limit".
 const TOML_KEY_PARTS: usize = 80;
 
 /// Where the first key of too many dotted parts crosses toml's limit: the span of its part
