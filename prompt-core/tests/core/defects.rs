@@ -231,7 +231,11 @@ fn defect8_a_dotted_key_past_the_recursion_limit_is_reported_where_it_crosses_it
         (format!("{head}[{deep}b]\nx = 1\n"), 4, 2 + 2 * 80),
         (format!("{head}[[{deep}b]]\n"), 4, 3 + 2 * 80),
         (format!("{head}t = {{ {deep}b = 1 }}\n"), 4, 7 + 2 * 80),
-        (format!("{head}[x]\n\"q.q\" . {}b = 1\n", "c . ".repeat(90)), 5, 9 + 4 * 79),
+        (
+            format!("{head}[x]\n\"q.q\" . {}b = 1\n", "c . ".repeat(90)),
+            5,
+            9 + 4 * 79,
+        ),
     ] {
         let got = policy_errors(&src);
         assert_eq!(got.len(), 1, "{got:?}");
