@@ -32,3 +32,24 @@ fn defect4_audit_guard_with_a_megabyte_tool_name_writes_a_bounded_report() {
         );
     }
 }
+
+/// Defect 9: `audit --json` of a log without requests (empty, or only malformed lines) says
+/// the overspend is undefined (`null`), with the reason, instead of `-100.0`.
+#[test]
+fn defect9_audit_json_of_a_log_without_requests_reports_no_overspend() {
+    for log in [&b""[..], b"not json\n{\"model\":\"m\"}\n"] {
+        let (code, out, err) =
+            cacheline_with_stdin(&["audit", "-", "--json", "--allow-skipped"], log);
+        assert_eq!(code, 0, "{err}");
+        let json: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let summary = &json["summary"];
+        assert_eq!(summary["requests"], 0, "{summary}");
+        assert!(summary["overspend_pct"].is_null(), "{summary}");
+        assert_eq!(
+            summary["overspend_undefined"],
+            "no input tokens: nothing was spent to compare with the ideal",
+            "{summary}"
+        );
+    }
+}
