@@ -53,3 +53,31 @@ fn defect9_audit_json_of_a_log_without_requests_reports_no_overspend() {
         );
     }
 }
+
+/// Defect 10: `status` over the agent.toml (allow all, deny `date` and `git_*`,
+/// `date = "prefix"`) exits 0 with `date` in the tail and a warning that the deny demotes
+/// it; `check --strict` fails on that warning.
+#[test]
+fn defect10_status_accepts_a_per_turn_request_that_a_deny_demotes() {
+    let config = crate::temp_file(
+        "defect10.toml",
+        "[prompt]\nprefix_allow = [\"*\"]\nprefix_deny = [\"date\", \"git_*\"]\n[prompt.placement]\ndate = \"prefix\"\n",
+    );
+    let config = config.to_string_lossy();
+    let (code, out, err) = crate::cacheline(&["status", "--config", &config, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(":5:1: warning: `date` in [prompt.placement] requests the prefix")
+            && err.contains("prefix_deny entry `date` keeps it in the tail"),
+        "{err}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let date = json["prompt"]["components"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == "date"))
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(date["placement"], "tail", "{date}");
+    assert_eq!(date["rule"]["rule"], "denied", "{date}");
+    let (code, _, _) = crate::cacheline(&["check", &config, "--strict"]);
+    assert_eq!(code, 1);
+}

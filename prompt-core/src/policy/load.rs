@@ -169,12 +169,27 @@ pub enum PolicyProblem {
         normalized: Option<Normalized>,
     },
     /// Configuration promotes a component that renders every turn.
-    #[error("{}", per_turn_message(.id, *.by))]
+    #[error("{}: {}", per_turn_request(.id, *.by), per_turn_fix(.id, *.by))]
     PerTurnPromoted {
         /// The component.
         id: ComponentId,
         /// Which entry promotes it.
         by: PerTurnPromotion,
+    },
+    /// Warning: configuration asks to promote a component that renders every turn, but a
+    /// `prefix_deny` entry keeps it in the tail (deny wins): nothing is promoted, the entry
+    /// has no effect.
+    #[error(
+        "{}; prefix_deny entry `{pattern}` keeps it in the tail (deny wins), so the entry has no effect",
+        per_turn_request(.id, *.by)
+    )]
+    PerTurnDenied {
+        /// The component.
+        id: ComponentId,
+        /// Which entry asks to promote it.
+        by: PerTurnPromotion,
+        /// The `prefix_deny` entry that demotes it.
+        pattern: String,
     },
     /// Warning: a glob that matches no known component.
     #[error("pattern `{pattern}` in {list} matches no known component")]
@@ -207,17 +222,31 @@ pub enum PolicyProblem {
     },
 }
 
-fn per_turn_message(id: &ComponentId, by: PerTurnPromotion) -> String {
+/// What an entry asks of a per-turn writer.
+fn per_turn_request(id: &ComponentId, by: PerTurnPromotion) -> String {
     match by {
         PerTurnPromotion::Placement => format!(
-            "`{id}` in [prompt.placement] requests the prefix, but `{id}` renders every turn (stability: turn): a per-turn writer in the prefix would change it every turn; set it to \"tail\" or remove the entry"
+            "`{id}` in [prompt.placement] requests the prefix, but `{id}` renders every turn (stability: turn)"
         ),
-        PerTurnPromotion::ExactAllow => format!(
-            "`{id}` in prefix_allow renders every turn (stability: turn): a per-turn writer never lands in the prefix; remove it from prefix_allow"
-        ),
+        PerTurnPromotion::ExactAllow => {
+            format!("`{id}` in prefix_allow renders every turn (stability: turn)")
+        }
         PerTurnPromotion::Default => format!(
-            "default = \"prefix\" requests the prefix for `{id}`, which declares nothing and renders every turn (stability: turn), and prefix_allow names it: a per-turn writer never lands in the prefix; remove `{id}` from prefix_allow"
+            "default = \"prefix\" requests the prefix for `{id}`, which declares nothing and renders every turn (stability: turn), and prefix_allow names it"
         ),
+    }
+}
+
+/// Why that cannot be, and what to do.
+fn per_turn_fix(id: &ComponentId, by: PerTurnPromotion) -> String {
+    match by {
+        PerTurnPromotion::Placement => "a per-turn writer in the prefix would change it every turn; set it to \"tail\" or remove the entry".to_owned(),
+        PerTurnPromotion::ExactAllow => {
+            "a per-turn writer never lands in the prefix; remove it from prefix_allow".to_owned()
+        }
+        PerTurnPromotion::Default => {
+            format!("a per-turn writer never lands in the prefix; remove `{id}` from prefix_allow")
+        }
     }
 }
 
@@ -364,8 +393,14 @@ impl PromptPolicy {
         if !findings.errors.is_empty() {
             return Err(finish_errors(src, origin, findings));
         }
+        // In source order (the lists are checked deny first), each once.
+        unresolved.sort_by_key(|(offset, _)| *offset);
         let mut seen = std::collections::BTreeSet::new();
-        unresolved.retain(|id: &ComponentId| seen.insert(id.clone()));
+        let unresolved: Vec<ComponentId> = unresolved
+            .into_iter()
+            .map(|(_, id)| id)
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
         let warnings = positioned(src, origin, findings.warnings);
         Ok(LoadedPolicy {
             policy,
@@ -576,10 +611,13 @@ fn check_prompt(
     raw: &RawPrompt<'_>,
     known: &BTreeMap<&ComponentId, &Component>,
     findings: &mut Findings,
-    unresolved: &mut Vec<ComponentId>,
+    unresolved: &mut Vec<(usize, ComponentId)>,
 ) -> PromptPolicy {
     let mut suggestions = Suggestions::new(known);
-    let mut patterns = |list: &'static str, entries: &[RawEntry<'_>], findings: &mut Findings| {
+    let mut patterns = |list: &'static str,
+                        entries: &[RawEntry<'_>],
+                        deny: &[IdPattern],
+                        findings: &mut Findings| {
         let mut out = Vec::with_capacity(entries.len());
         for entry in entries {
             let pattern = match IdPattern::parse(entry.text) {
@@ -618,14 +656,12 @@ fn check_prompt(
                 continue;
             };
             match known.get(&id) {
-                Some(c) if list == "prefix_allow" && c.stability() == Stability::Turn => findings
-                    .error(
-                        entry.span.clone(),
-                        PolicyProblem::PerTurnPromoted {
-                            id,
-                            by: PerTurnPromotion::ExactAllow,
-                        },
-                    ),
+                Some(c) if list == "prefix_allow" && c.stability() == Stability::Turn => {
+                    let span = entry.span.clone();
+                    if per_turn(findings, span, id, PerTurnPromotion::ExactAllow, deny) {
+                        out.push(pattern);
+                    }
+                }
                 Some(_) => out.push(pattern),
                 None if id.namespace().is_some() => {
                     findings.warning(
@@ -635,7 +671,7 @@ fn check_prompt(
                             id: id.clone(),
                         },
                     );
-                    unresolved.push(id);
+                    unresolved.push((entry.span.start, id));
                     out.push(pattern);
                 }
                 None => findings.error(
@@ -650,8 +686,8 @@ fn check_prompt(
         }
         out
     };
-    let prefix_allow = patterns("prefix_allow", &raw.prefix_allow, findings);
-    let prefix_deny = patterns("prefix_deny", &raw.prefix_deny, findings);
+    let prefix_deny = patterns("prefix_deny", &raw.prefix_deny, &[], findings);
+    let prefix_allow = patterns("prefix_allow", &raw.prefix_allow, &prefix_deny, findings);
 
     let mut placement = BTreeMap::new();
     for (entry, value, _) in &raw.placement {
@@ -670,13 +706,16 @@ fn check_prompt(
         };
         match known.get(&id) {
             Some(c) if *value == Placement::Prefix && c.stability() == Stability::Turn => {
-                findings.error(
-                    entry.span.clone(),
-                    PolicyProblem::PerTurnPromoted {
-                        id,
-                        by: PerTurnPromotion::Placement,
-                    },
-                );
+                let span = entry.span.clone();
+                if per_turn(
+                    findings,
+                    span,
+                    id.clone(),
+                    PerTurnPromotion::Placement,
+                    &prefix_deny,
+                ) {
+                    placement.insert(id, *value);
+                }
             }
             Some(_) => {
                 placement.insert(id, *value);
@@ -689,7 +728,7 @@ fn check_prompt(
                         id: id.clone(),
                     },
                 );
-                unresolved.push(id.clone());
+                unresolved.push((entry.span.start, id.clone()));
                 placement.insert(id, *value);
             }
             None => findings.error(
@@ -722,13 +761,8 @@ fn check_prompt(
                 && exact.contains(id.as_str())
                 && !named_in_placement.contains(id.as_str())
             {
-                findings.error(
-                    span.clone(),
-                    PolicyProblem::PerTurnPromoted {
-                        id: (*id).clone(),
-                        by: PerTurnPromotion::Default,
-                    },
-                );
+                let by = PerTurnPromotion::Default;
+                per_turn(findings, span.clone(), (*id).clone(), by, &prefix_deny);
             }
         }
     }
@@ -738,6 +772,30 @@ fn check_prompt(
         prefix_allow,
         prefix_deny,
         placement,
+    }
+}
+
+/// Configuration that would promote the per-turn writer `id`: an error, unless a `deny`
+/// entry keeps it in the tail anyway (deny wins), which is a warning naming that entry.
+/// Returns whether the entry stays in the policy (it does when denied: it has no effect,
+/// and `status` says the deny demoted it).
+fn per_turn(
+    findings: &mut Findings,
+    span: Range<usize>,
+    id: ComponentId,
+    by: PerTurnPromotion,
+    deny: &[IdPattern],
+) -> bool {
+    match deny.iter().find(|p| p.matches(&id)) {
+        Some(pattern) => {
+            let pattern = pattern.text.clone();
+            findings.warning(span, PolicyProblem::PerTurnDenied { id, by, pattern });
+            true
+        }
+        None => {
+            findings.error(span, PolicyProblem::PerTurnPromoted { id, by });
+            false
+        }
     }
 }
 

@@ -248,3 +248,75 @@ fn defect8_a_dotted_key_past_the_recursion_limit_is_reported_where_it_crosses_it
     let over = format!("{head}{}b = 1\n", "a.".repeat(80));
     assert_eq!(policy_errors(&over)[0].1, 1 + 2 * 80);
 }
+
+/// The shared fixture components and `git_state`, a per-turn writer.
+fn agent_components() -> Vec<Component> {
+    let mut components = crate::support::components();
+    components.push(Component::turn(id("git_state"), |_| {
+        Some("On branch main.".to_owned())
+    }));
+    components
+}
+
+/// Defect 10: deny wins over a per-turn writer's prefix request. With `prefix_allow = ["*"]`,
+/// `prefix_deny = ["date", "git_*"]` and `[prompt.placement] date = "prefix"` the file loads,
+/// `date` lands in the tail (denied), and the entry is a warning saying the deny demotes it;
+/// the same request without a deny that demotes it stays an error (it would promote a
+/// per-turn writer), as does an exact allow entry for one.
+#[test]
+fn defect10_a_deny_demotes_a_per_turn_prefix_request_with_a_warning() {
+    let components = agent_components();
+    let src = "[prompt]\nprefix_allow = [\"*\"]\nprefix_deny = [\"date\", \"git_*\"]\n[prompt.placement]\ndate = \"prefix\"\ngit_state = \"prefix\"\n";
+    let loaded = PromptPolicy::from_agent_toml(src, "agent.toml", &components)
+        .unwrap_or_else(|e| panic!("deny wins: the file must load: {e}"));
+    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with("agent.toml:5:1: `date` in [prompt.placement] requests the prefix")
+            && warnings[0].contains("prefix_deny entry `date` keeps it in the tail"),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings[1].starts_with("agent.toml:6:1: `git_state`")
+            && warnings[1].contains("prefix_deny entry `git_*` keeps it in the tail"),
+        "{warnings:#?}"
+    );
+    for name in ["date", "git_state"] {
+        let c = components.iter().find(|c| c.id().as_str() == name).unwrap();
+        let resolution = loaded.policy.resolve(c);
+        assert_eq!(resolution.placement, Placement::Tail, "{name}");
+        assert!(
+            matches!(
+                resolution.reason,
+                prompt_core::policy::Reason::Denied { .. }
+            ),
+            "{name}: {:?}",
+            resolution.reason
+        );
+    }
+    // Without a deny that demotes it, the request would promote a per-turn writer: an error.
+    let src = "[prompt]\nprefix_allow = [\"*\"]\nprefix_deny = [\"git_*\"]\n[prompt.placement]\ndate = \"prefix\"\n";
+    let Err(prompt_core::policy::PolicyErrors(errors)) =
+        PromptPolicy::from_agent_toml(src, "agent.toml", &components)
+    else {
+        panic!("a per-turn writer promoted by configuration is refused");
+    };
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .to_string()
+            .starts_with("agent.toml:5:1: `date` in [prompt.placement]")
+    );
+    // An exact allow entry for a per-turn writer, denied too: a warning as well.
+    let src = "[prompt]\nprefix_allow = [\"date\"]\nprefix_deny = [\"d*\"]\n";
+    let loaded = PromptPolicy::from_agent_toml(src, "agent.toml", &components)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0]
+            .to_string()
+            .contains("prefix_deny entry `d*` keeps it in the tail"),
+        "{}",
+        loaded.warnings[0]
+    );
+}
