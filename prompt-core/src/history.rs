@@ -44,7 +44,7 @@ pub enum HistoryError {
     DuplicateKey {
         /// Who sent it.
         producer: Producer,
-        /// The key (an [`excerpt`](crate::input::excerpt) of a long one).
+        /// The key (an [`excerpt`](crate::input::excerpt()) of a long one).
         key: String,
     },
     /// A string holding half a surrogate pair (`"\ud800"`): not Unicode text, so neither a
@@ -68,7 +68,7 @@ pub enum HistoryError {
         producer: Producer,
         /// The role this entry point takes.
         expected: &'static str,
-        /// The role given (an [`excerpt`](crate::input::excerpt) of a long one).
+        /// The role given (an [`excerpt`](crate::input::excerpt()) of a long one).
         found: String,
     },
     /// A user message whose content cannot take merged updates.

@@ -73,8 +73,11 @@ fn defect7_check_writes_its_diagnostics_in_few_write_calls() {
     );
 }
 
+/// The writes both streams received, in order: which stream (`o` or `e`) and the bytes.
+type WriteLog = Rc<RefCell<Vec<(char, Vec<u8>)>>>;
+
 /// A writer appending to a log shared by both streams, tagged, to see their order.
-struct Tagged(Rc<RefCell<Vec<(char, Vec<u8>)>>>, char);
+struct Tagged(WriteLog, char);
 
 impl Write for Tagged {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
