@@ -60,12 +60,9 @@ pub(crate) fn floor_char_boundary(src: &str, mut at: usize) -> usize {
     at
 }
 
-/// At most 64 characters of a value quoted in a message.
+/// At most 64 bytes of a value quoted in a message ([`crate::input::excerpt`]).
 pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
-    match text.char_indices().nth(64) {
-        Some((cut, _)) => format!("{}…", &text[..cut]).into(),
-        None => text.into(),
-    }
+    crate::input::excerpt(text, 64)
 }
 
 /// A TOML value as a message names it: ``integer `1` ``, `string "x"`, `table`.

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use crate::calls::{self, OpenCalls};
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
+use crate::input::{EXCERPT_BYTES, excerpt};
 use crate::json::{self, ObjectProblem, RawObject};
 use crate::node::{Node, NodeKind, Producer};
 
@@ -43,8 +44,21 @@ pub enum HistoryError {
     DuplicateKey {
         /// Who sent it.
         producer: Producer,
-        /// The key.
+        /// The key (an [`excerpt`](crate::input::excerpt()) of a long one).
         key: String,
+    },
+    /// A string holding half a surrogate pair (`"\ud800"`): not Unicode text, so neither a
+    /// provider nor this library could read the stored message back.
+    #[error(
+        "message from {producer} is not Unicode text: the escape `{escape}` at byte {offset} is half a surrogate pair"
+    )]
+    NotUnicode {
+        /// Who sent it.
+        producer: Producer,
+        /// The byte offset of the escape.
+        offset: usize,
+        /// The escape.
+        escape: String,
     },
     /// Each entry point takes its own role only: `turn` a user message, `record_assistant`
     /// an assistant message, a tool result a tool message.
@@ -54,7 +68,7 @@ pub enum HistoryError {
         producer: Producer,
         /// The role this entry point takes.
         expected: &'static str,
-        /// The role given.
+        /// The role given (an [`excerpt`](crate::input::excerpt()) of a long one).
         found: String,
     },
     /// A user message whose content cannot take merged updates.
@@ -107,20 +121,29 @@ pub enum SystemPromptChange {
     Deferred,
 }
 
-/// What a compaction removed and added.
+/// What a compaction removed and added. A compaction that would remove no node (the empty
+/// span [`History::safe_cut`] returns when there is nothing to cut, or a span whose every
+/// node survives) changes nothing: no summary, no new epoch ([`Compaction::is_empty`]).
 #[derive(Debug, Clone)]
 pub struct Compaction {
     /// The nodes taken out, in order, so the caller can archive them.
     pub removed: Vec<Node>,
-    /// The summary node's id.
-    pub summary: NodeId,
-    /// The new epoch.
+    /// The summary node's id; `None` when nothing was compacted.
+    pub summary: Option<NodeId>,
+    /// The epoch after the compaction: a new one, or the same when nothing was compacted.
     pub epoch: u64,
     /// When the span held the node carrying the current system prompt, how the prompt was
     /// re-established right after the summary: [`SystemPromptChange::Appended`] (an update
     /// node) or [`SystemPromptChange::Deferred`] (into the next user message). `None` when
     /// the prompt survived on its own, or there is none.
     pub system_prompt: Option<SystemPromptChange>,
+}
+
+impl Compaction {
+    /// Whether nothing was compacted: no node removed, no summary written, no new epoch.
+    pub fn is_empty(&self) -> bool {
+        self.summary.is_none()
+    }
 }
 
 /// An append-only conversation.
@@ -335,15 +358,16 @@ impl History {
         Ok(self.push(producer, kind, bytes.into_owned(), None, merged))
     }
 
-    /// Appends a message value, serialized once, compactly (keys in serde_json's map
-    /// order), then as [`History::append_raw`].
+    /// Appends a message value, serialized once, compactly, keys sorted
+    /// ([`raw_json::canonical`](crate::raw_json::canonical): the same bytes whatever the
+    /// host's serde_json features), then as [`History::append_raw`].
     pub fn append_value(
         &mut self,
         producer: Producer,
         kind: NodeKind,
         message: &Value,
     ) -> Result<NodeId, HistoryError> {
-        self.append_raw(producer, kind, &message.to_string())
+        self.append_raw(producer, kind, &json::canonical(message))
     }
 
     /// Checks that `json` can be appended as `kind` from `producer`, without appending it.
@@ -390,7 +414,12 @@ impl History {
             },
             ObjectProblem::DuplicateKey(key) => HistoryError::DuplicateKey {
                 producer: producer.clone(),
-                key,
+                key: excerpt(&key, EXCERPT_BYTES).into_owned(),
+            },
+            ObjectProblem::LoneSurrogate { offset, escape } => HistoryError::NotUnicode {
+                producer: producer.clone(),
+                offset,
+                escape,
             },
         })?;
         let role = match object.get("role") {
@@ -411,7 +440,7 @@ impl History {
             return Err(HistoryError::WrongRole {
                 producer: producer.clone(),
                 expected,
-                found: role.into_owned(),
+                found: excerpt(&role, EXCERPT_BYTES).into_owned(),
             });
         }
         let neutralize = matches!(producer, Producer::User | Producer::Tool);
@@ -618,7 +647,8 @@ impl History {
 
     /// [`History::compact`], keeping the nodes of the span whose producer `survives`: they
     /// follow the summary, in their order and with their bytes (earlier summaries, say, or
-    /// a component's updates).
+    /// a component's updates). When no node of the span would be removed, nothing changes
+    /// and the result [`is_empty`](Compaction::is_empty).
     pub fn compact_keeping(
         &mut self,
         span: Range<usize>,
@@ -630,6 +660,18 @@ impl History {
                 start: span.start,
                 end: span.end,
                 len: self.nodes.len(),
+            });
+        }
+        // A summary of nothing would only move every later byte and cost the whole cache.
+        if self.nodes[span.clone()]
+            .iter()
+            .all(|n| survives(&n.producer))
+        {
+            return Ok(Compaction {
+                removed: Vec::new(),
+                summary: None,
+                epoch: self.epoch,
+                system_prompt: None,
             });
         }
         if let Some((call_id, index, orphan)) = calls::split_tool_call(&self.nodes, &span, survives)
@@ -713,7 +755,7 @@ impl History {
         }
         Ok(Compaction {
             removed,
-            summary: summary_id,
+            summary: Some(summary_id),
             epoch: self.epoch,
             system_prompt,
         })

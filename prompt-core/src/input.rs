@@ -1,15 +1,39 @@
-//! Reading input that comes from users and downloads: bounded, and from regular files only.
+//! Reading input that comes from users and downloads: bounded, and from regular files only;
+//! and quoting it back, bounded.
 //!
 //! A config, a log or a template is hostile until read. Every reader in the workspace goes
 //! through here, so none of them can be made to allocate without bound (`/dev/zero`), or to
-//! block forever (a FIFO nobody writes to).
+//! block forever (a FIFO nobody writes to). Every diagnostic that quotes input quotes an
+//! [`excerpt`], so none of them can be made to repeat a megabyte.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// The most an `agent.toml` may hold: 4 MiB. A real one is a few KiB.
 pub const CONFIG_LIMIT: u64 = 4 << 20;
+
+/// The most bytes of one piece of input a diagnostic quotes, unless it says less: well
+/// under docs/wire.md's 2 KiB per diagnostic, with room for the words around it.
+pub const EXCERPT_BYTES: usize = 256;
+
+/// At most `max` bytes of `text`, cut at a character boundary, `…` marking the cut: what a
+/// diagnostic quotes of input. The text is borrowed when it is short enough.
+///
+/// ```
+/// use prompt_core::input::excerpt;
+/// assert_eq!(excerpt("role", 8), "role");
+/// assert_eq!(excerpt("assistant", 4), "assi…");
+/// assert_eq!(excerpt("né", 2), "n…"); // `é` is two bytes: the cut stays on a boundary
+/// ```
+pub fn excerpt(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let end = text.floor_char_boundary(max);
+    Cow::Owned(format!("{}…", &text[..end]))
+}
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@
 //! (`1e400`) or any vendor field survives byte-for-byte, and a duplicated key is caught.
 
 pub(crate) use crate::raw_json::{
-    Object as RawObject, Problem as ObjectProblem, array_of, kind_of, quote, string_of,
+    Object as RawObject, Problem as ObjectProblem, array_of, canonical, kind_of, quote, string_of,
 };
 
 /// `{"role":ROLE,"content":CONTENT}`.

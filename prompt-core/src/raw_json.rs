@@ -5,8 +5,10 @@
 //! objects as their keys in order with each value's exact bytes, arrays as their elements'
 //! exact bytes. Nothing given is converted to a `serde_json::Value` and written back, so
 //! vendor fields, key order and number spellings (`1e400`) survive, and a duplicated key is
-//! caught (in O(n log n)). What the library writes itself it writes with keys in a fixed
-//! order, whatever the host program's serde_json features.
+//! caught (in O(n log n)). Every string is still checked to decode: a lone surrogate escape
+//! (`"\ud800"`) is refused, since no decoder downstream could read it back. What the library
+//! writes itself it writes with keys in a fixed order, whatever the host program's serde_json
+//! features.
 //!
 //! ```
 //! use prompt_core::raw_json::{Object, Problem};
@@ -19,8 +21,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 /// Appends `text` as a JSON string literal, quotes included, escaped as serde_json does.
@@ -61,6 +63,48 @@ pub fn quote(text: &str) -> String {
     out
 }
 
+/// `value` written compactly with every object's keys sorted (by bytes), at every depth:
+/// the bytes serde_json writes without its `preserve_order` feature, whichever features the
+/// host program enabled. Everything the library serializes from a `serde_json::Value` (tool
+/// schemas, messages and parameters given as values) goes through here, so one program
+/// built twice, or a session restored across two builds, sends the same bytes.
+///
+/// ```
+/// use prompt_core::raw_json::canonical;
+/// let value = serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}, "a": [3, "é"]});
+/// assert_eq!(canonical(&value), r#"{"a":[3,"é"],"properties":{"q":{"type":"string"}},"type":"object"}"#);
+/// ```
+pub fn canonical(value: &serde_json::Value) -> String {
+    // Serializing a `Value` cannot fail (its keys are strings); serde_json's own `Display`
+    // for `Value` rests on the same fact, and is the fallback.
+    serde_json::to_string(&SortedKeys(value)).unwrap_or_else(|_| value.to_string())
+}
+
+/// A `Value` that serializes every object's entries in key order, whatever serde_json's
+/// `Map` keeps: [`canonical`] with another serializer or formatter.
+#[derive(Debug, Clone, Copy)]
+pub struct SortedKeys<'a>(pub &'a serde_json::Value);
+
+impl Serialize for SortedKeys<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        use serde_json::Value;
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut out = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    out.serialize_entry(key, &SortedKeys(value))?;
+                }
+                out.end()
+            }
+            Value::Array(items) => serializer.collect_seq(items.iter().map(SortedKeys)),
+            scalar => scalar.serialize(serializer),
+        }
+    }
+}
+
 /// Why a text is not the JSON expected.
 #[derive(Debug)]
 pub enum Problem {
@@ -70,6 +114,14 @@ pub enum Problem {
     NotAnObject(&'static str),
     /// A key given twice.
     DuplicateKey(String),
+    /// A `\u` escape of one half of a surrogate pair without its other half: JSON's grammar
+    /// admits it, but it is not Unicode text, so no provider (nor serde_json) can decode it.
+    LoneSurrogate {
+        /// The byte offset of the escape's backslash.
+        offset: usize,
+        /// The escape itself (six characters, `\ud800`).
+        escape: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -77,7 +129,15 @@ impl fmt::Display for Problem {
         match self {
             Problem::Syntax(e) => write!(f, "not JSON ({e})"),
             Problem::NotAnObject(kind) => write!(f, "{kind}, not an object"),
-            Problem::DuplicateKey(key) => write!(f, "the key \"{key}\" is given twice"),
+            Problem::DuplicateKey(key) => write!(
+                f,
+                "the key \"{}\" is given twice",
+                crate::input::excerpt(key, crate::input::EXCERPT_BYTES)
+            ),
+            Problem::LoneSurrogate { offset, escape } => write!(
+                f,
+                "the escape `{escape}` at byte {offset} is half a surrogate pair, not Unicode text"
+            ),
         }
     }
 }
@@ -90,11 +150,21 @@ pub struct Object<'a> {
 }
 
 impl<'a> Object<'a> {
-    /// Reads `text` as one JSON object with unique keys; values are only checked to be JSON.
+    /// Reads `text` as one JSON object with unique keys; values are only checked to be JSON
+    /// whose strings decode.
     pub fn parse(text: &'a str) -> Result<Self, Problem> {
         let mut de = serde_json::Deserializer::from_str(text);
         let parsed = ObjectSeed.deserialize(&mut de).map_err(Problem::Syntax)?;
         de.end().map_err(Problem::Syntax)?;
+        if let Some(offset) = lone_surrogate(text) {
+            return Err(Problem::LoneSurrogate {
+                offset,
+                escape: text
+                    .get(offset..offset.saturating_add(6))
+                    .unwrap_or("")
+                    .to_owned(),
+            });
+        }
         match parsed {
             Parsed::Object(fields) => {
                 let mut keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_ref()).collect();
@@ -219,6 +289,40 @@ pub fn offset_in(whole: &str, part: &str) -> Option<usize> {
     (start.checked_add(part.len())? <= whole.len()).then_some(start)
 }
 
+/// The offset of the first `\u` escape that is half a surrogate pair without its other
+/// half. `RawValue` skips escapes without decoding them (what a string means depends on the
+/// later, real read), so this is the one thing a raw read lets through that no decoder
+/// accepts. `json` must be valid JSON, where a backslash only ever starts a string escape.
+fn lone_surrogate(json: &str) -> Option<usize> {
+    let bytes = json.as_bytes();
+    let unit_at = |at: usize| {
+        let digits = bytes.get(at..at.checked_add(4)?)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let mut at = 0;
+    while let Some(found) = bytes.get(at..)?.iter().position(|&b| b == b'\\') {
+        let escape = at + found;
+        if bytes.get(escape + 1) != Some(&b'u') {
+            at = escape + 2;
+            continue;
+        }
+        match unit_at(escape + 2)? {
+            0xD800..=0xDBFF => {
+                let low = escape + 6;
+                let paired = bytes.get(low..low + 2) == Some(b"\\u".as_slice())
+                    && matches!(unit_at(low + 2), Some(0xDC00..=0xDFFF));
+                if !paired {
+                    return Some(escape);
+                }
+                at = low + 6;
+            }
+            0xDC00..=0xDFFF => return Some(escape),
+            _ => at = escape + 6,
+        }
+    }
+    None
+}
+
 enum Parsed<'a> {
     Object(Vec<(Cow<'a, str>, &'a RawValue)>),
     Other(&'static str),
@@ -283,6 +387,8 @@ impl<'de> Visitor<'de> for ObjectVisitor {
 
 #[cfg(test)]
 mod tests {
+    use proptest::strategy::Strategy;
+
     use super::*;
 
     #[test]
@@ -315,6 +421,64 @@ mod tests {
             Object::parse("[1]"),
             Err(Problem::NotAnObject("an array"))
         ));
+    }
+
+    #[test]
+    fn lone_surrogates_are_refused_and_pairs_kept() {
+        for (text, offset) in [
+            (r#"{"a":"\ud800"}"#, 6),
+            (r#"{"a":"x\uDBFFy"}"#, 7),
+            (r#"{"a":"\udc00"}"#, 6),
+            (r#"{"a":["ok","\ud83d\u0041"]}"#, 12),
+            (r#"{"a":{"b":"\ud83d\ude00\ud800"}}"#, 23),
+        ] {
+            match Object::parse(text) {
+                Err(Problem::LoneSurrogate { offset: at, escape }) => {
+                    assert_eq!((at, escape.len()), (offset, 6), "{text}");
+                    assert!(escape.starts_with("\\u"), "{escape}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+            // serde_json refuses the same texts when it decodes them.
+            assert!(
+                serde_json::from_str::<serde_json::Value>(text).is_err(),
+                "{text}"
+            );
+        }
+        for text in [
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\\ud800"}"#,
+            r#"{"a":"\u00e9\n\"\\"}"#,
+            r#"{"\ud83d\ude00":1e400}"#,
+        ] {
+            assert!(Object::parse(text).is_ok(), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Over strings of escapes and text, the raw reader accepts exactly what serde_json
+        /// decodes, and reads the same text back.
+        #[test]
+        fn the_raw_reader_accepts_exactly_the_strings_serde_json_decodes(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    (0xd7f0u16..0xe010).prop_map(|unit| format!("\\u{unit:04x}")),
+                    proptest::strategy::Just("\\\\".to_owned()),
+                    proptest::strategy::Just("\\n".to_owned()),
+                    "[a-zé✓u]{0,3}",
+                ],
+                0..8,
+            )
+        ) {
+            let text = format!(r#"{{"k":"{}"}}"#, pieces.concat());
+            let decoded = serde_json::from_str::<std::collections::BTreeMap<String, String>>(&text);
+            let raw = Object::parse(&text);
+            proptest::prop_assert_eq!(raw.is_ok(), decoded.is_ok(), "{}", text);
+            if let (Ok(raw), Ok(decoded)) = (raw, decoded) {
+                let read = raw.str("k");
+                proptest::prop_assert_eq!(read.as_deref(), decoded.get("k").map(String::as_str));
+            }
+        }
     }
 
     #[test]

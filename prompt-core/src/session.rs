@@ -119,7 +119,8 @@ pub enum ComposeError {
 pub enum UserInput {
     /// Plain text, sent as `{"role":"user","content":text}`.
     Text(String),
-    /// A full message object (content-part arrays, extra fields).
+    /// A full message object (content-part arrays, extra fields), written with its keys
+    /// sorted ([`raw_json::canonical`](crate::raw_json::canonical)).
     Message(Value),
     /// A message as JSON text, kept byte-for-byte.
     Raw(String),
@@ -316,7 +317,7 @@ impl ToolResult {
         Self {
             call_id: call_id.into(),
             name: None,
-            content: parts.to_string(),
+            content: json::canonical(parts),
             is_error: false,
         }
     }
@@ -631,7 +632,7 @@ impl Session {
     ) -> Result<Request<'_>, ComposeError> {
         let user_json = match user.into() {
             UserInput::Text(text) => json::text_message("user", &text),
-            UserInput::Message(value) => value.to_string(),
+            UserInput::Message(value) => json::canonical(&value),
             UserInput::Raw(raw) => raw,
         };
         self.compose(turn_values, Next::User(user_json))
@@ -933,7 +934,7 @@ impl Session {
 
     /// Replaces history `span` with a summary node; starts a new cache epoch. The prefix
     /// stays. Tail components whose last update was compacted away re-append their current
-    /// output next turn.
+    /// output next turn. An empty span changes nothing ([`Compaction::is_empty`]).
     pub fn compact(
         &mut self,
         span: Range<usize>,
@@ -954,6 +955,10 @@ impl Session {
     ) -> Result<Compaction, ComposeError> {
         let start = span.start;
         let compaction = self.history.compact_keeping(span, summary, survives)?;
+        if compaction.is_empty() {
+            // No new epoch: a held refresh waits for a compaction that starts one.
+            return Ok(compaction);
+        }
         // Requests that carried only nodes before the span were sent as they still are.
         self.checkpoints.retain(|c| c.nodes <= start);
         if let Some(replacement) = self.deferred_refresh.take() {

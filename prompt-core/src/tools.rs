@@ -207,8 +207,7 @@ impl ToolSet {
                 definitions.push(ToolDefinition {
                     name: name.to_owned(),
                     description: description.to_owned(),
-                    // A `Value` writes its map keys sorted: the canonical form.
-                    parameters: parameters.to_string(),
+                    parameters: json::canonical(&parameters),
                     source: source.clone(),
                 });
             }

@@ -487,7 +487,7 @@ fn chat_body(messages: &[u8], options: &ChatOptions) -> Vec<u8> {
             serde_json::json!({"include_usage": true}),
         );
     }
-    let options = options.to_string();
+    let options = prompt_core::raw_json::canonical(&options);
     let mut body = Vec::with_capacity(messages.len() + options.len() + 16);
     body.extend_from_slice(b"{\"messages\":");
     body.extend_from_slice(messages);
@@ -516,7 +516,7 @@ fn missing(url: &str, field: &'static str) -> LiveError {
 }
 
 fn excerpt(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
+    prompt_core::input::excerpt(text, max).into_owned()
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(url: &str, text: &str) -> Result<T, LiveError> {

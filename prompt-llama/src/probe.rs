@@ -165,7 +165,7 @@ pub fn compose(
         if let Some(head) = value.get_mut(0) {
             head["content"] = Value::String(updated_prompt());
         }
-        messages = value.to_string().into_bytes();
+        messages = prompt_core::raw_json::canonical(&value).into_bytes();
     }
     Ok(ProbeCase {
         condition,

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use prompt_core::PrefixCheck;
 use prompt_core::divergence::{Divergence, Excerpt, check_prefix, message_index_at};
+use prompt_core::raw_json::canonical;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -274,6 +275,9 @@ pub struct Breaker {
     pub detail: String,
 }
 
+/// Why an audit of no input tokens has no overspend.
+const NO_INPUT_TOKENS: &str = "no input tokens: nothing was spent to compare with the ideal";
+
 /// One rule over the whole log.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RuleSummary {
@@ -302,8 +306,12 @@ pub struct AuditSummary {
     pub hit_rate_source: String,
     /// Share of input tokens already sent earlier (the physical limit).
     pub limit_share: f64,
-    /// Cost above the ideal (every physical-limit token read from cache), in % of the ideal.
-    pub overspend_pct: f64,
+    /// Cost above the ideal (every physical-limit token read from cache), in % of the ideal;
+    /// `None` when it is undefined, and [`AuditSummary::overspend_undefined`] says why.
+    pub overspend_pct: Option<f64>,
+    /// Why `overspend_pct` is undefined: no input tokens (nothing was spent, so nothing was
+    /// overspent: an empty log is not 100% cheaper than the ideal), or an ideal cost of zero.
+    pub overspend_undefined: Option<&'static str>,
     /// The tokenizer.
     pub tokenizer: String,
     /// Per rule.
@@ -593,7 +601,7 @@ impl<'t> Auditor<'t> {
             })
             .collect();
         let prices = self.config.prices.get(self.config.backend);
-        let (hit_rate, source, actual, ideal_share) = if self.reported.requests > 0 {
+        let (hit_rate, source, actual, ideal_share, priced) = if self.reported.requests > 0 {
             let u = self.reported.total;
             let input = u.input() as f64;
             let actual = if input == 0.0 {
@@ -616,6 +624,7 @@ impl<'t> Auditor<'t> {
                 ),
                 actual,
                 share(self.reported_limit, self.reported_tokens),
+                u.input(),
             )
         } else {
             let o = self
@@ -633,13 +642,16 @@ impl<'t> Auditor<'t> {
                 format!("{} rule", self.config.backend),
                 actual,
                 share(limit.read, self.tokens),
+                self.tokens,
             )
         };
         let ideal = prices.miss * (1.0 - ideal_share) + prices.read * ideal_share;
-        let overspend_pct = if ideal > 0.0 {
-            (actual / ideal - 1.0) * 100.0
+        let (overspend_pct, overspend_undefined) = if priced == 0 {
+            (None, Some(NO_INPUT_TOKENS))
+        } else if ideal <= 0.0 {
+            (None, Some("the price table makes the ideal cost zero"))
         } else {
-            0.0
+            (Some((actual / ideal - 1.0) * 100.0), None)
         };
         let mut top: Vec<Breaker> = self.breakers.values().cloned().collect();
         top.sort_by(|a, b| {
@@ -656,6 +668,7 @@ impl<'t> Auditor<'t> {
             hit_rate_source: source,
             limit_share: share(limit.read, self.tokens),
             overspend_pct,
+            overspend_undefined,
             tokenizer: self.cache.tokenizer().name().to_owned(),
             backends,
             reported: (self.reported.requests > 0 || self.reported.overflowed > 0)
@@ -997,42 +1010,6 @@ fn tools_change(earlier: &str, later: &str) -> (usize, String) {
     (offset, detail)
 }
 
-/// A JSON value as compact text with object keys sorted: equal values, equal text.
-fn canonical(v: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                out.push('{');
-                for (i, (k, item)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    write(item, out);
-                }
-                out.push('}');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(v, &mut out);
-    out
-}
-
 /// One line read by [`LineReader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Line<'a> {
@@ -1074,6 +1051,12 @@ impl<R: BufRead> LineReader<R> {
     /// The capacity of the line buffer: at most the limit, whatever was read.
     pub fn buffer_capacity(&self) -> usize {
         self.buf.capacity()
+    }
+
+    /// The text of the line last returned, taken out of the reader, which starts its next
+    /// line in a buffer of its own: for a caller that keeps the line, without a copy.
+    pub fn take_line(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// The next line; `None` at the end of the input. A last line without `\n` counts.

@@ -202,14 +202,7 @@ pub(crate) fn share(part: u64, whole: u64) -> f64 {
 }
 
 /// `text` cut to at most `max` bytes (on a character boundary), `…` marking the cut: what a
-/// diagnostic quotes from the input stays short.
+/// diagnostic quotes from the input stays short ([`prompt_core::input::excerpt`]).
 pub(crate) fn shorten(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    prompt_core::input::excerpt(text, max).into_owned()
 }

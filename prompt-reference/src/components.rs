@@ -107,7 +107,8 @@ pub fn tool_schemas(session: &SessionContext) -> Option<String> {
         let name = |v: &serde_json::Value| v["function"]["name"].as_str().unwrap_or("").to_owned();
         name(a).cmp(&name(b))
     });
-    let body = serde_json::to_string(&tools).ok()?;
+    // Keys sorted whatever the program's serde_json features: a prefix writer's bytes.
+    let body = prompt_registry::raw_json::canonical(&serde_json::Value::Array(tools));
     Some(format!("# Tools\nYou may call these functions:\n{body}"))
 }
 

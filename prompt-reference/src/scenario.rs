@@ -51,6 +51,7 @@
 
 use std::fmt;
 
+use prompt_registry::raw_json::canonical;
 use prompt_registry::tools::{ToolSet, ToolSource};
 use prompt_registry::{
     Component, ComponentId, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Registry,
@@ -514,7 +515,7 @@ fn test_output(turn: u64, size: ScenarioSize) -> String {
 }
 
 fn tool_call(id: &str, name: &str, arguments: Value) -> Value {
-    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}})
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": canonical(&arguments)}})
 }
 
 /// Turn `turn` of the script (from 1), at [`ScenarioSize::Full`].
@@ -1273,10 +1274,12 @@ fn compose_baseline(
         }
         let compose = |history: &[Value]| -> Vec<String> {
             match strategy {
-                Strategy::AppendSystem => history.iter().map(Value::to_string).collect(),
+                // Keys sorted whatever the program's serde_json features, as the library
+                // writes values.
+                Strategy::AppendSystem => history.iter().map(canonical).collect(),
                 _ => std::iter::once(json!({"role": "system", "content": head}))
                     .chain(history.iter().cloned())
-                    .map(|m| m.to_string())
+                    .map(|m| canonical(&m))
                     .collect(),
             }
         };

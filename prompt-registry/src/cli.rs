@@ -13,11 +13,13 @@
 //! Output follows one convention: results on standard output, diagnostics on standard error
 //! as `file:line:col: error: message` (or `warning:`); exit status 0 (ok), 1 (`--strict` and
 //! warnings) or 2 (errors, usage errors). A closed standard output (`| head`) ends the
-//! program quietly with status 0.
+//! program quietly with status 0. Both streams are buffered ([`with_standard_output`]): a
+//! file of a hundred thousand mistakes is reported in a few hundred `write(2)` calls.
 
+use std::cell::RefCell;
 use std::error::Error;
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -203,21 +205,13 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let mut stderr = io::stderr().lock();
-    let registry = match Registry::linked() {
-        Ok(registry) => registry,
+    ExitCode::from(with_standard_output(|out, err| match Registry::linked() {
+        Ok(registry) => run_with(app, args, &registry, out, err),
         Err(e) => {
-            write_error(&mut stderr, None, &e);
-            return ExitCode::from(2);
+            write_error(err, None, &e);
+            2
         }
-    };
-    ExitCode::from(run_with(
-        app,
-        args,
-        &registry,
-        &mut io::stdout().lock(),
-        &mut stderr,
-    ))
+    }))
 }
 
 /// Parses `args` and runs over `registry`, writing to `out` and `err`; returns the exit
@@ -712,4 +706,149 @@ pub fn check(
         }
     }
     Ok(code)
+}
+
+/// Runs a command with the process's standard output and standard error, both buffered
+/// ([`buffered`]; standard error flushed at each line when it is a terminal, so a person
+/// sees each diagnostic as it comes), then flushes them; returns the command's exit status.
+/// A closed standard output still ends the program quietly with status 0, whether a write
+/// of the command or the last flush meets it; any other failure to write the output is
+/// reported with status 2.
+pub fn with_standard_output(run: impl FnOnce(&mut dyn Write, &mut dyn Write) -> u8) -> u8 {
+    let lines = io::stderr().is_terminal();
+    let (code, flushed) = buffered(io::stdout().lock(), io::stderr().lock(), lines, run);
+    match flushed {
+        Ok(()) => code,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            write_error(&mut io::stderr().lock(), None, &e);
+            2
+        }
+    }
+}
+
+/// Runs `run` with `out` and `err` buffered, then flushes them; returns what `run` returned
+/// and how the last flush of `out` went. A diagnostic line goes out in one piece instead of
+/// the ~20 pieces of its format, and a run of lines in one `write`. The two streams keep
+/// the relative order they were written in: writing to one flushes what the other holds.
+/// With `err_by_line`, `err` is also flushed at each newline.
+///
+/// ```
+/// use std::io::Write;
+/// let (mut out, mut err) = (Vec::new(), Vec::new());
+/// let (code, flushed) = prompt_registry::cli::buffered(&mut out, &mut err, false, |o, e| {
+///     writeln!(e, "agent.toml:2:1: error: one").ok();
+///     writeln!(o, "agent.toml: 1 error(s)").ok();
+///     2
+/// });
+/// assert_eq!((code, flushed.is_ok()), (2, true));
+/// assert_eq!(out, b"agent.toml: 1 error(s)\n");
+/// assert_eq!(err, b"agent.toml:2:1: error: one\n");
+/// ```
+pub fn buffered<O: Write, E: Write, R>(
+    out: O,
+    err: E,
+    err_by_line: bool,
+    run: impl FnOnce(&mut dyn Write, &mut dyn Write) -> R,
+) -> (R, io::Result<()>) {
+    let pair = RefCell::new(Pair {
+        out: BufWriter::with_capacity(OUTPUT_BUFFER, out),
+        err: BufWriter::with_capacity(OUTPUT_BUFFER, err),
+        err_by_line,
+        last: Stream::Out,
+        out_failed: None,
+    });
+    let result = run(
+        &mut Handle {
+            pair: &pair,
+            stream: Stream::Out,
+        },
+        &mut Handle {
+            pair: &pair,
+            stream: Stream::Err,
+        },
+    );
+    let mut pair = pair.into_inner();
+    // Standard error's own failures are ignored, as every diagnostic write does.
+    let _ = pair.err.flush();
+    let flushed = match pair.out_failed.take() {
+        Some(e) => Err(e),
+        None => pair.out.flush(),
+    };
+    (result, flushed)
+}
+
+/// Bytes each stream holds before it writes: a few hundred diagnostic lines.
+const OUTPUT_BUFFER: usize = 64 << 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Out,
+    Err,
+}
+
+/// The two buffered streams of [`buffered`].
+struct Pair<O: Write, E: Write> {
+    out: BufWriter<O>,
+    err: BufWriter<E>,
+    err_by_line: bool,
+    /// The stream written last.
+    last: Stream,
+    /// A failed flush of `out`, met when `err` was written to: the next write to `out`
+    /// returns it, so the command stops as it would have.
+    out_failed: Option<io::Error>,
+}
+
+impl<O: Write, E: Write> Pair<O, E> {
+    /// Flushes the other stream before `stream` is written to, so the two keep their order.
+    fn switch_to(&mut self, stream: Stream) {
+        if self.last == stream {
+            return;
+        }
+        match stream {
+            Stream::Err => {
+                if let Err(e) = self.out.flush() {
+                    self.out_failed = Some(e);
+                }
+            }
+            Stream::Out => {
+                let _ = self.err.flush();
+            }
+        }
+        self.last = stream;
+    }
+}
+
+/// One of the two streams of a [`Pair`], as a writer.
+struct Handle<'p, O: Write, E: Write> {
+    pair: &'p RefCell<Pair<O, E>>,
+    stream: Stream,
+}
+
+impl<O: Write, E: Write> Write for Handle<'_, O, E> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut pair = self.pair.borrow_mut();
+        pair.switch_to(self.stream);
+        match self.stream {
+            Stream::Out => match pair.out_failed.take() {
+                Some(e) => Err(e),
+                None => pair.out.write(buf),
+            },
+            Stream::Err => {
+                let written = pair.err.write(buf)?;
+                if pair.err_by_line && buf[..written].contains(&b'\n') {
+                    pair.err.flush()?;
+                }
+                Ok(written)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let mut pair = self.pair.borrow_mut();
+        match self.stream {
+            Stream::Out => pair.out.flush(),
+            Stream::Err => pair.err.flush(),
+        }
+    }
 }

@@ -166,7 +166,7 @@ pub use prompt_wire::{
 // Everything else of prompt-core, by module.
 pub use prompt_core::{
     adopt, branch, component, context, delivery, divergence, hash, history, id, input, messages,
-    node, placement, policy, refresh, request, session, snapshot, tools,
+    node, placement, policy, raw_json, refresh, request, session, snapshot, tools,
 };
 
 /// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].

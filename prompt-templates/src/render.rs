@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use minijinja::value::{Kwargs, Value as JValue, ValueKind};
 use minijinja::{Environment, Error as JError, ErrorKind, State};
+use prompt_core::raw_json::SortedKeys;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -224,7 +225,7 @@ impl ChatTemplate {
             move |state: &State, message: String| -> Result<JValue, JError> {
                 let used = state.fuel_levels().map_or(0, |(used, _)| used);
                 raised_fuel.store(used, Ordering::Relaxed);
-                let message = truncate(&message, MESSAGE_CHARS);
+                let message = truncate(&message, MESSAGE_BYTES);
                 Err(JError::new(ErrorKind::InvalidOperation, message.clone())
                     .with_source(Raised(message)))
             },
@@ -382,8 +383,8 @@ fn raised_message(err: &JError) -> Option<String> {
     None
 }
 
-/// The longest `raise_exception` message kept, in characters.
-const MESSAGE_CHARS: usize = 2048;
+/// The longest `raise_exception` message kept, in bytes.
+const MESSAGE_BYTES: usize = 2048;
 /// The longest `strftime_now` format accepted, in characters.
 const STRFTIME_CHARS: usize = 256;
 /// The widest `tojson` indent accepted (spaces, or characters of an indent string).
@@ -391,11 +392,8 @@ const MAX_INDENT: usize = 64;
 /// The largest width or precision accepted in a `str.format` field.
 const MAX_FORMAT_WIDTH: u64 = 4096;
 
-fn truncate(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
+fn truncate(text: &str, max: usize) -> String {
+    prompt_core::input::excerpt(text, max).into_owned()
 }
 
 /// Runs `f`, turning a panic into its message.
@@ -471,7 +469,7 @@ fn chain(err: &JError) -> impl Iterator<Item = &JError> {
 /// The engine's message, with the line when known (at most 2048 characters).
 pub(crate) fn describe(err: &JError) -> String {
     let mut text = match err.detail() {
-        Some(detail) => format!("{}: {}", err.kind(), truncate(detail, MESSAGE_CHARS)),
+        Some(detail) => format!("{}: {}", err.kind(), truncate(detail, MESSAGE_BYTES)),
         None => err.kind().to_string(),
     };
     if let Some(line) = err.line() {
@@ -803,10 +801,10 @@ fn tojson(
             has_value: false,
         },
     );
-    // Maps keep the template's key order, as Python dicts do; `sort_keys` goes through a
-    // serde_json map, which is ordered by key.
+    // Maps keep the template's key order, as Python dicts do; `sort_keys` sorts them
+    // whatever the program's serde_json features.
     let written = if sort_keys == Some(true) {
-        to_json(value)?.serialize(&mut ser)
+        SortedKeys(&to_json(value)?).serialize(&mut ser)
     } else {
         value.serialize(&mut ser)
     };

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use prompt_core::ApiKind;
+use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use serde_json::value::RawValue;
 
 use crate::raw::{self, Object, push_quoted, quote};
@@ -100,6 +101,10 @@ fn content_of<'a>(
         "\"{key}\" is {}, not a string, an array or null",
         raw::kind_of(raw)
     ))
+}
+
+fn unknown_role(role: &str) -> String {
+    format!("unknown role \"{}\"", excerpt(role, EXCERPT_BYTES))
 }
 
 /// The text of the text parts of `parts`, joined by a newline.
@@ -330,7 +335,7 @@ fn responses(object: &Object<'_>, role: &str, message: &str) -> Result<Converted
             out.push('}');
             parts.push(Part::new(out));
         }
-        other => return Err(format!("unknown role \"{other}\"")),
+        other => return Err(unknown_role(other)),
     }
     Ok(Converted::new(Role::User, parts))
 }
@@ -560,7 +565,7 @@ fn anthropic(object: &Object<'_>, role: &str) -> Result<Converted, String> {
             out.push('}');
             Ok(Converted::new(Role::User, vec![Part::new(out)]))
         }
-        other => Err(format!("unknown role \"{other}\"")),
+        other => Err(unknown_role(other)),
     }
 }
 
@@ -716,7 +721,7 @@ fn gemini(
             out.push_str("}}}");
             Ok(Converted::new(Role::User, vec![Part::new(out)]))
         }
-        other => Err(format!("unknown role \"{other}\"")),
+        other => Err(unknown_role(other)),
     }
 }
 

@@ -7,6 +7,7 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
+use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -293,13 +294,194 @@ impl Verdict {
     }
 }
 
-/// One element of a body: its bytes as sent, its bytes as compared, where it starts.
-#[derive(Debug)]
+/// How an element of a body is compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// As sent.
+    Exact,
+    /// A content block, a tool or a system block: without `cache_control` (breakpoints, which
+    /// move between requests), and a text block (`type` and `text` only) by its text,
+    /// whatever its keys' order or spacing.
+    Block,
+    /// A string that stands for the text block `{"type":"text","text":…}`.
+    Text,
+    /// A message: its other fields, then its content (`content`, Gemini `parts`) as the array
+    /// of its blocks, each as a [`Form::Block`] (a string content as one text block).
+    Message(ContentKey),
+}
+
+/// Where a message keeps its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ContentKey {
+    Content,
+    Parts,
+}
+
+impl ContentKey {
+    fn as_str(self) -> &'static str {
+        match self {
+            ContentKey::Content => "content",
+            ContentKey::Parts => "parts",
+        }
+    }
+}
+
+/// One element of a body: its bytes as sent (a slice of the body, so its offset is known),
+/// and how it is compared. The compared form is computed when needed, never kept: bodies of
+/// a million small messages hold two words and a tag per element.
+#[derive(Debug, Clone, Copy)]
 struct Elem<'a> {
     raw: &'a str,
-    /// As compared: Anthropic's without `cache_control`; a string content as a text block.
-    norm: Cow<'a, str>,
-    offset: usize,
+    form: Form,
+}
+
+impl<'a> Elem<'a> {
+    fn new(raw: &'a RawValue, form: Form) -> Self {
+        Self {
+            raw: raw.get(),
+            form,
+        }
+    }
+
+    /// The element as compared.
+    fn norm(&self) -> Cow<'a, str> {
+        match self.form {
+            Form::Exact => Cow::Borrowed(self.raw),
+            Form::Text => match serde_json::from_str::<Cow<'_, str>>(self.raw) {
+                Ok(text) => Cow::Owned(text_block(&text)),
+                Err(_) => Cow::Borrowed(self.raw),
+            },
+            Form::Block => block_norm(self.raw),
+            Form::Message(key) => message_norm(self.raw, key),
+        }
+    }
+
+    /// Whether the two are the same as compared (the same bytes always are).
+    fn same(&self, other: &Elem<'_>) -> bool {
+        self.raw == other.raw || self.norm() == other.norm()
+    }
+
+    /// A message without its content: its other fields (empty for other elements).
+    fn rest(&self) -> Cow<'a, str> {
+        match (self.form, Object::parse(self.raw)) {
+            (Form::Message(key), Ok(o)) => o
+                .without(key.as_str())
+                .map_or(Cow::Borrowed(self.raw), Cow::Owned),
+            _ => Cow::Borrowed(""),
+        }
+    }
+
+    /// Where it starts in `body`.
+    fn offset(&self, body: &str) -> usize {
+        offset_in(body, self.raw).unwrap_or(0)
+    }
+}
+
+/// A block as compared: a text block (`type: "text"` and a string `text`, and nothing else
+/// but `cache_control`) as its text; otherwise without `cache_control`.
+fn block_norm(raw: &str) -> Cow<'_, str> {
+    if !raw.starts_with('{') {
+        return Cow::Borrowed(raw);
+    }
+    let Ok(object) = Object::parse(raw) else {
+        return Cow::Borrowed(raw);
+    };
+    let meaning = object
+        .fields
+        .iter()
+        .filter(|(k, _)| k != "cache_control")
+        .count();
+    if meaning == 2
+        && object.str("type").as_deref() == Some("text")
+        && let Some(text) = object.str("text")
+    {
+        let canonical = text_block(&text);
+        return if canonical == raw {
+            Cow::Borrowed(raw)
+        } else {
+            Cow::Owned(canonical)
+        };
+    }
+    object
+        .without("cache_control")
+        .map_or(Cow::Borrowed(raw), Cow::Owned)
+}
+
+/// A message as compared: its fields but `cache_control`, a string or array content as the
+/// array of its blocks as compared.
+fn message_norm(raw: &str, key: ContentKey) -> Cow<'_, str> {
+    match Object::parse(raw) {
+        Ok(object) => Cow::Owned(message_norm_of(&object, key)),
+        Err(_) => Cow::Borrowed(raw),
+    }
+}
+
+/// [`message_norm`] of a message already read.
+fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
+    let content = object
+        .get(key.as_str())
+        .filter(|c| c.get().starts_with(['"', '[']))
+        .map(|_| {
+            let mut out = String::from("[");
+            for (i, block) in content_blocks(object, key).iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&block.norm());
+            }
+            out.push(']');
+            out
+        });
+    let mut out = String::from("{");
+    for (k, v) in object.fields.iter().filter(|(k, _)| k != "cache_control") {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        raw::push_quoted(&mut out, k);
+        out.push(':');
+        match &content {
+            Some(content) if k == key.as_str() => out.push_str(content),
+            _ => out.push_str(v.get()),
+        }
+    }
+    out.push('}');
+    out
+}
+
+/// A message's content blocks: a string as one text block, an array's elements as blocks.
+fn content_blocks<'a>(object: &Object<'a>, key: ContentKey) -> Vec<Elem<'a>> {
+    match object.get(key.as_str()) {
+        Some(content) if content.get().starts_with('"') => vec![Elem::new(content, Form::Text)],
+        Some(content) => raw::array_of(content)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|b| Elem::new(b, Form::Block))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The text of a message's content: a string, or its blocks' `text`, a newline between.
+fn content_text(raw: &str, key: ContentKey) -> String {
+    let Ok(object) = Object::parse(raw) else {
+        return String::new();
+    };
+    let Some(content) = object.get(key.as_str()) else {
+        return String::new();
+    };
+    if let Some(s) = raw::string_of(content) {
+        return s.into_owned();
+    }
+    let mut text = String::new();
+    for block in raw::array_of(content).unwrap_or_default() {
+        if let Some(t) = Object::of(block).ok().and_then(|b| b.str("text")) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&t);
+        }
+    }
+    text
 }
 
 #[derive(Debug)]
@@ -311,35 +493,48 @@ struct Tool<'a> {
 #[derive(Debug)]
 struct Msg<'a> {
     index: usize,
-    role: String,
+    role: Cow<'a, str>,
+    /// The whole message, compared as a [`Form::Message`] (a Responses `input` string: as
+    /// sent). Its blocks are read again when needed, at a break.
     elem: Elem<'a>,
-    /// The message without its content (`content`, Gemini `parts`): its other fields.
-    rest: Cow<'a, str>,
-    /// The content blocks (parts), as compared; a string content as one text block.
-    blocks: Vec<Elem<'a>>,
-    /// The text, for a system message.
-    text: String,
-    /// A hash of the role, the other fields and the blocks as compared.
+    /// A hash of the message as compared.
     hash: u64,
 }
 
-impl Msg<'_> {
-    /// The same message, as compared (blocks without `cache_control`).
-    fn same(&self, other: &Msg<'_>) -> bool {
-        self.hash == other.hash
-            && self.role == other.role
-            && self.rest == other.rest
-            && blocks_equal(&self.blocks, &other.blocks)
+impl<'a> Msg<'a> {
+    /// `norm` is the message as compared, for its hash.
+    fn new(index: usize, role: Cow<'a, str>, elem: Elem<'a>, norm: &str) -> Self {
+        let mut h = DefaultHasher::new();
+        norm.hash(&mut h);
+        Self {
+            index,
+            role,
+            elem,
+            hash: h.finish(),
+        }
     }
 
-    fn rehash(&mut self) {
-        let mut h = DefaultHasher::new();
-        self.role.hash(&mut h);
-        self.rest.hash(&mut h);
-        for b in &self.blocks {
-            b.norm.hash(&mut h);
+    /// The content blocks (parts); a string content as one text block.
+    fn blocks(&self) -> Vec<Elem<'a>> {
+        match self.elem.form {
+            Form::Message(key) => Object::parse(self.elem.raw)
+                .map(|o| content_blocks(&o, key))
+                .unwrap_or_default(),
+            _ => vec![Elem {
+                raw: self.elem.raw,
+                form: Form::Text,
+            }],
         }
-        self.hash = h.finish();
+    }
+
+    /// The same message, as compared (blocks without `cache_control`, text blocks by text).
+    fn same(&self, other: &Msg<'_>) -> bool {
+        self.hash == other.hash && self.elem.same(&other.elem)
+    }
+
+    /// The same message but for its content: the same role and other fields.
+    fn same_but_content(&self, other: &Msg<'_>) -> bool {
+        self.role == other.role && self.elem.rest() == other.elem.rest()
     }
 }
 
@@ -367,6 +562,16 @@ struct Parsed<'a> {
     system_end: usize,
     messages: Vec<Msg<'a>>,
     messages_end: usize,
+}
+
+impl Parsed<'_> {
+    fn content_key(&self) -> ContentKey {
+        if self.class == Class::Gemini {
+            ContentKey::Parts
+        } else {
+            ContentKey::Content
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,8 +634,6 @@ pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
         e.split_leading_system();
         l.split_leading_system();
     }
-    e.normalize();
-    l.normalize();
     let found = check(&e, &l, shape);
     Ok(match found {
         None => Verdict::Extends { shape },
@@ -447,22 +650,22 @@ type Found = Option<(Place, Cause, Divergence)>;
 
 fn divergence(
     earlier: Option<&Elem<'_>>,
-    later: Option<&Elem<'_>>,
+    later: Option<(&Elem<'_>, &str)>,
     fallback: usize,
     message_index: Option<usize>,
     producer: Option<String>,
 ) -> Divergence {
-    let e = earlier.map_or("", |e| &e.norm);
-    let l = later.map_or("", |l| &l.norm);
+    let e = earlier.map_or(Cow::Borrowed(""), Elem::norm);
+    let l = later.map_or(Cow::Borrowed(""), |(l, _)| l.norm());
     let common = common_prefix_len(e.as_bytes(), l.as_bytes());
-    let byte_offset = later.map_or(fallback, |l| {
-        if l.norm == l.raw {
-            l.offset + common
+    let byte_offset = later.map_or(fallback, |(elem, body)| {
+        if l == elem.raw {
+            elem.offset(body) + common
         } else {
             // Compared in another form (a string content as a text block, a block without
             // its `cache_control`): the offset from the bytes as sent.
             let sent = earlier.map_or("", |e| e.raw);
-            l.offset + common_prefix_len(sent.as_bytes(), l.raw.as_bytes())
+            elem.offset(body) + common_prefix_len(sent.as_bytes(), elem.raw.as_bytes())
         }
     });
     Divergence {
@@ -473,33 +676,35 @@ fn divergence(
     }
 }
 
-fn raw_elem<'a>(raw: Option<&'a RawValue>, text: &str) -> Option<Elem<'a>> {
-    raw.map(|r| Elem {
-        raw: r.get(),
-        norm: Cow::Borrowed(r.get()),
-        offset: offset_in(text, r.get()).unwrap_or(0),
-    })
+fn raw_elem(raw: Option<&RawValue>) -> Option<Elem<'_>> {
+    raw.map(|r| Elem::new(r, Form::Exact))
 }
 
 fn check(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
     let differs =
         |a: Option<&RawValue>, b: Option<&RawValue>| a.map(RawValue::get) != b.map(RawValue::get);
     if e.model.is_some() && l.model.is_some() && differs(e.model, l.model) {
-        let (a, b) = (raw_elem(e.model, e.text), raw_elem(l.model, l.text));
+        let (a, b) = (raw_elem(e.model), raw_elem(l.model));
         return Some((
             Place::Model,
             Cause::ModelChanged,
-            divergence(a.as_ref(), b.as_ref(), 0, None, Some("model".into())),
+            divergence(
+                a.as_ref(),
+                b.as_ref().map(|b| (b, l.text)),
+                0,
+                None,
+                Some("model".into()),
+            ),
         ));
     }
     if differs(e.cache_key, l.cache_key) {
-        let (a, b) = (raw_elem(e.cache_key, e.text), raw_elem(l.cache_key, l.text));
+        let (a, b) = (raw_elem(e.cache_key), raw_elem(l.cache_key));
         return Some((
             Place::CacheKey,
             Cause::CacheKeyChanged,
             divergence(
                 a.as_ref(),
-                b.as_ref(),
+                b.as_ref().map(|b| (b, l.text)),
                 0,
                 None,
                 Some("prompt_cache_key".into()),
@@ -514,7 +719,7 @@ fn check(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
     }
     for ((name, a), (_, b)) in e.params.iter().zip(&l.params) {
         if differs(*a, *b) {
-            let (x, y) = (raw_elem(*a, e.text), raw_elem(*b, l.text));
+            let (x, y) = (raw_elem(*a), raw_elem(*b));
             return Some((
                 Place::Parameter {
                     name: (*name).to_owned(),
@@ -522,7 +727,7 @@ fn check(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
                 Cause::ParameterChanged,
                 divergence(
                     x.as_ref(),
-                    y.as_ref(),
+                    y.as_ref().map(|y| (y, l.text)),
                     l.messages_end,
                     None,
                     Some((*name).into()),
@@ -536,38 +741,34 @@ fn check(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
 fn check_tools(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
     let at = (0..e.tools.len().max(l.tools.len())).find(|&i| {
         match (e.tools.get(i), l.tools.get(i)) {
-            (Some(a), Some(b)) => a.elem.norm != b.elem.norm,
+            (Some(a), Some(b)) => !a.elem.same(&b.elem),
             _ => true,
         }
     })?;
     let earlier_names: HashSet<&str> = e.tools.iter().map(|t| t.name.as_str()).collect();
     let later_names: HashSet<&str> = l.tools.iter().map(|t| t.name.as_str()).collect();
     let (a, b) = (e.tools.get(at), l.tools.get(at));
+    // Names are the bodies' text: quoted as excerpts.
+    let name = |t: &Tool<'_>| excerpt(&t.name, EXCERPT_BYTES).into_owned();
     let cause = match (a, b) {
-        (Some(a), Some(b)) if a.name == b.name => Cause::ToolEdited {
-            name: b.name.clone(),
-        },
-        (_, Some(b)) if !earlier_names.contains(b.name.as_str()) => Cause::ToolAdded {
-            name: b.name.clone(),
-        },
-        (Some(a), _) if !later_names.contains(a.name.as_str()) => Cause::ToolRemoved {
-            name: a.name.clone(),
-        },
-        (_, Some(b)) => Cause::ToolsReordered {
-            name: b.name.clone(),
-        },
-        (Some(a), None) => Cause::ToolRemoved {
-            name: a.name.clone(),
-        },
+        (Some(a), Some(b)) if a.name == b.name => Cause::ToolEdited { name: name(b) },
+        (_, Some(b)) if !earlier_names.contains(b.name.as_str()) => {
+            Cause::ToolAdded { name: name(b) }
+        }
+        (Some(a), _) if !later_names.contains(a.name.as_str()) => {
+            Cause::ToolRemoved { name: name(a) }
+        }
+        (_, Some(b)) => Cause::ToolsReordered { name: name(b) },
+        (Some(a), None) => Cause::ToolRemoved { name: name(a) },
         (None, None) => return None,
     };
-    let producer = b.or(a).map(|t| format!("tool `{}`", t.name));
+    let producer = b.or(a).map(|t| format!("tool `{}`", name(t)));
     Some((
         Place::Tools { index: at },
         cause,
         divergence(
             a.map(|t| &t.elem),
-            b.map(|t| &t.elem),
+            b.map(|t| (&t.elem, l.text)),
             l.tools_end,
             None,
             producer,
@@ -578,7 +779,7 @@ fn check_tools(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
 fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
     let at = (0..e.system.len().max(l.system.len())).find(|&i| {
         match (e.system.get(i), l.system.get(i)) {
-            (Some(a), Some(b)) => a.norm != b.norm,
+            (Some(a), Some(b)) => !a.same(b),
             _ => true,
         }
     })?;
@@ -599,9 +800,8 @@ fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
         && l.system_text.starts_with(e.system_text.as_str());
     let cause = if grown {
         let added = &l.system_text[e.system_text.len()..];
-        let end = added.floor_char_boundary(HOISTED_EXCERPT);
         Cause::Hoisting {
-            hoisted: added[..end].to_owned(),
+            hoisted: excerpt(added, HOISTED_EXCERPT).into_owned(),
         }
     } else {
         Cause::SystemRewritten
@@ -609,7 +809,13 @@ fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
     Some((
         Place::System { block: at },
         cause,
-        divergence(a, b, l.system_end, None, Some("system".into())),
+        divergence(
+            a,
+            b.map(|b| (b, l.text)),
+            l.system_end,
+            None,
+            Some("system".into()),
+        ),
     ))
 }
 
@@ -622,12 +828,13 @@ fn check_messages(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
         if a.same(b) {
             continue;
         }
-        let same_message = a.role == b.role && a.rest == b.rest;
+        let same_message = a.same_but_content(b);
+        let (a_blocks, b_blocks) = (a.blocks(), b.blocks());
         // The first block where they differ (or the earlier one's end).
-        let j = (0..a.blocks.len())
-            .find(|&j| b.blocks.get(j).is_none_or(|x| x.norm != a.blocks[j].norm))
-            .unwrap_or(a.blocks.len());
-        if same_message && j == a.blocks.len() && i == last {
+        let j = (0..a_blocks.len())
+            .find(|&j| b_blocks.get(j).is_none_or(|x| !x.same(&a_blocks[j])))
+            .unwrap_or(a_blocks.len());
+        if same_message && j == a_blocks.len() && i == last {
             // The last message goes on with more blocks (a merged user message).
             continue;
         }
@@ -637,13 +844,13 @@ fn check_messages(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
         }
         if same_message && matches!(cause, Cause::MessageEdited | Cause::TailDropped) {
             // Told at the block: the blocks before it are kept.
-            let later_blocks: HashSet<&str> = b.blocks.iter().map(|y| y.norm.as_ref()).collect();
-            let tail_gone = a.blocks[j..]
+            let later_blocks: HashSet<Cow<'_, str>> = b_blocks.iter().map(Elem::norm).collect();
+            let tail_gone = a_blocks[j..]
                 .iter()
-                .all(|x| !later_blocks.contains(x.norm.as_ref()));
+                .all(|x| !later_blocks.contains(&x.norm()));
             // Blocks of the last message kept, the rest gone: its per-request tail. Its
             // first block changed: an edit.
-            let cause = if i == last && tail_gone && 0 < j && j < a.blocks.len() {
+            let cause = if i == last && tail_gone && 0 < j && j < a_blocks.len() {
                 Cause::TailDropped
             } else {
                 Cause::MessageEdited
@@ -653,10 +860,6 @@ fn check_messages(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
         return Some(message_break(e, l, i, None, cause));
     }
     None
-}
-
-fn blocks_equal(a: &[Elem<'_>], b: &[Elem<'_>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.norm == y.norm)
 }
 
 /// Whether the earlier body's messages from `i` on are the later body's last messages,
@@ -709,30 +912,39 @@ fn classify(e: &Parsed<'_>, l: &Parsed<'_>, i: usize) -> Cause {
     Cause::MessageEdited
 }
 
-fn message_break(
-    e: &Parsed<'_>,
-    l: &Parsed<'_>,
+fn message_break<'a>(
+    e: &Parsed<'a>,
+    l: &Parsed<'a>,
     i: usize,
     block: Option<usize>,
     cause: Cause,
 ) -> (Place, Cause, Divergence) {
     let a = e.messages.get(i);
     let b = l.messages.get(i);
+    let block_of = |m: &Msg<'a>, j: usize| m.blocks().get(j).copied();
     let (x, y) = match block {
         Some(j) => (
-            a.and_then(|m| m.blocks.get(j)),
-            b.and_then(|m| m.blocks.get(j)),
+            a.and_then(|m| block_of(m, j)),
+            b.and_then(|m| block_of(m, j)),
         ),
-        None => (a.map(|m| &m.elem), b.map(|m| &m.elem)),
+        None => (a.map(|m| m.elem), b.map(|m| m.elem)),
     };
-    let fallback = b.map_or(l.messages_end, |m| m.elem.offset + m.elem.raw.len());
+    let fallback = b.map_or(l.messages_end, |m| m.elem.offset(l.text) + m.elem.raw.len());
     let index = a.map_or(i, |m| m.index);
     let index = b.map_or(index, |m| m.index);
-    let producer = a.or(b).map(|m| m.role.clone());
+    let producer = a
+        .or(b)
+        .map(|m| excerpt(&m.role, EXCERPT_BYTES).into_owned());
     (
         Place::Message { index, block },
         cause,
-        divergence(x, y, fallback, Some(index), producer),
+        divergence(
+            x.as_ref(),
+            y.as_ref().map(|y| (y, l.text)),
+            fallback,
+            Some(index),
+            producer,
+        ),
     )
 }
 
@@ -742,14 +954,6 @@ impl<'a> Parsed<'a> {
             body: self.which,
             at: at.into(),
             problem: problem.into(),
-        }
-    }
-
-    fn elem(&self, raw: &'a RawValue) -> Elem<'a> {
-        Elem {
-            raw: raw.get(),
-            norm: Cow::Borrowed(raw.get()),
-            offset: offset_in(self.text, raw.get()).unwrap_or(0),
         }
     }
 
@@ -781,14 +985,14 @@ impl<'a> Parsed<'a> {
                             .unwrap_or_default();
                         self.tools.push(Tool {
                             name,
-                            elem: self.elem(decl),
+                            elem: Elem::new(decl, Form::Block),
                         });
                     }
                 } else {
                     let name = object.fields.first().map(|(k, _)| k.to_string());
                     self.tools.push(Tool {
                         name: name.unwrap_or_default(),
-                        elem: self.elem(tool),
+                        elem: Elem::new(tool, Form::Block),
                     });
                 }
                 continue;
@@ -809,7 +1013,7 @@ impl<'a> Parsed<'a> {
                 .unwrap_or_default();
             self.tools.push(Tool {
                 name,
-                elem: self.elem(tool),
+                elem: Elem::new(tool, Form::Block),
             });
         }
         Ok(())
@@ -822,60 +1026,31 @@ impl<'a> Parsed<'a> {
         let role = object
             .str("role")
             .or_else(|| object.str("type"))
-            .map(Cow::into_owned)
-            .unwrap_or_else(|| "user".to_owned());
-        if matches!(role.as_str(), "system" | "developer" | "tool") || object.has("tool_calls") {
+            .unwrap_or(Cow::Borrowed("user"));
+        if matches!(role.as_ref(), "system" | "developer" | "tool") || object.has("tool_calls") {
             self.evidence.chat = true;
         }
-        let key = if self.class == Class::Gemini {
-            "parts"
-        } else {
-            "content"
-        };
-        let mut blocks = Vec::new();
-        let mut text = String::new();
-        if let Some(content) = object.get(key) {
-            if let Some(s) = raw::string_of(content) {
-                text.push_str(&s);
-                blocks.push(Elem {
-                    raw: content.get(),
-                    norm: Cow::Owned(text_block(&s)),
-                    offset: offset_in(self.text, content.get()).unwrap_or(0),
-                });
-            } else if content.get().starts_with('[') {
-                for block in self.array(content, &format!("{at}.{key}"))? {
-                    if let Ok(b) = Object::of(block) {
-                        if let Some(t) = b.str("text") {
-                            if !text.is_empty() {
-                                text.push('\n');
-                            }
-                            text.push_str(&t);
-                        }
-                        if b.str("type")
-                            .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t.as_ref()))
-                            && !b.has("image_url")
-                        {
-                            self.evidence.anthropic = true;
-                        }
-                    }
-                    blocks.push(self.elem(block));
+        let key = self.content_key();
+        if let Some(content) = object.get(key.as_str())
+            && content.get().starts_with('[')
+        {
+            for block in self.array(content, &format!("{at}.{}", key.as_str()))? {
+                if let Ok(b) = Object::of(block)
+                    && b.str("type")
+                        .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t.as_ref()))
+                    && !b.has("image_url")
+                {
+                    self.evidence.anthropic = true;
                 }
             }
         }
-        let rest = object
-            .without(key)
-            .map_or(Cow::Borrowed(raw.get()), Cow::Owned);
-        let mut message = Msg {
+        let norm = message_norm_of(&object, key);
+        self.messages.push(Msg::new(
             index,
             role,
-            elem: self.elem(raw),
-            rest,
-            blocks,
-            text,
-            hash: 0,
-        };
-        message.rehash();
-        self.messages.push(message);
+            Elem::new(raw, Form::Message(key)),
+            &norm,
+        ));
         Ok(())
     }
 
@@ -884,11 +1059,7 @@ impl<'a> Parsed<'a> {
         self.system_end = self.end_of(raw);
         let blocks = if let Some(s) = raw::string_of(raw) {
             self.push_system_text(&s);
-            self.system.push(Elem {
-                raw: raw.get(),
-                norm: Cow::Owned(text_block(&s)),
-                offset: offset_in(self.text, raw.get()).unwrap_or(0),
-            });
+            self.system.push(Elem::new(raw, Form::Text));
             return Ok(());
         } else if raw.get().starts_with('{') {
             let object = self.object(raw, at)?;
@@ -903,7 +1074,7 @@ impl<'a> Parsed<'a> {
             if let Some(t) = Object::of(block).ok().and_then(|b| b.str("text")) {
                 self.push_system_text(&t);
             }
-            self.system.push(self.elem(block));
+            self.system.push(Elem::new(block, Form::Block));
         }
         Ok(())
     }
@@ -920,7 +1091,7 @@ impl<'a> Parsed<'a> {
         let lead = self
             .messages
             .iter()
-            .take_while(|m| matches!(m.role.as_str(), "system" | "developer"))
+            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer"))
             .count();
         if lead == 0 {
             return;
@@ -928,35 +1099,21 @@ impl<'a> Parsed<'a> {
         let rest = self.messages.split_off(lead);
         let leading = std::mem::replace(&mut self.messages, rest);
         if let Some(last) = leading.last() {
-            self.system_end = last.elem.offset + last.elem.raw.len();
+            self.system_end = last.elem.offset(self.text) + last.elem.raw.len();
         }
-        for m in leading {
-            self.push_system_text(&m.text);
-            self.system.push(m.elem);
-        }
+        self.push_system_messages(leading);
     }
 
-    /// Compares without `cache_control`: breakpoints (Anthropic's, and those OpenAI-style
-    /// routers pass on to it) move between requests.
-    fn normalize(&mut self) {
-        let strip = |elem: &mut Elem<'_>| {
-            if !elem.norm.contains("cache_control") {
-                return;
-            }
-            if let Some(s) = Object::parse(&elem.norm)
-                .ok()
-                .and_then(|o| o.without("cache_control"))
-            {
-                elem.norm = Cow::Owned(s);
-            }
-        };
-        for tool in &mut self.tools {
-            strip(&mut tool.elem);
-        }
-        self.system.iter_mut().for_each(strip);
-        for message in &mut self.messages {
-            message.blocks.iter_mut().for_each(strip);
-            message.rehash();
+    /// Leading system messages join the system field, each compared as a message.
+    fn push_system_messages(&mut self, leading: Vec<Msg<'a>>) {
+        for m in leading {
+            // Every message but a Responses `input` string (a user message) is a `Message`.
+            let text = match m.elem.form {
+                Form::Message(key) => content_text(m.elem.raw, key),
+                _ => String::new(),
+            };
+            self.push_system_text(&text);
+            self.system.push(m.elem);
         }
     }
 }
@@ -990,14 +1147,16 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
     } else if has("messages") {
         Class::Messages
     } else {
-        let mut keys = top
+        let keys = top
             .fields
             .iter()
             .map(|(k, _)| k.as_ref())
             .collect::<Vec<_>>()
             .join(", ");
-        keys.truncate(keys.floor_char_boundary(200));
-        return Err(GuardError::UnknownShape { body: which, keys });
+        return Err(GuardError::UnknownShape {
+            body: which,
+            keys: excerpt(&keys, 200).into_owned(),
+        });
     };
     let mut parsed = Parsed {
         which,
@@ -1049,25 +1208,19 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
     };
     if let Some(messages) = top.get(array_key) {
         parsed.messages_end = parsed.end_of(messages);
-        if let Some(s) = raw::string_of(messages) {
+        if messages.get().starts_with('"') {
             // Responses' `input` may be one string: one user message.
-            let mut message = Msg {
-                index: 0,
-                role: "user".to_owned(),
-                elem: parsed.elem(messages),
-                rest: Cow::Borrowed(""),
-                blocks: vec![Elem {
-                    raw: messages.get(),
-                    norm: Cow::Owned(text_block(&s)),
-                    offset: offset_in(text, messages.get()).unwrap_or(0),
-                }],
-                text: s.into_owned(),
-                hash: 0,
-            };
-            message.rehash();
-            parsed.messages.push(message);
+            parsed.messages.push(Msg::new(
+                0,
+                Cow::Borrowed("user"),
+                Elem::new(messages, Form::Exact),
+                messages.get(),
+            ));
         } else {
-            for (i, m) in parsed.array(messages, array_key)?.into_iter().enumerate() {
+            let items = parsed.array(messages, array_key)?;
+            // Sized once: growing by doubling would hold up to three times the messages.
+            parsed.messages.reserve_exact(items.len());
+            for (i, m) in items.into_iter().enumerate() {
                 parsed.read_message(i, m)?;
             }
         }
@@ -1077,15 +1230,12 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
         let lead = parsed
             .messages
             .iter()
-            .take_while(|m| matches!(m.role.as_str(), "system" | "developer"))
+            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer"))
             .count();
         if lead > 0 {
             let rest = parsed.messages.split_off(lead);
             let leading = std::mem::replace(&mut parsed.messages, rest);
-            for m in leading {
-                parsed.push_system_text(&m.text);
-                parsed.system.push(m.elem);
-            }
+            parsed.push_system_messages(leading);
         }
     }
     Ok(parsed)

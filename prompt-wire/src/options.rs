@@ -6,6 +6,7 @@ use prompt_core::ApiKind;
 use serde_json::Value;
 
 use crate::error::WireError;
+use crate::raw::canonical;
 
 /// The model and the extra parameters (`max_tokens`, `temperature`, `stream`, …) of every
 /// body of a session.
@@ -75,9 +76,10 @@ impl WireOptions {
         self.tail_in_own_message
     }
 
-    /// Sets a parameter to `value`, serialized once, compactly (object keys sorted).
+    /// Sets a parameter to `value`, serialized once, compactly, object keys sorted whatever
+    /// the host's serde_json features ([`prompt_core::raw_json::canonical`]).
     pub fn param(mut self, key: impl Into<String>, value: &Value) -> Self {
-        self.params.insert(key.into(), value.to_string());
+        self.params.insert(key.into(), canonical(value));
         self
     }
 

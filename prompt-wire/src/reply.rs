@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use crate::error::WireError;
 use crate::raw::{self, Object, push_quoted};
 use crate::wire::Wire;
+use prompt_core::input::{EXCERPT_BYTES, excerpt};
 
 /// The largest reply body read; a longer one is refused before parsing.
 pub const MAX_REPLY_BYTES: usize = 16 << 20;
@@ -141,10 +142,9 @@ impl Ctx {
             .and_then(|e| e.str("message").map(Cow::into_owned))
             .or_else(|| raw::string_of(error).map(Cow::into_owned))
             .unwrap_or_else(|| error.get().to_owned());
-        let end = message.floor_char_boundary(MAX_ERROR_MESSAGE);
         Err(WireError::ProviderError {
             api: self.api,
-            message: message[..end].to_owned(),
+            message: excerpt(&message, MAX_ERROR_MESSAGE).into_owned(),
         })
     }
 }
@@ -222,7 +222,7 @@ fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
     if role != "assistant" {
         return Err(ctx.bad(
             "choices[0].message.role",
-            format!("\"{role}\", not \"assistant\""),
+            format!("\"{}\", not \"assistant\"", excerpt(&role, EXCERPT_BYTES)),
         ));
     }
     let mut tool_calls = Vec::new();
@@ -276,9 +276,10 @@ fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
     if items.is_empty() {
         return Err(WireError::NoMessage {
             api: ctx.api,
-            reason: top
-                .str("status")
-                .map_or_else(|| "empty output".to_owned(), |s| format!("status {s}")),
+            reason: top.str("status").map_or_else(
+                || "empty output".to_owned(),
+                |s| format!("status {}", excerpt(&s, EXCERPT_BYTES)),
+            ),
         });
     }
     let mut tool_calls = Vec::new();
@@ -388,7 +389,10 @@ fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
     let blocked = || {
         top.get("promptFeedback")
             .and_then(|f| Object::of(f).ok())
-            .and_then(|f| f.str("blockReason").map(|r| format!("prompt blocked: {r}")))
+            .and_then(|f| {
+                f.str("blockReason")
+                    .map(|r| format!("prompt blocked: {}", excerpt(&r, EXCERPT_BYTES)))
+            })
             .unwrap_or_else(|| "no candidates".to_owned())
     };
     let Some(candidates) = top.get("candidates") else {
@@ -403,14 +407,14 @@ fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
     let Some(content) = candidate.get("content") else {
         return Err(no_message(format!(
             "a candidate without content (finishReason {})",
-            finish.as_deref().unwrap_or("missing")
+            excerpt(finish.as_deref().unwrap_or("missing"), EXCERPT_BYTES)
         )));
     };
     let content = ctx.object(content, "candidates[0].content")?;
     let Some(parts) = content.get("parts") else {
         return Err(no_message(format!(
             "a candidate without parts (finishReason {})",
-            finish.as_deref().unwrap_or("missing")
+            excerpt(finish.as_deref().unwrap_or("missing"), EXCERPT_BYTES)
         )));
     };
     let items = ctx.array(parts, "candidates[0].content.parts")?;

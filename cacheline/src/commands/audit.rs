@@ -116,13 +116,16 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
         thousands(s.tokens),
         s.tokenizer
     )?;
+    let overspend = match (s.overspend_pct, s.overspend_undefined) {
+        (Some(pct), _) => format!("{pct:.1}% of the ideal"),
+        (None, why) => format!("undefined ({})", why.unwrap_or("no ideal")),
+    };
     writeln!(
         out,
-        "  hit rate {} ({}); physical limit {}; overspend {:.1}% of the ideal ({backend} prices)",
+        "  hit rate {} ({}); physical limit {}; overspend {overspend} ({backend} prices)",
         pct(s.hit_rate),
         s.hit_rate_source,
         pct(s.limit_share),
-        s.overspend_pct
     )?;
     let rules: Vec<String> = s
         .backends

@@ -129,7 +129,8 @@ pub(crate) fn run(
                 };
                 let body = match line {
                     Line::Text(text) if text.iter().all(u8::is_ascii_whitespace) => continue,
-                    Line::Text(text) => Ok(text.to_vec()),
+                    // Taken, not copied: a body may be 32 MiB, and the previous one is kept.
+                    Line::Text(_) => Ok(lines.take_line()),
                     Line::TooLong(len) => Err(format!(
                         "a body of {len} bytes, over the {max}-byte limit (--max-line-bytes)"
                     )),

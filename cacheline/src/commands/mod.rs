@@ -3,7 +3,7 @@
 
 use std::error::Error;
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::Write;
 
 use clap::{Parser, Subcommand};
 use prompt_reference::components::DEFAULT_AGENT_TOML;
@@ -64,16 +64,17 @@ enum Command {
     BenchFleet(bench_fleet::BenchFleetArgs),
 }
 
-/// Runs the command line `args` (program name first); returns the exit status.
+/// Runs the command line `args` (program name first); returns the exit status. Output goes
+/// through the facade's buffered standard streams, as an agent's own `status` does.
 pub(crate) fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
-    let mut out = io::stdout().lock();
-    let mut err = io::stderr().lock();
-    let cli: Cli = match cli::parse(&APP, args, &mut out, &mut err) {
-        Ok(cli) => cli,
-        Err(code) => return code,
-    };
-    let result = run(cli.command, &mut out, &mut err);
-    cli::finish(result, &mut err)
+    cli::with_standard_output(|out, err| {
+        let cli: Cli = match cli::parse(&APP, args, out, err) {
+            Ok(cli) => cli,
+            Err(code) => return code,
+        };
+        let result = run(cli.command, out, err);
+        cli::finish(result, err)
+    })
 }
 
 fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8, Box<dyn Error>> {

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 mod audit;
 mod behaviour;
+mod defects;
 mod demo;
 mod lock;
 mod probe_template;

@@ -221,12 +221,27 @@ pub enum PolicyProblem {
         normalized: Option<Normalized>,
     },
     /// Configuration promotes a component that renders every turn.
-    #[error("{}", per_turn_message(.id, *.by))]
+    #[error("{}: {}", per_turn_request(.id, *.by), per_turn_fix(.id, *.by))]
     PerTurnPromoted {
         /// The component.
         id: ComponentId,
         /// Which entry promotes it.
         by: PerTurnPromotion,
+    },
+    /// Warning: configuration asks to promote a component that renders every turn, but a
+    /// `prefix_deny` entry keeps it in the tail (deny wins): nothing is promoted, the entry
+    /// has no effect.
+    #[error(
+        "{}; prefix_deny entry `{pattern}` keeps it in the tail (deny wins), so the entry has no effect",
+        per_turn_request(.id, *.by)
+    )]
+    PerTurnDenied {
+        /// The component.
+        id: ComponentId,
+        /// Which entry asks to promote it.
+        by: PerTurnPromotion,
+        /// The `prefix_deny` entry that demotes it.
+        pattern: String,
     },
     /// Warning: a glob that matches no known component.
     #[error("pattern `{pattern}` in {list} matches no known component")]
@@ -259,17 +274,31 @@ pub enum PolicyProblem {
     },
 }
 
-fn per_turn_message(id: &ComponentId, by: PerTurnPromotion) -> String {
+/// What an entry asks of a per-turn writer.
+fn per_turn_request(id: &ComponentId, by: PerTurnPromotion) -> String {
     match by {
         PerTurnPromotion::Placement => format!(
-            "`{id}` in [prompt.placement] requests the prefix, but `{id}` renders every turn (stability: turn): a per-turn writer in the prefix would change it every turn; set it to \"tail\" or remove the entry"
+            "`{id}` in [prompt.placement] requests the prefix, but `{id}` renders every turn (stability: turn)"
         ),
-        PerTurnPromotion::ExactAllow => format!(
-            "`{id}` in prefix_allow renders every turn (stability: turn): a per-turn writer never lands in the prefix; remove it from prefix_allow"
-        ),
+        PerTurnPromotion::ExactAllow => {
+            format!("`{id}` in prefix_allow renders every turn (stability: turn)")
+        }
         PerTurnPromotion::Default => format!(
-            "default = \"prefix\" requests the prefix for `{id}`, which declares nothing and renders every turn (stability: turn), and prefix_allow names it: a per-turn writer never lands in the prefix; remove `{id}` from prefix_allow"
+            "default = \"prefix\" requests the prefix for `{id}`, which declares nothing and renders every turn (stability: turn), and prefix_allow names it"
         ),
+    }
+}
+
+/// Why that cannot be, and what to do.
+fn per_turn_fix(id: &ComponentId, by: PerTurnPromotion) -> String {
+    match by {
+        PerTurnPromotion::Placement => "a per-turn writer in the prefix would change it every turn; set it to \"tail\" or remove the entry".to_owned(),
+        PerTurnPromotion::ExactAllow => {
+            "a per-turn writer never lands in the prefix; remove it from prefix_allow".to_owned()
+        }
+        PerTurnPromotion::Default => {
+            format!("a per-turn writer never lands in the prefix; remove `{id}` from prefix_allow")
+        }
     }
 }
 
@@ -379,7 +408,8 @@ impl PromptPolicy {
         let doc = match DeTable::parse(src) {
             Ok(doc) => doc,
             Err(e) => {
-                findings.error(e.span().unwrap_or(0..0), PolicyProblem::Syntax(e));
+                let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
+                findings.error(span, PolicyProblem::Syntax(e));
                 return Err(finish_errors(src, origin, findings));
             }
         };
@@ -407,8 +437,14 @@ impl PromptPolicy {
         if !findings.errors.is_empty() {
             return Err(finish_errors(src, origin, findings));
         }
+        // In source order (the lists are checked deny first), each once.
+        unresolved.sort_by_key(|(offset, _)| *offset);
         let mut seen = std::collections::BTreeSet::new();
-        unresolved.retain(|id: &ComponentId| seen.insert(id.clone()));
+        let unresolved: Vec<ComponentId> = unresolved
+            .into_iter()
+            .map(|(_, id)| id)
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
         let warnings = positioned(src, origin, findings.warnings);
         Ok(LoadedPolicy {
             policy,
@@ -446,6 +482,36 @@ impl PromptPolicy {
         };
         Ok(Self::from_agent_toml(&text, &origin, components)?)
     }
+}
+
+/// The most parts a dotted key (`a.b.c`, in a key/value line, a table header or an inline
+/// table) may have: toml 1.x refuses a key with 80 parts or more before its last one (its
+/// `LIMIT`) as a "recursion limit".
+const TOML_KEY_PARTS: usize = 80;
+
+/// Where the first key of too many dotted parts crosses toml's limit: the span of its part
+/// after the [`TOML_KEY_PARTS`]th. toml reports that error without a span; the file is
+/// lexed again with toml's own parser (linear), so quoted parts and spacing count as toml
+/// counts them.
+fn key_past_the_limit(src: &str) -> Option<Range<usize>> {
+    use toml_parser::parser::{Event, EventKind};
+    let source = toml_parser::Source::new(src);
+    let tokens = source.lex().into_vec();
+    let (mut parts, mut continued, mut found) = (0usize, false, None);
+    let mut receiver = |event: Event| match event.kind() {
+        EventKind::SimpleKey => {
+            parts = if continued { parts + 1 } else { 1 };
+            continued = false;
+            if parts == TOML_KEY_PARTS + 1 && found.is_none() {
+                found = Some(event.span().start()..event.span().end());
+            }
+        }
+        EventKind::KeySep => continued = true,
+        EventKind::Whitespace => {}
+        _ => (parts, continued) = (0, false),
+    };
+    toml_parser::parser::parse_document(&tokens, &mut receiver, &mut ());
+    found
 }
 
 /// `[promt]`, `[Prompt]`, `[prompts]`: a top-level name that is not `prompt` but close to it.
@@ -575,10 +641,13 @@ fn check_prompt(
     raw: &RawPrompt<'_>,
     known: &BTreeMap<&ComponentId, &Component>,
     findings: &mut Findings,
-    unresolved: &mut Vec<ComponentId>,
+    unresolved: &mut Vec<(usize, ComponentId)>,
 ) -> PromptPolicy {
     let mut suggestions = Suggestions::new(known);
-    let mut patterns = |list: &'static str, entries: &[RawEntry<'_>], findings: &mut Findings| {
+    let mut patterns = |list: &'static str,
+                        entries: &[RawEntry<'_>],
+                        deny: &[IdPattern],
+                        findings: &mut Findings| {
         let mut out = Vec::with_capacity(entries.len());
         for entry in entries {
             let pattern = match IdPattern::parse(entry.text) {
@@ -617,14 +686,12 @@ fn check_prompt(
                 continue;
             };
             match known.get(&id) {
-                Some(c) if list == "prefix_allow" && c.stability() == Stability::Turn => findings
-                    .error(
-                        entry.span.clone(),
-                        PolicyProblem::PerTurnPromoted {
-                            id,
-                            by: PerTurnPromotion::ExactAllow,
-                        },
-                    ),
+                Some(c) if list == "prefix_allow" && c.stability() == Stability::Turn => {
+                    let span = entry.span.clone();
+                    if per_turn(findings, span, id, PerTurnPromotion::ExactAllow, deny) {
+                        out.push(pattern);
+                    }
+                }
                 Some(_) => out.push(pattern),
                 None if id.namespace().is_some() => {
                     findings.warning(
@@ -634,7 +701,7 @@ fn check_prompt(
                             id: id.clone(),
                         },
                     );
-                    unresolved.push(id);
+                    unresolved.push((entry.span.start, id));
                     out.push(pattern);
                 }
                 None => findings.error(
@@ -649,8 +716,8 @@ fn check_prompt(
         }
         out
     };
-    let prefix_allow = patterns("prefix_allow", &raw.prefix_allow, findings);
-    let prefix_deny = patterns("prefix_deny", &raw.prefix_deny, findings);
+    let prefix_deny = patterns("prefix_deny", &raw.prefix_deny, &[], findings);
+    let prefix_allow = patterns("prefix_allow", &raw.prefix_allow, &prefix_deny, findings);
 
     let mut placement = BTreeMap::new();
     for (entry, value, _) in &raw.placement {
@@ -669,13 +736,16 @@ fn check_prompt(
         };
         match known.get(&id) {
             Some(c) if *value == Placement::Prefix && c.stability() == Stability::Turn => {
-                findings.error(
-                    entry.span.clone(),
-                    PolicyProblem::PerTurnPromoted {
-                        id,
-                        by: PerTurnPromotion::Placement,
-                    },
-                );
+                let span = entry.span.clone();
+                if per_turn(
+                    findings,
+                    span,
+                    id.clone(),
+                    PerTurnPromotion::Placement,
+                    &prefix_deny,
+                ) {
+                    placement.insert(id, *value);
+                }
             }
             Some(_) => {
                 placement.insert(id, *value);
@@ -688,7 +758,7 @@ fn check_prompt(
                         id: id.clone(),
                     },
                 );
-                unresolved.push(id.clone());
+                unresolved.push((entry.span.start, id.clone()));
                 placement.insert(id, *value);
             }
             None => findings.error(
@@ -721,13 +791,8 @@ fn check_prompt(
                 && exact.contains(id.as_str())
                 && !named_in_placement.contains(id.as_str())
             {
-                findings.error(
-                    span.clone(),
-                    PolicyProblem::PerTurnPromoted {
-                        id: (*id).clone(),
-                        by: PerTurnPromotion::Default,
-                    },
-                );
+                let by = PerTurnPromotion::Default;
+                per_turn(findings, span.clone(), (*id).clone(), by, &prefix_deny);
             }
         }
     }
@@ -737,6 +802,30 @@ fn check_prompt(
         prefix_allow,
         prefix_deny,
         placement,
+    }
+}
+
+/// Configuration that would promote the per-turn writer `id`: an error, unless a `deny`
+/// entry keeps it in the tail anyway (deny wins), which is a warning naming that entry.
+/// Returns whether the entry stays in the policy (it does when denied: it has no effect,
+/// and `status` says the deny demoted it).
+fn per_turn(
+    findings: &mut Findings,
+    span: Range<usize>,
+    id: ComponentId,
+    by: PerTurnPromotion,
+    deny: &[IdPattern],
+) -> bool {
+    match deny.iter().find(|p| p.matches(&id)) {
+        Some(pattern) => {
+            let pattern = pattern.text.clone();
+            findings.warning(span, PolicyProblem::PerTurnDenied { id, by, pattern });
+            true
+        }
+        None => {
+            findings.error(span, PolicyProblem::PerTurnPromoted { id, by });
+            false
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod branch;
 mod compose;
+mod defects;
 mod document_props;
 mod hardening;
 mod history;

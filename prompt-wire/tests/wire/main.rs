@@ -4,6 +4,7 @@
 mod bodies;
 mod common;
 mod conversation;
+mod defects;
 mod fixtures;
 mod guard;
 mod replies;
