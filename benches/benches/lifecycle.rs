@@ -68,8 +68,10 @@ fn rounds(rounds: usize) -> Session {
             panic!("{e}");
         }
         let call = r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"read_file","arguments":"{}"}}]}"#;
-        s.record_assistant_raw(call).unwrap_or_else(|e| panic!("{e}"));
-        s.record_tool_result("call_0", "ok").unwrap_or_else(|e| panic!("{e}"));
+        s.record_assistant_raw(call)
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.record_tool_result("call_0", "ok")
+            .unwrap_or_else(|e| panic!("{e}"));
         if let Err(e) = s.continuation(Extensions::new()) {
             panic!("{e}");
         }

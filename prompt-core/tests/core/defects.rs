@@ -29,7 +29,7 @@ fn policy() -> PromptPolicy {
         &components(),
     )
     .unwrap()
-    .policy
+    .ignore_warnings()
 }
 
 /// The one way this module starts a session.
@@ -120,9 +120,10 @@ fn defect1_lone_surrogate_is_refused_on_every_path_that_stores_text() {
     // A snapshot whose stored message was edited to hold one.
     let mut s = session();
     s.turn(Extensions::new(), "hi").unwrap();
-    let mut snapshot = s.save();
-    let last = snapshot.history.nodes.len() - 1;
-    snapshot.history.nodes[last].message = user.clone();
+    let mut value: serde_json::Value = serde_json::from_str(&s.save().to_json()).unwrap();
+    let last = value["history"]["nodes"].as_array().unwrap().len() - 1;
+    value["history"]["nodes"][last]["message"] = serde_json::Value::String(user.clone());
+    let snapshot: prompt_core::SessionSnapshot = serde_json::from_value(value).unwrap();
     let err = Session::restore(
         &snapshot,
         components(),
@@ -269,7 +270,7 @@ fn defect10_a_deny_demotes_a_per_turn_prefix_request_with_a_warning() {
     let src = "[prompt]\nprefix_allow = [\"*\"]\nprefix_deny = [\"date\", \"git_*\"]\n[prompt.placement]\ndate = \"prefix\"\ngit_state = \"prefix\"\n";
     let loaded = PromptPolicy::from_agent_toml(src, "agent.toml", &components)
         .unwrap_or_else(|e| panic!("deny wins: the file must load: {e}"));
-    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    let warnings: Vec<String> = loaded.warnings().iter().map(ToString::to_string).collect();
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
     assert!(
         warnings[0].starts_with("agent.toml:5:1: `date` in [prompt.placement] requests the prefix")
@@ -283,7 +284,7 @@ fn defect10_a_deny_demotes_a_per_turn_prefix_request_with_a_warning() {
     );
     for name in ["date", "git_state"] {
         let c = components.iter().find(|c| c.id().as_str() == name).unwrap();
-        let resolution = loaded.policy.resolve(c);
+        let resolution = loaded.clone().ignore_warnings().resolve(c);
         assert_eq!(resolution.placement, Placement::Tail, "{name}");
         assert!(
             matches!(
@@ -311,12 +312,12 @@ fn defect10_a_deny_demotes_a_per_turn_prefix_request_with_a_warning() {
     let src = "[prompt]\nprefix_allow = [\"date\"]\nprefix_deny = [\"d*\"]\n";
     let loaded = PromptPolicy::from_agent_toml(src, "agent.toml", &components)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert_eq!(loaded.warnings().len(), 1, "{:?}", loaded.warnings());
     assert!(
-        loaded.warnings[0]
+        loaded.warnings()[0]
             .to_string()
             .contains("prefix_deny entry `d*` keeps it in the tail"),
         "{}",
-        loaded.warnings[0]
+        loaded.warnings()[0]
     );
 }

@@ -48,20 +48,39 @@ fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_w
     for api in APIS {
         let mut w = wire(api);
         let options = || prompt_wire::session_options(api, tools());
-        let mut a = Session::start(components(), &policy(), SessionContext::default(), options())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut a = Session::start(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            options(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let first = w
-            .body(&a.turn(values("a", 1), "hi").unwrap_or_else(|e| panic!("{e}")))
+            .body(
+                &a.turn(values("a", 1), "hi")
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
             .unwrap_or_else(|e| panic!("{e}"))
             .stable_body();
         // Before: a second session with the same prefix was accepted, and sent with the
         // first session's prompt_cache_key.
-        let mut b = Session::start(components(), &policy(), SessionContext::default(), options())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut b = Session::start(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            options(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let err = w
-            .body(&b.turn(values("a", 1), "hi").unwrap_or_else(|e| panic!("{e}")))
+            .body(
+                &b.turn(values("a", 1), "hi")
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
             .unwrap_err();
-        assert!(matches!(err, WireError::OtherSession { .. }), "{api:?}: {err}");
+        assert!(
+            matches!(err, WireError::OtherSession { .. }),
+            "{api:?}: {err}"
+        );
         // Before: a refresh of the same session's tools was refused as another session.
         a.record_assistant(&json!({"role": "assistant", "content": "ok"}))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -81,11 +100,16 @@ fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_w
         .unwrap_or_else(|e| panic!("{e}"));
         a.refresh(components(), &policy(), merged, None)
             .unwrap_or_else(|e| panic!("{e}"));
-        let request = a.turn(values("a", 2), "again").unwrap_or_else(|e| panic!("{e}"));
+        let request = a
+            .turn(values("a", 2), "again")
+            .unwrap_or_else(|e| panic!("{e}"));
         let epoch = request.epoch();
         let body = w.body(&request).unwrap_or_else(|e| panic!("{api:?}: {e}"));
         let bytes = body.to_bytes();
-        assert!(String::from_utf8_lossy(&bytes).contains("\"search\""), "{api:?}");
+        assert!(
+            String::from_utf8_lossy(&bytes).contains("\"search\""),
+            "{api:?}"
+        );
         assert!(epoch > 0);
         // A new prefix: the body does not extend the first one (the guard says the tools
         // changed), and the next one of the new epoch extends it again.
@@ -94,7 +118,10 @@ fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_w
         a.record_assistant(&json!({"role": "assistant", "content": "ok"}))
             .unwrap_or_else(|e| panic!("{e}"));
         let next = w
-            .body(&a.turn(values("a", 3), "and again").unwrap_or_else(|e| panic!("{e}")))
+            .body(
+                &a.turn(values("a", 3), "and again")
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
             .unwrap_or_else(|e| panic!("{e}"))
             .to_bytes();
         assert!(extends(&stable, &next), "{api:?}");
@@ -150,7 +177,10 @@ fn an_edited_conversation_document_is_refused_naming_the_part() {
     let edits: [(Edit, &str); 3] = [
         (|v| v["api"] = json!("openai"), "api"),
         (|v| v["wire"]["parts"] = json!(0), "wire"),
-        (|v| v["session"]["seals"]["history"] = json!("00"), "session"),
+        (
+            |v| v["session"]["seals"]["history"] = json!("00"),
+            "session",
+        ),
     ];
     for (edit, part) in edits {
         let mut edited = doc.clone();
@@ -190,7 +220,7 @@ fn an_edited_conversation_document_is_refused_naming_the_part() {
 
 #[test]
 fn a_regenerated_reply_is_the_last_body_again_and_an_edit_extends_the_body_before_it_on_every_api()
- {
+{
     for api in APIS {
         let mut c = start(api);
         let sent = three_turns(&mut c, api);
@@ -216,13 +246,18 @@ fn a_regenerated_reply_is_the_last_body_again_and_an_edit_extends_the_body_befor
             .filter(|(_, n)| n.kind() == prompt_core::node::NodeKind::User)
             .map(|(i, _)| i)
             .collect();
-        let mut edited = c.edit_user_message(users[1]).unwrap_or_else(|e| panic!("{e}"));
+        let mut edited = c
+            .edit_user_message(users[1])
+            .unwrap_or_else(|e| panic!("{e}"));
         let body = edited
             .turn(values("a, b", 1), "question 1, edited")
             .unwrap_or_else(|e| panic!("{api:?}: {e}"))
             .to_bytes();
         assert!(extends(&sent[0], &body), "{api:?}");
-        assert!(!String::from_utf8_lossy(&body).contains("answer 1"), "{api:?}");
+        assert!(
+            !String::from_utf8_lossy(&body).contains("answer 1"),
+            "{api:?}"
+        );
         // A fork goes on from the last body.
         let mut fork = c.fork();
         let body = fork
