@@ -68,6 +68,7 @@
 
 mod conversation;
 mod convert;
+mod diagnostics;
 mod error;
 mod guard;
 mod options;
@@ -79,13 +80,17 @@ pub use conversation::{
     CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
     ConversationSnapshot, RestoredConversation,
 };
+pub use diagnostics::{CacheDiagnostics, GuardReason, MissReason, MissReport};
 pub use error::WireError;
 pub use guard::{
     Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,
 };
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
-pub use wire::{ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, ResumePoint, Wire, prompt_cache_key};
+pub use wire::{
+    ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, ResumePoint, Wire,
+    prompt_cache_key,
+};
 
 use prompt_core::tools::ToolSet;
 use prompt_core::{ApiKind, SessionOptions};

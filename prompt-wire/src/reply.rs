@@ -45,16 +45,21 @@ pub enum UsageProvider {
     Gemini,
     /// llama.cpp `timings`.
     LlamaCpp,
+    /// DeepSeek's OpenAI-shaped `usage` with `prompt_cache_hit_tokens` /
+    /// `prompt_cache_miss_tokens`.
+    #[serde(rename = "deepseek")]
+    DeepSeek,
 }
 
 impl UsageProvider {
-    /// The name: `openai`, `anthropic`, `gemini`, `llama_cpp`.
+    /// The name: `openai`, `anthropic`, `gemini`, `llama_cpp`, `deepseek`.
     pub fn as_str(self) -> &'static str {
         match self {
             UsageProvider::OpenAi => "openai",
             UsageProvider::Anthropic => "anthropic",
             UsageProvider::Gemini => "gemini",
             UsageProvider::LlamaCpp => "llama_cpp",
+            UsageProvider::DeepSeek => "deepseek",
         }
     }
 }
@@ -81,6 +86,13 @@ pub struct Reply {
     pub stop_reason: Option<String>,
     /// The usage, when the reply has one.
     pub usage: Option<UsageReport>,
+    /// The reply's `id` (Gemini's `responseId`): Anthropic's cache diagnostics name the
+    /// previous reply by it.
+    pub id: Option<String>,
+    /// The provider's `diagnostics` object, raw, when the reply has one (Anthropic's cache
+    /// diagnostics: `cache_miss_reason` with its `type` and `cache_missed_input_tokens`);
+    /// read it with [`CacheDiagnostics::parse`](crate::CacheDiagnostics::parse).
+    pub diagnostics: Option<String>,
 }
 
 impl Wire {
@@ -95,6 +107,7 @@ impl Wire {
         session
             .record_assistant_raw(&reply.message)
             .map_err(WireError::Record)?;
+        self.remember_reply(reply.id.as_deref());
         Ok(reply)
     }
 }
@@ -164,12 +177,25 @@ fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireError> {
         std::str::from_utf8(body).map_err(|e| ctx.bad("body", format!("not UTF-8 ({e})")))?;
     let top = Object::parse(text).map_err(|p| ctx.bad("body", p.to_string()))?;
     ctx.refuse_error(&top)?;
-    match api {
+    let mut reply = match api {
         ApiKind::OpenAi | ApiKind::LlamaCpp => chat(&ctx, &top, api),
         ApiKind::OpenAiResponses => responses(&ctx, &top),
         ApiKind::Anthropic => anthropic(&ctx, &top),
         ApiKind::Gemini => gemini(&ctx, &top, salt),
-    }
+    }?;
+    // What every shape names alike, read from the whole reply.
+    reply.id = top
+        .str(if api == ApiKind::Gemini {
+            "responseId"
+        } else {
+            "id"
+        })
+        .map(Cow::into_owned);
+    reply.diagnostics = top
+        .get("diagnostics")
+        .filter(|d| d.get().starts_with('{'))
+        .map(|d| d.get().to_owned());
+    Ok(reply)
 }
 
 fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageReport> {
@@ -257,7 +283,12 @@ fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
         usage(top, "timings", UsageProvider::LlamaCpp)
             .or_else(|| usage(top, "usage", UsageProvider::OpenAi))
     } else {
-        usage(top, "usage", UsageProvider::OpenAi)
+        usage(top, "usage", UsageProvider::OpenAi).map(|mut u| {
+            if Object::parse(&u.json).is_ok_and(|o| o.has("prompt_cache_hit_tokens")) {
+                u.provider = UsageProvider::DeepSeek;
+            }
+            u
+        })
     };
     Ok(Reply {
         message: raw_message.get().to_owned(),
@@ -265,6 +296,8 @@ fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
         text,
         stop_reason: choice.str("finish_reason").map(Cow::into_owned),
         usage,
+        id: None,
+        diagnostics: None,
     })
 }
 
@@ -329,6 +362,8 @@ fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
         text,
         stop_reason,
         usage: usage(top, "usage", UsageProvider::OpenAi),
+        id: None,
+        diagnostics: None,
     })
 }
 
@@ -378,6 +413,8 @@ fn anthropic(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
         text,
         stop_reason: top.str("stop_reason").map(Cow::into_owned),
         usage: usage(top, "usage", UsageProvider::Anthropic),
+        id: None,
+        diagnostics: None,
     })
 }
 
@@ -454,5 +491,7 @@ fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
         text,
         stop_reason: finish,
         usage: usage(top, "usageMetadata", UsageProvider::Gemini),
+        id: None,
+        diagnostics: None,
     })
 }

@@ -16,7 +16,9 @@ use toml::de::{DeTable, DeValue};
 
 use super::{IdPattern, PatternError, PromptPolicy};
 use crate::component::Component;
-use crate::diagnostic::{self, describe_value, excerpt, floor_char_boundary};
+use crate::diagnostic::{
+    self, describe_value, distance_within, excerpt, floor_char_boundary, key_past_the_limit,
+};
 use crate::id::ComponentId;
 use crate::id_grammar::{IdError, IdProblem, NAMESPACES, normalize_name};
 use crate::input::{self, CONFIG_LIMIT, InputError};
@@ -484,36 +486,6 @@ impl PromptPolicy {
     }
 }
 
-/// The most parts a dotted key (`a.b.c`, in a key/value line, a table header or an inline
-/// table) may have: toml 1.x refuses a key with 80 parts or more before its last one (its
-/// `LIMIT`) as a "recursion limit".
-const TOML_KEY_PARTS: usize = 80;
-
-/// Where the first key of too many dotted parts crosses toml's limit: the span of its part
-/// after the [`TOML_KEY_PARTS`]th. toml reports that error without a span; the file is
-/// lexed again with toml's own parser (linear), so quoted parts and spacing count as toml
-/// counts them.
-fn key_past_the_limit(src: &str) -> Option<Range<usize>> {
-    use toml_parser::parser::{Event, EventKind};
-    let source = toml_parser::Source::new(src);
-    let tokens = source.lex().into_vec();
-    let (mut parts, mut continued, mut found) = (0usize, false, None);
-    let mut receiver = |event: Event| match event.kind() {
-        EventKind::SimpleKey => {
-            parts = if continued { parts + 1 } else { 1 };
-            continued = false;
-            if parts == TOML_KEY_PARTS + 1 && found.is_none() {
-                found = Some(event.span().start()..event.span().end());
-            }
-        }
-        EventKind::KeySep => continued = true,
-        EventKind::Whitespace => {}
-        _ => (parts, continued) = (0, false),
-    };
-    toml_parser::parser::parse_document(&tokens, &mut receiver, &mut ());
-    found
-}
-
 /// `[promt]`, `[Prompt]`, `[prompts]`: a top-level name that is not `prompt` but close to it.
 fn is_near_miss(name: &str) -> bool {
     name != "prompt" && distance_within(&name.to_lowercase(), "prompt").is_some()
@@ -877,42 +849,6 @@ impl<'k> Suggestions<'k> {
         self.memo.insert(id.clone(), best.clone());
         best
     }
-}
-
-/// The edit distance between `a` and `b` if it is at most 2, in `O(len)`: only the band of
-/// the dynamic-programming table within 2 of the diagonal is computed.
-fn distance_within(a: &str, b: &str) -> Option<usize> {
-    const K: usize = 2;
-    const FAR: usize = usize::MAX / 2;
-    // Byte lengths bound character counts from above; a long input is rejected unread.
-    if a.len().abs_diff(b.len()) > K * 4 || a.len().min(b.len()) > 4 * 1024 {
-        return None;
-    }
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > K {
-        return None;
-    }
-    let n = b.len();
-    let mut prev = vec![FAR; n + 1];
-    let mut cur = vec![FAR; n + 1];
-    for (j, slot) in prev.iter_mut().enumerate().take(K.min(n) + 1) {
-        *slot = j;
-    }
-    for i in 1..=a.len() {
-        let lo = i.saturating_sub(K).max(1);
-        let hi = (i + K).min(n);
-        cur[lo - 1] = if lo == 1 { i } else { FAR };
-        for j in lo..=hi {
-            let substitute = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = substitute.min(prev[j] + 1).min(cur[j - 1] + 1);
-        }
-        if hi < n {
-            cur[hi + 1] = FAR;
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    (prev[n] <= K).then_some(prev[n])
 }
 
 fn finish_errors(src: &str, origin: &str, findings: Findings) -> PolicyErrors {
