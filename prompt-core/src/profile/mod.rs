@@ -528,6 +528,7 @@ pub struct Profile {
     facts: &'static Facts,
     matched: Matched,
     later_system: LaterSystem,
+    updates: UpdateRole,
     platform: Option<String>,
     cache_diagnostics_available: bool,
     forced_updates: Option<UpdateRole>,
@@ -620,6 +621,7 @@ impl Profile {
             facts,
             matched,
             later_system: facts.later_system,
+            updates: facts.updates,
             platform: None,
             cache_diagnostics_available: facts.cache_diagnostics,
             forced_updates: None,
@@ -637,6 +639,7 @@ impl Profile {
             if host != CLAUDE_API_HOST {
                 if profile.later_system == LaterSystem::Native {
                     profile.later_system = LaterSystem::Rejected;
+                    profile.updates = UpdateRole::UserReminder;
                 }
                 profile.cache_diagnostics_available = false;
                 profile.platform = Some(format!(
@@ -736,7 +739,7 @@ impl Profile {
 
     /// How updates are delivered: the operator's choice, else the table's.
     pub fn update_role(&self) -> UpdateRole {
-        self.forced_updates.unwrap_or(self.facts.updates)
+        self.forced_updates.unwrap_or(self.updates)
     }
 
     /// Whether the operator chose the update delivery.

@@ -7,4 +7,5 @@ mod conversation;
 mod defects;
 mod fixtures;
 mod guard;
+mod profiles;
 mod replies;

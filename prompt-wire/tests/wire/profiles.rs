@@ -1,0 +1,697 @@
+//! Provider profiles on the wire (issue 19): what each profile makes of the scripted
+//! session's bodies, API by API, checked against the providers' documented shapes
+//! (`tests/fixtures/*/README.md` name the pages).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use prompt_core::delivery::UpdateRole;
+use prompt_core::profile::{CacheTtl, DeliveryRisk, LaterSystem, Profile, Provider, Retention};
+use prompt_core::{ApiKind, Extensions, SessionContext, SessionOptions};
+use prompt_wire::{
+    CACHE_DIAGNOSIS_BETA, CacheDiagnostics, Cause, MissReason, MissReport, UsageProvider, Verdict,
+    Wire, WireError, compare,
+};
+use serde_json::{Value, json};
+
+use crate::common::{
+    Sent, components, json, play_profile, policy, profile_wire, raw_field, reply, tools,
+};
+
+fn fixture(folder: &str, file: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(folder)
+        .join(file);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn messages(body: &[u8]) -> Vec<Value> {
+    json(body)["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn role(m: &Value) -> &str {
+    m["role"].as_str().unwrap_or("")
+}
+
+/// The texts of a message's content (a string, or its text blocks).
+fn texts(m: &Value) -> Vec<String> {
+    match &m["content"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn deepseek() -> Profile {
+    Profile::lookup(ApiKind::OpenAi, "deepseek-chat", None)
+}
+
+fn opus() -> Profile {
+    Profile::lookup(ApiKind::Anthropic, "claude-opus-4-8", None)
+}
+
+fn sonnet() -> Profile {
+    Profile::lookup(ApiKind::Anthropic, "claude-sonnet-4-5", None)
+}
+
+/// Every path of `v` with its JSON type, free-form fields (schemas, arguments) not entered:
+/// as `tests/wire/fixtures.rs` reads the documented examples.
+fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    out.insert(format!("{at}:{kind}"));
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                if ["parameters", "input_schema", "input", "args"].contains(&k.as_str()) {
+                    out.insert(format!("{at}.{k}:…"));
+                } else {
+                    paths(x, &format!("{at}.{k}"), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for x in items {
+                paths(x, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn undocumented(bodies: &[Sent], documented: &[(&str, &str)]) -> Vec<String> {
+    let mut known = BTreeSet::new();
+    for (folder, file) in documented {
+        paths(&json(&fixture(folder, file)), "", &mut known);
+    }
+    let mut ours = BTreeSet::new();
+    for b in bodies {
+        paths(&json(&b.bytes), "", &mut ours);
+    }
+    ours.difference(&known).cloned().collect()
+}
+
+#[test]
+fn profile_deepseek_chat_bodies_have_no_system_message_after_the_first() {
+    let profile = deepseek();
+    assert_eq!(profile.provider(), Some(Provider::DeepSeek));
+    assert_eq!(profile.later_system(), LaterSystem::Hoisted);
+    assert_eq!(profile.delivery().role, UpdateRole::UserReminder);
+    let bodies = play_profile(ApiKind::OpenAi, &profile);
+    let mut reminders = BTreeSet::new();
+    for b in &bodies {
+        let m = messages(&b.bytes);
+        assert_eq!(role(&m[0]), "system", "{}: the prefix leads", b.label);
+        for (i, msg) in m.iter().enumerate().skip(1) {
+            assert_ne!(
+                role(msg),
+                "system",
+                "{}: message {i} is a system message",
+                b.label
+            );
+            for text in texts(msg) {
+                if let Some(rest) = text.strip_prefix("<system-reminder") {
+                    reminders.insert(rest.split(['>', '\n']).next().unwrap_or("").to_owned());
+                }
+            }
+        }
+    }
+    // The updates, the changed system prompt and the compaction summary all reached the
+    // model, as user reminders.
+    assert!(reminders.contains(" from=\"todo\""), "{reminders:?}");
+    assert!(
+        reminders.contains(" from=\"system_prompt\""),
+        "{reminders:?}"
+    );
+    assert!(
+        reminders.contains(""),
+        "the compaction summary: {reminders:?}"
+    );
+    // Byte-prefix stability holds within each epoch.
+    for w in bodies.windows(2).filter(|w| w[0].epoch == w[1].epoch) {
+        assert!(
+            w[1].bytes.starts_with(&w[0].stable),
+            "{} -> {}",
+            w[0].label,
+            w[1].label
+        );
+    }
+    let extra = undocumented(
+        &bodies,
+        &[
+            ("openai_chat", "request.json"),
+            ("deepseek", "request.json"),
+        ],
+    );
+    assert!(extra.is_empty(), "{extra:#?}");
+
+    // Forced system delivery is honoured (the operator decides), and the profile says what
+    // it costs; the bodies then do carry later system messages.
+    let forced = deepseek().with_updates(UpdateRole::System);
+    assert_eq!(forced.delivery_risk(), Some(DeliveryRisk::Hoisted));
+    let forced_bodies = play_profile(ApiKind::OpenAi, &forced);
+    assert!(
+        forced_bodies.iter().any(|b| messages(&b.bytes)
+            .iter()
+            .skip(1)
+            .any(|m| role(m) == "system")),
+        "a forced system delivery is sent as asked"
+    );
+}
+
+#[test]
+fn profile_opus_4_8_sends_updates_as_system_messages_where_the_placement_rules_allow() {
+    let profile = opus();
+    assert_eq!(profile.later_system(), LaterSystem::Native);
+    assert_eq!(profile.delivery().role, UpdateRole::System);
+    let bodies = play_profile(ApiKind::Anthropic, &profile);
+    let mut system_texts = Vec::new();
+    let mut trailing = 0;
+    for b in &bodies {
+        let m = messages(&b.bytes);
+        assert_ne!(role(&m[0]), "system", "{}: not the first entry", b.label);
+        for (i, msg) in m.iter().enumerate() {
+            if role(msg) != "system" {
+                for text in texts(msg) {
+                    assert!(!text.starts_with("<system-reminder"), "{}: {text}", b.label);
+                }
+                continue;
+            }
+            // The placement rules of the mid-conversation system messages page.
+            assert_eq!(
+                role(&m[i - 1]),
+                "user",
+                "{}: message {i} follows a user message",
+                b.label
+            );
+            match m.get(i + 1) {
+                None => trailing += 1,
+                Some(next) => assert_eq!(role(next), "assistant", "{}: message {i}", b.label),
+            }
+            for block in msg["content"].as_array().unwrap() {
+                assert_eq!(block["type"], "text", "{}: text blocks only", b.label);
+            }
+            system_texts.extend(texts(msg));
+        }
+    }
+    assert!(trailing > 0, "some bodies end with a system message");
+    assert!(
+        system_texts
+            .iter()
+            .any(|t| t.starts_with("<system-update from=\"todo\">"))
+    );
+    assert!(
+        system_texts
+            .iter()
+            .any(|t| t.contains("Answer in English."))
+    );
+    let extra = undocumented(
+        &bodies,
+        &[
+            ("anthropic", "request.json"),
+            ("anthropic", "request_mid_conversation_system.json"),
+        ],
+    );
+    assert!(extra.is_empty(), "{extra:#?}");
+
+    // A model without them: user reminders, no system message inside `messages`.
+    let sonnet = sonnet();
+    assert_eq!(sonnet.later_system(), LaterSystem::Rejected);
+    let mut reminders = 0;
+    for b in play_profile(ApiKind::Anthropic, &sonnet) {
+        for msg in messages(&b.bytes) {
+            assert_ne!(role(&msg), "system", "{}", b.label);
+            reminders += texts(&msg)
+                .iter()
+                .filter(|t| t.starts_with("<system-reminder from=\"todo\">"))
+                .count();
+        }
+    }
+    assert!(reminders > 0);
+    // Opus 4.8 elsewhere than the Claude API has no mid-conversation system messages.
+    let bedrock = Profile::lookup(
+        ApiKind::Anthropic,
+        "us.anthropic.claude-opus-4-8-20260528-v1:0",
+        Some("https://bedrock-runtime.us-east-1.amazonaws.com"),
+    );
+    assert_eq!(bedrock.later_system(), LaterSystem::Rejected);
+    assert_eq!(bedrock.delivery().role, UpdateRole::UserReminder);
+    assert!(bedrock.platform_note().is_some());
+}
+
+#[test]
+fn profile_anthropic_bodies_never_put_a_breakpoint_on_a_trailing_system_message() {
+    for profile in [opus(), sonnet(), opus().with_ttl(CacheTtl::OneHour)] {
+        let bodies = play_profile(ApiKind::Anthropic, &profile);
+        let mut rolling = 0;
+        for b in &bodies {
+            let m = messages(&b.bytes);
+            for msg in &m {
+                for block in msg["content"].as_array().into_iter().flatten() {
+                    if block.get("cache_control").is_some() {
+                        assert_ne!(role(msg), "system", "{} {}: {block}", profile, b.label);
+                        rolling += 1;
+                    }
+                }
+            }
+            // The last message is never a system message carrying a breakpoint.
+            let last = m.last().unwrap();
+            if role(last) == "system" {
+                assert!(
+                    !String::from_utf8_lossy(&b.bytes)
+                        .rsplit("\"role\":\"system\"")
+                        .next()
+                        .unwrap()
+                        .contains("cache_control")
+                );
+            }
+        }
+        assert!(
+            rolling >= bodies.len(),
+            "every body has its rolling breakpoint"
+        );
+    }
+}
+
+#[test]
+fn profile_native_system_bodies_extend_each_other_within_an_epoch() {
+    let bodies = play_profile(ApiKind::Anthropic, &opus());
+    for w in bodies.windows(2).filter(|w| w[0].epoch == w[1].epoch) {
+        assert!(
+            compare(&w[0].stable_body, &w[1].bytes).unwrap().extends(),
+            "{} -> {}",
+            w[0].label,
+            w[1].label
+        );
+        // The blocks before the stable end are the next body's first blocks.
+        assert!(
+            w[1].blocks.starts_with(&w[0].blocks),
+            "{} -> {}",
+            w[0].label,
+            w[1].label
+        );
+    }
+    let at = bodies
+        .windows(2)
+        .position(|w| w[0].epoch != w[1].epoch)
+        .unwrap();
+    assert!(
+        !compare(&bodies[at].stable_body, &bodies[at + 1].bytes)
+            .unwrap()
+            .extends()
+    );
+}
+
+#[test]
+fn profile_ttl_1h_is_written_on_the_prefix_breakpoints_in_the_frozen_part() {
+    let bodies = play_profile(ApiKind::Anthropic, &opus().with_ttl(CacheTtl::OneHour));
+    for b in &bodies {
+        let body = json(&b.bytes);
+        let tools = body["tools"].as_array().unwrap();
+        assert_eq!(
+            tools.last().unwrap()["cache_control"],
+            json!({"type": "ephemeral", "ttl": "1h"})
+        );
+        let system = body["system"].as_array().unwrap();
+        assert_eq!(
+            system.last().unwrap()["cache_control"]["ttl"],
+            "1h",
+            "{}",
+            b.label
+        );
+        // The rolling breakpoints keep the default 5 minutes: longer TTLs come first.
+        for msg in messages(&b.bytes) {
+            for block in msg["content"].as_array().into_iter().flatten() {
+                if let Some(control) = block.get("cache_control") {
+                    assert_eq!(control, &json!({"type": "ephemeral"}), "{}", b.label);
+                }
+            }
+        }
+    }
+    // Frozen: the tools field is byte-identical in every body.
+    let first = raw_field(&bodies[0].bytes, "tools").unwrap().to_owned();
+    assert!(
+        bodies
+            .iter()
+            .all(|b| raw_field(&b.bytes, "tools") == Some(first.as_str()))
+    );
+    // Without the profile's TTL, no `ttl` at all (the 5-minute default is not written).
+    for b in play_profile(ApiKind::Anthropic, &opus().with_ttl(CacheTtl::FiveMinutes)) {
+        assert!(
+            !String::from_utf8_lossy(&b.bytes).contains("\"ttl\""),
+            "{}",
+            b.label
+        );
+    }
+    // A provider without it ignores it.
+    assert_eq!(deepseek().with_ttl(CacheTtl::OneHour).ttl(), None);
+}
+
+#[test]
+fn profile_openai_retention_is_written_once_after_the_messages() {
+    let profile = Profile::lookup(ApiKind::OpenAi, "gpt-5.1", None)
+        .with_retention(Retention::TwentyFourHours);
+    for api in [ApiKind::OpenAi, ApiKind::OpenAiResponses] {
+        let bodies = play_profile(api, &profile);
+        for b in &bodies {
+            assert_eq!(
+                raw_field(&b.bytes, "prompt_cache_retention"),
+                Some("\"24h\""),
+                "{api:?}"
+            );
+            let text = String::from_utf8_lossy(&b.bytes);
+            let array = if api == ApiKind::OpenAi {
+                "\"messages\":"
+            } else {
+                "\"input\":"
+            };
+            assert!(
+                text.find("\"prompt_cache_retention\"") > text.find(array),
+                "{api:?}"
+            );
+        }
+        for w in bodies.windows(2).filter(|w| w[0].epoch == w[1].epoch) {
+            assert!(
+                w[1].bytes.starts_with(&w[0].stable),
+                "{api:?} {}",
+                w[1].label
+            );
+        }
+    }
+    let chat = play_profile(ApiKind::OpenAi, &profile);
+    let extra = undocumented(
+        &chat,
+        &[
+            ("openai_chat", "request.json"),
+            ("openai_chat", "request_retention.json"),
+        ],
+    );
+    assert!(extra.is_empty(), "{extra:#?}");
+    // Set by the profile, the key may not also be a parameter.
+    let options = prompt_wire::WireOptions::for_profile(&profile)
+        .param("prompt_cache_retention", &json!("in_memory"));
+    assert!(matches!(
+        Wire::new(ApiKind::OpenAi, options),
+        Err(WireError::ReservedParameter { .. })
+    ));
+}
+
+#[test]
+fn profile_cache_diagnostics_name_the_previous_reply_and_do_not_break_the_cache() {
+    let profile = opus().with_cache_diagnostics();
+    assert!(profile.cache_diagnostics());
+    let with = play_profile(ApiKind::Anthropic, &profile);
+    let without = play_profile(ApiKind::Anthropic, &opus());
+    assert_eq!(with.len(), without.len());
+    for (k, (a, b)) in with.iter().zip(&without).enumerate() {
+        let expected = if k == 0 {
+            json!({"previous_message_id": null})
+        } else {
+            // The script's replies are `msg_1`, `msg_2`, …: the last one recorded.
+            json!({"previous_message_id": format!("msg_{k}")})
+        };
+        assert_eq!(json(&a.bytes)["diagnostics"], expected, "{}", a.label);
+        // The field is the body's last key: removing it gives the body without
+        // diagnostics, byte for byte, so it moves no byte of the prompt.
+        let text = String::from_utf8(a.bytes.clone()).unwrap();
+        let at = text.rfind(",\"diagnostics\":").unwrap();
+        let stripped = format!("{}}}", &text[..at]);
+        assert_eq!(stripped.as_bytes(), b.bytes.as_slice(), "{}", a.label);
+        assert_eq!(
+            (a.stable_body.clone(), a.blocks.clone()),
+            (b.stable_body.clone(), b.blocks.clone())
+        );
+    }
+    // The guard gives consecutive bodies, diagnostics and all, the verdicts it gives them
+    // without.
+    for (w, v) in with.windows(2).zip(without.windows(2)) {
+        assert_eq!(
+            compare(&w[0].bytes, &w[1].bytes).unwrap(),
+            compare(&v[0].bytes, &v[1].bytes).unwrap(),
+            "{} -> {}",
+            w[0].label,
+            w[1].label
+        );
+        if w[0].epoch == w[1].epoch {
+            assert!(compare(&w[0].stable_body, &w[1].bytes).unwrap().extends());
+        }
+    }
+    let extra = undocumented(
+        &with,
+        &[
+            ("anthropic", "request.json"),
+            ("anthropic", "request_mid_conversation_system.json"),
+            ("anthropic", "request_cache_diagnostics_first.json"),
+        ],
+    );
+    assert!(extra.is_empty(), "{extra:#?}");
+    // The header goes with every request; not on Bedrock, not without the profile asking.
+    let wire = profile_wire(ApiKind::Anthropic, &profile);
+    assert_eq!(wire.cache_diagnostics_header(), Some(CACHE_DIAGNOSIS_BETA));
+    assert_eq!(
+        CACHE_DIAGNOSIS_BETA,
+        ("anthropic-beta", "cache-diagnosis-2026-04-07")
+    );
+    let bedrock = Profile::lookup(
+        ApiKind::Anthropic,
+        "claude-opus-4-8",
+        Some("https://bedrock-runtime.us-east-1.amazonaws.com"),
+    )
+    .with_cache_diagnostics();
+    assert!(bedrock.cache_diagnostics_unavailable());
+    assert_eq!(
+        profile_wire(ApiKind::Anthropic, &bedrock).cache_diagnostics_header(),
+        None
+    );
+    assert_eq!(
+        profile_wire(ApiKind::Anthropic, &opus()).cache_diagnostics_header(),
+        None
+    );
+}
+
+/// A session and wire of the Opus 4.8 profile with diagnostics; the first turn's body (as
+/// sent) and the second's, the first reply recorded between them.
+fn two_turns() -> (prompt_core::Session, Wire, Vec<u8>, Vec<u8>) {
+    let profile = opus().with_cache_diagnostics();
+    let mut session = prompt_core::Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::for_profile(&profile).with_tools(tools()),
+    )
+    .unwrap();
+    let mut wire = profile_wire(ApiKind::Anthropic, &profile);
+    let values = || Extensions::new().with(crate::common::Todo("a"));
+    let first = wire
+        .body(&session.turn(values(), "What's in src/?").unwrap())
+        .unwrap()
+        .to_bytes();
+    wire.record_reply(
+        &mut session,
+        reply(ApiKind::Anthropic, 1, "Two files.", &[]).as_bytes(),
+    )
+    .unwrap();
+    let second = wire
+        .body(&session.turn(values(), "And in tests/?").unwrap())
+        .unwrap()
+        .to_bytes();
+    (session, wire, first, second)
+}
+
+/// The second body as a client that broke its cache would have sent it: `from` replaced by
+/// `to` once, every other byte as the wire wrote it.
+fn edited(body: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(text.contains(from), "{from} is not in the body");
+    text.replacen(from, to, 1).into_bytes()
+}
+
+#[test]
+fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_same_reason() {
+    let cases = [
+        (
+            "model_changed",
+            "\"model\":\"claude-opus-4-8\"",
+            "\"model\":\"claude-sonnet-4-5\"",
+        ),
+        (
+            "system_changed",
+            "You are a careful coding assistant.",
+            "You are a careful coding assistant. Today is Monday.",
+        ),
+        ("tools_changed", "Search files.", "Search files, fast."),
+        (
+            "messages_changed",
+            "What's in src/?",
+            "What's in src/ and lib/?",
+        ),
+    ];
+    for (reason, from, to) in cases {
+        let (mut session, wire, first, second) = two_turns();
+        let later = edited(&second, from, to);
+        // The provider's answer to the later request, in the documented shape.
+        let body = String::from_utf8(fixture("anthropic", "response_diagnostics.json"))
+            .unwrap()
+            .replace("\"tools_changed\"", &format!("\"{reason}\""));
+        let reply = wire.record_reply(&mut session, body.as_bytes()).unwrap();
+        assert_eq!(reply.id.as_deref(), Some("msg_02Bq9w938a90dw8r"));
+        let raw = reply
+            .diagnostics
+            .as_deref()
+            .expect("the reply's diagnostics object");
+        let provider = CacheDiagnostics::parse(raw).unwrap();
+        assert_eq!(provider.reason, Some(MissReason::from_name(reason)));
+        assert_eq!(provider.missed_input_tokens, Some(1203));
+        // The guard, on the same pair of bodies, under the same name.
+        let verdict = compare(&first, &later).unwrap();
+        let report = MissReport::new(Some(provider), &verdict);
+        let guard = report
+            .guard
+            .as_ref()
+            .unwrap_or_else(|| panic!("{reason}: {verdict:?}"));
+        assert_eq!(guard.reason.as_str(), reason, "{}", guard.at);
+        assert_eq!(report.agree(), Some(true), "{report}");
+        if reason == "tools_changed" {
+            assert_eq!(
+                guard.at.cause,
+                Cause::ToolEdited {
+                    name: "grep".into()
+                }
+            );
+        }
+        // The next body names this reply.
+        assert_eq!(
+            wire.previous_message_id().as_deref(),
+            Some("msg_02Bq9w938a90dw8r")
+        );
+    }
+    // The unchanged second body extends the first (its system message included), and a
+    // reply without a `diagnostics` object (nothing diverged) agrees.
+    let (_, _, first, second) = two_turns();
+    let verdict = compare(&first, &second).unwrap();
+    assert_eq!(
+        verdict,
+        Verdict::Extends {
+            shape: prompt_wire::Shape::Anthropic
+        }
+    );
+    assert_eq!(MissReport::new(None, &verdict).agree(), Some(true));
+    assert_eq!(
+        Cause::TailDropped.miss_reason(),
+        MissReason::MessagesChanged
+    );
+    // A pending comparison, a not-found previous reply: no verdict to agree with.
+    let pending = CacheDiagnostics::parse(r#"{"cache_miss_reason":null}"#).unwrap();
+    assert_eq!(MissReport::new(Some(pending), &verdict).agree(), None);
+    let gone =
+        CacheDiagnostics::parse(r#"{"cache_miss_reason":{"type":"previous_message_not_found"}}"#)
+            .unwrap();
+    assert_eq!(gone.missed_input_tokens, None);
+    assert_eq!(MissReport::new(Some(gone), &verdict).agree(), None);
+    assert!(CacheDiagnostics::parse(r#"{"cache_miss_reason":{"type":1}}"#).is_err());
+    assert!(
+        CacheDiagnostics::parse(
+            r#"{"cache_miss_reason":{"type":"x","cache_missed_input_tokens":-1}}"#
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn profile_deepseek_usage_is_reported_as_deepseek() {
+    let profile = deepseek();
+    let mut session = prompt_core::Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::for_profile(&profile).with_tools(tools()),
+    )
+    .unwrap();
+    let mut wire = profile_wire(ApiKind::OpenAi, &profile);
+    wire.body(&session.turn(Extensions::new(), "hi").unwrap())
+        .unwrap();
+    let reply = wire
+        .record_reply(&mut session, &fixture("deepseek", "response.json"))
+        .unwrap();
+    let usage = reply.usage.unwrap();
+    assert_eq!(usage.provider, UsageProvider::DeepSeek);
+    assert_eq!(usage.provider.as_str(), "deepseek");
+    let usage: Value = serde_json::from_str(&usage.json).unwrap();
+    assert_eq!(usage["prompt_cache_hit_tokens"], 1216);
+    // OpenAI's own usage stays `openai`.
+    let openai =
+        prompt_wire::read_reply(ApiKind::OpenAi, reply_bytes(ApiKind::OpenAi).as_bytes()).unwrap();
+    assert_eq!(openai.usage.unwrap().provider, UsageProvider::OpenAi);
+}
+
+fn reply_bytes(api: ApiKind) -> String {
+    reply(api, 1, "ok", &[])
+}
+
+#[test]
+fn profile_gemini_3_refuses_function_calls_replayed_without_their_signatures() {
+    let play = |model: &str, recorded_through_wire: bool| -> Result<(), WireError> {
+        let profile = Profile::lookup(ApiKind::Gemini, model, None);
+        let mut session = prompt_core::Session::start(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            SessionOptions::for_profile(&profile).with_tools(tools()),
+        )
+        .unwrap();
+        let mut wire = profile_wire(ApiKind::Gemini, &profile);
+        wire.body(&session.turn(Extensions::new(), "Read main.rs").unwrap())?;
+        let id = if recorded_through_wire {
+            let body = json!({"candidates": [{"content": {"role": "model", "parts": [
+                {"functionCall": {"name": "read_file", "args": {"path": "main.rs"}},
+                 "thoughtSignature": "CiQB0e2Kb1xyz"}]}, "finishReason": "STOP"}]});
+            wire.record_reply(&mut session, body.to_string().as_bytes())
+                .unwrap()
+                .tool_calls[0]
+                .id
+                .clone()
+        } else {
+            // An OpenAI-shaped assistant message (an adopted conversation, another
+            // provider's reply): the wire builds its functionCall part, without signature.
+            session
+                .record_assistant(
+                    &json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "read_file", "arguments": "{\"path\":\"main.rs\"}"}}]}),
+                )
+                .unwrap();
+            "call_1".to_owned()
+        };
+        session
+            .record_tool(&prompt_core::session::ToolResult::text(&id, "fn main() {}"))
+            .unwrap();
+        wire.body(&session.continuation(Extensions::new()).unwrap())?;
+        Ok(())
+    };
+    let profile = Profile::lookup(ApiKind::Gemini, "gemini-3-pro-preview", None);
+    assert!(profile.signatures_required());
+    assert!(matches!(
+        play("gemini-3-pro-preview", false),
+        Err(WireError::UnsignedCalls { index: 1, .. })
+    ));
+    assert!(play("gemini-3-pro-preview", true).is_ok());
+    assert!(play("gemini-2.5-flash", false).is_ok());
+    // Gemini 3.1 is of the Gemini 3 family; the error says what to do.
+    let err = play("gemini-3.1-pro-preview", false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("thoughtSignature"), "{err}");
+}
