@@ -13,12 +13,22 @@
 //! | [`Rule::LlamaCpp`] | exact token LCP against the best request in the window (the prompts still cached) |
 //! | [`Rule::Vllm`] | leading 16-token blocks whose chained hash is in the block store; never the last token |
 //! | [`Rule::OpenAi`] | 0 below 1,024 tokens of shared prefix, else 1,024 + whole 128-token increments |
-//! | [`Rule::DeepSeek`] | whole 64-token units of shared prefix |
+//! | [`Rule::DeepSeek`] | the longest *cache prefix unit* the request matches whole: the input of an earlier request, or a prefix two earlier requests shared; in 64-token units |
 //! | [`Rule::Anthropic`] | the longest prefix ending at a breakpoint or one of the 20 segment boundaries before it that an earlier request wrote at a breakpoint; breakpoints past it (≥ the per-model minimum) are written |
 //! | [`Rule::Limit`] | the longest prefix already sent: the maximum of the exact window LCP, the block-store match and the Anthropic hit |
 //!
-//! OpenAI and DeepSeek quantize the physical limit; every rule is therefore at most the limit,
-//! and the limit at most the request.
+//! OpenAI quantizes the physical limit; DeepSeek's units are prefixes of earlier requests;
+//! every rule is therefore at most the limit, and the limit at most the request.
+//!
+//! **DeepSeek's units** follow its context-caching guide
+//! (<https://api-docs.deepseek.com/guides/kv_cache>): a request hits only a cache prefix unit
+//! it matches *whole*; units are persisted at the end of each request's input, at the end of
+//! the model's output, at a common prefix detected between requests, and at fixed token
+//! intervals of long inputs. The simulator sees requests only, so it persists the first and
+//! the third (the common prefix with the best earlier request, usable from the next request
+//! on); the output's unit and the interval (the guide gives none) are not modelled. A request
+//! that drops its predecessor's per-request tail therefore hits only what the two requests
+//! before it shared.
 //!
 //! **Memory.** The window keeps at most [`SimConfig::window`] requests and
 //! [`SimConfig::window_tokens`] tokens (segments are shared through [`TokenCache`], so a
@@ -424,8 +434,11 @@ pub struct SimConfig {
     pub openai_minimum: usize,
     /// OpenAI: increment above the minimum.
     pub openai_increment: usize,
-    /// DeepSeek: cache unit.
+    /// DeepSeek: storage granularity (hits are whole multiples of it; 64 tokens in the
+    /// earlier version of its guide).
     pub deepseek_unit: usize,
+    /// DeepSeek cache prefix units per generation.
+    pub deepseek_capacity: usize,
     /// Anthropic's rule.
     pub anthropic: AnthropicRule,
     /// Anthropic cache entries per generation.
@@ -444,6 +457,7 @@ impl Default for SimConfig {
             openai_minimum: 1024,
             openai_increment: 128,
             deepseek_unit: 64,
+            deepseek_capacity: 1 << 16,
             anthropic: AnthropicRule::default(),
             anthropic_capacity: 1 << 16,
         }
@@ -459,6 +473,7 @@ impl SimConfig {
             window_tokens: usize::MAX,
             block_capacity: usize::MAX,
             anthropic_capacity: usize::MAX,
+            deepseek_capacity: usize::MAX,
             ..Self::default()
         }
     }
@@ -476,7 +491,7 @@ pub struct RuleOutcome {
 }
 
 impl RuleOutcome {
-    fn new(tokens: usize, read: usize, write: usize) -> Self {
+    pub(crate) fn new(tokens: usize, read: usize, write: usize) -> Self {
         let read = read.min(tokens);
         let write = write.min(tokens - read);
         Self {
@@ -551,6 +566,8 @@ pub struct Retained {
     pub blocks: usize,
     /// Anthropic cache entries.
     pub anthropic_entries: usize,
+    /// DeepSeek cache prefix units.
+    pub deepseek_units: usize,
 }
 
 /// Replays requests in order and applies every [`Rule`] to each.
@@ -561,6 +578,7 @@ pub struct CacheSim {
     window_tokens: usize,
     blocks: GenSet,
     anthropic: GenSet,
+    deepseek: GenSet,
 }
 
 impl CacheSim {
@@ -569,6 +587,7 @@ impl CacheSim {
         Self {
             blocks: GenSet::new(config.block_capacity),
             anthropic: GenSet::new(config.anthropic_capacity),
+            deepseek: GenSet::new(config.deepseek_capacity),
             config,
             window: VecDeque::new(),
             window_tokens: 0,
@@ -587,6 +606,7 @@ impl CacheSim {
             request_tokens: self.window_tokens,
             blocks: self.blocks.len(),
             anthropic_entries: self.anthropic.len(),
+            deepseek_units: self.deepseek.len(),
         }
     }
 
@@ -605,7 +625,19 @@ impl CacheSim {
         }
         let exact = best.map_or(0, |(_, b)| b.tokens);
 
-        let (block_keys, segment_keys) = prefix_keys(&request, block);
+        // DeepSeek: the longest unit matched whole, looked up at every token; and the key
+        // of the prefix shared with the best earlier request, persisted as a unit below.
+        let deepseek = &mut self.deepseek;
+        let mut unit_hit = 0;
+        let mut shared_unit = None;
+        let (block_keys, segment_keys) = prefix_keys(&request, block, &mut |at, key| {
+            if deepseek.touch(key) {
+                unit_hit = at;
+            }
+            if at == exact {
+                shared_unit = Some(key);
+            }
+        });
         let matched_blocks = block_keys
             .iter()
             .take_while(|&&k| self.blocks.touch(k))
@@ -662,13 +694,20 @@ impl CacheSim {
             RuleOutcome::new(n, exact, 0),
             RuleOutcome::new(n, vllm, 0),
             RuleOutcome::new(n, openai, 0),
-            RuleOutcome::new(n, limit / unit * unit, 0),
+            RuleOutcome::new(n, unit_hit.min(limit) / unit * unit, 0),
             RuleOutcome::new(n, anthropic_read, written_to - anthropic_read),
             RuleOutcome::new(n, limit, 0),
         ];
 
         for k in block_keys {
             self.blocks.insert(k);
+        }
+        // This request's input is a unit; so is what it shared with the best earlier one.
+        if let Some(&end) = segment_keys.last() {
+            self.deepseek.insert(end);
+        }
+        if let Some(shared) = shared_unit {
+            self.deepseek.insert(shared);
         }
         let best = best.and_then(|(i, common)| {
             self.window.get(i).map(|earlier| Best {
@@ -694,8 +733,14 @@ impl CacheSim {
 }
 
 /// One pass over the tokens: the chained hash at the end of each full block, and the key of
-/// the prefix ending at each segment end (hash and length).
-fn prefix_keys(request: &TokenizedRequest, block: usize) -> (Vec<u64>, Vec<u64>) {
+/// the prefix ending at each segment end (hash and length). `at_token` gets the key of the
+/// prefix ending at every token (its length and key), as a segment end's key would be.
+fn prefix_keys(
+    request: &TokenizedRequest,
+    block: usize,
+    at_token: &mut dyn FnMut(usize, u64),
+) -> (Vec<u64>, Vec<u64>) {
+    let key = |h: u64, at: usize| mix(h ^ (at as u64).rotate_left(32));
     let mut blocks = Vec::with_capacity(request.len() / block);
     let mut segments = Vec::with_capacity(request.segments.len());
     let mut h: u64 = 0x6a09_e667_f3bc_c908;
@@ -707,8 +752,9 @@ fn prefix_keys(request: &TokenizedRequest, block: usize) -> (Vec<u64>, Vec<u64>)
             if at.is_multiple_of(block) {
                 blocks.push(h);
             }
+            at_token(at, key(h, at));
         }
-        segments.push(mix(h ^ (at as u64).rotate_left(32)));
+        segments.push(key(h, at));
     }
     (blocks, segments)
 }
