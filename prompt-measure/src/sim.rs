@@ -26,9 +26,9 @@
 //! the model's output, at a common prefix detected between requests, and at fixed token
 //! intervals of long inputs. The simulator sees requests only, so it persists the first and
 //! the third (the common prefix with the best earlier request, usable from the next request
-//! on); the output's unit and the interval (the guide gives none) are not modelled. A request
-//! that drops its predecessor's per-request tail therefore hits only what the two requests
-//! before it shared.
+//! on), for the requests of the window; the output's unit and the interval (the guide gives
+//! none) are not modelled. A request that drops its predecessor's per-request tail therefore
+//! hits only what the two requests before it shared.
 //!
 //! **Memory.** The window keeps at most [`SimConfig::window`] requests and
 //! [`SimConfig::window_tokens`] tokens (segments are shared through [`TokenCache`], so a
@@ -98,6 +98,9 @@ pub struct TokenizedRequest {
     breakpoints: Vec<usize>,
     lead: usize,
     tag: u64,
+    /// DeepSeek's cache prefix units this request persisted once observed: its input, and
+    /// the prefix it shared with its best earlier request (length, prefix key).
+    units: [(usize, u64); 2],
 }
 
 /// Where two requests stop sharing tokens.
@@ -126,6 +129,7 @@ impl TokenizedRequest {
             breakpoints,
             lead: 0,
             tag: 0,
+            units: [(0, 0); 2],
         }
     }
 
@@ -437,8 +441,7 @@ pub struct SimConfig {
     /// DeepSeek: storage granularity (hits are whole multiples of it; 64 tokens in the
     /// earlier version of its guide).
     pub deepseek_unit: usize,
-    /// DeepSeek cache prefix units per generation.
-    pub deepseek_capacity: usize,
+
     /// Anthropic's rule.
     pub anthropic: AnthropicRule,
     /// Anthropic cache entries per generation.
@@ -457,7 +460,6 @@ impl Default for SimConfig {
             openai_minimum: 1024,
             openai_increment: 128,
             deepseek_unit: 64,
-            deepseek_capacity: 1 << 16,
             anthropic: AnthropicRule::default(),
             anthropic_capacity: 1 << 16,
         }
@@ -473,7 +475,6 @@ impl SimConfig {
             window_tokens: usize::MAX,
             block_capacity: usize::MAX,
             anthropic_capacity: usize::MAX,
-            deepseek_capacity: usize::MAX,
             ..Self::default()
         }
     }
@@ -566,8 +567,6 @@ pub struct Retained {
     pub blocks: usize,
     /// Anthropic cache entries.
     pub anthropic_entries: usize,
-    /// DeepSeek cache prefix units.
-    pub deepseek_units: usize,
 }
 
 /// Replays requests in order and applies every [`Rule`] to each.
@@ -578,7 +577,6 @@ pub struct CacheSim {
     window_tokens: usize,
     blocks: GenSet,
     anthropic: GenSet,
-    deepseek: GenSet,
 }
 
 impl CacheSim {
@@ -587,7 +585,6 @@ impl CacheSim {
         Self {
             blocks: GenSet::new(config.block_capacity),
             anthropic: GenSet::new(config.anthropic_capacity),
-            deepseek: GenSet::new(config.deepseek_capacity),
             config,
             window: VecDeque::new(),
             window_tokens: 0,
@@ -606,7 +603,6 @@ impl CacheSim {
             request_tokens: self.window_tokens,
             blocks: self.blocks.len(),
             anthropic_entries: self.anthropic.len(),
-            deepseek_units: self.deepseek.len(),
         }
     }
 
@@ -625,17 +621,28 @@ impl CacheSim {
         }
         let exact = best.map_or(0, |(_, b)| b.tokens);
 
-        // DeepSeek: the longest unit matched whole, looked up at every token; and the key
-        // of the prefix shared with the best earlier request, persisted as a unit below.
-        let deepseek = &mut self.deepseek;
+        // DeepSeek: the units of the requests in the window (each one's input, and what it
+        // shared with its best earlier request), by length; the longest one this request
+        // matches whole. Its own shared prefix becomes a unit for the next requests.
+        let mut units: Vec<(usize, u64)> = self
+            .window
+            .iter()
+            .flat_map(|r| r.units)
+            .filter(|&(len, _)| len > 0 && len <= n)
+            .collect();
+        units.sort_unstable();
+        let mut next_unit = 0;
         let mut unit_hit = 0;
-        let mut shared_unit = None;
+        let mut shared = (0, 0);
         let (block_keys, segment_keys) = prefix_keys(&request, block, &mut |at, key| {
-            if deepseek.touch(key) {
-                unit_hit = at;
+            while let Some(&(len, unit)) = units.get(next_unit).filter(|(len, _)| *len <= at) {
+                if len == at && unit == key {
+                    unit_hit = at;
+                }
+                next_unit += 1;
             }
             if at == exact {
-                shared_unit = Some(key);
+                shared = (at, key);
             }
         });
         let matched_blocks = block_keys
@@ -702,13 +709,7 @@ impl CacheSim {
         for k in block_keys {
             self.blocks.insert(k);
         }
-        // This request's input is a unit; so is what it shared with the best earlier one.
-        if let Some(&end) = segment_keys.last() {
-            self.deepseek.insert(end);
-        }
-        if let Some(shared) = shared_unit {
-            self.deepseek.insert(shared);
-        }
+
         let best = best.and_then(|(i, common)| {
             self.window.get(i).map(|earlier| Best {
                 earlier: earlier.clone(),
@@ -716,6 +717,8 @@ impl CacheSim {
             })
         });
         self.window_tokens = self.window_tokens.saturating_add(n);
+        let mut request = request;
+        request.units = [(n, segment_keys.last().copied().unwrap_or(0)), shared];
         self.window.push_back(request);
         while self.window.len() > 1
             && (self.window.len() > c.window || self.window_tokens > c.window_tokens)

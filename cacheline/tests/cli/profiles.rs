@@ -136,9 +136,45 @@ fn profile_status_and_check_show_the_profile_and_warn_on_a_cache_breaking_delive
     );
     let (_, json, _) = cacheline(&["status", "--config", &file.to_string_lossy(), "--json"]);
     let status: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(status["provider"]["delivery_risk"], "rejected");
-    assert_eq!(status["provider"]["ttl"], "1h");
-    assert_eq!(status["provider"]["prefix_lifetime"]["seconds"], 3600);
+    let provider = &status["provider"];
+    assert_eq!(provider["delivery_risk"], "rejected");
+    assert_eq!(provider["ttl"], "1h");
+    assert_eq!(
+        provider["prefix_lifetime"],
+        serde_json::json!({"kind": "idle", "seconds": 3600})
+    );
+    assert_eq!(
+        provider["lifetime"],
+        serde_json::json!({"kind": "idle", "seconds": 300})
+    );
+    // docs/status-json.md: every `provider` key, with its type.
+    assert!(
+        provider["section"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("[provider] name = anthropic"))
+    );
+    assert_eq!(provider["provider"], "anthropic");
+    assert_eq!(provider["model"], "claude-sonnet-4-5");
+    assert_eq!(provider["family"], "claude-sonnet-4-5");
+    assert_eq!(provider["fallback"], false);
+    assert_eq!(provider["fallback_reason"], Value::Null);
+    assert_eq!(provider["updates"], "system");
+    assert_eq!(provider["updates_from"], "agent.toml");
+    assert_eq!(provider["first_system"], "system");
+    assert_eq!(provider["later_system"], "rejected");
+    assert_eq!(provider["sends_later_system"], true);
+    assert_eq!(provider["min_cache_tokens"], 1024);
+    assert_eq!(provider["retention"], Value::Null);
+    assert_eq!(provider["cache_diagnostics"], false);
+    assert_eq!(provider["signatures_required"], false);
+    assert_eq!(provider["platform"], Value::Null);
+    assert!(
+        provider["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("prompt-caching"))
+    );
+    let keys = provider.as_object().unwrap().len();
+    assert_eq!(keys, 22, "a key this test does not know: {provider}");
 
     // An unknown model: the safe default, and status says so.
     let file = temp_file(

@@ -46,7 +46,7 @@ pub use load::{
     LoadedProvider, ProviderDiagnostic, ProviderErrors, ProviderLoadError, ProviderProblem,
     ProviderSection,
 };
-pub use table::PROFILES;
+pub use table::{PROFILES, SAFE_DEFAULT};
 
 /// A provider or engine the profile table knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

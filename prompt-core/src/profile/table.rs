@@ -217,7 +217,7 @@ pub static PROFILES: &[Facts] = &[
 
 /// The safe default of the unknown: nothing is known, so updates are user reminders and no
 /// `role: "system"` message comes after the first.
-static FALLBACK: Facts = Facts {
+pub static SAFE_DEFAULT: Facts = Facts {
     provider: None,
     family: "",
     later_system: LaterSystem::Unknown,
@@ -233,7 +233,7 @@ static FALLBACK: Facts = Facts {
 
 /// The row of the unknown.
 pub(super) fn fallback() -> &'static Facts {
-    &FALLBACK
+    &SAFE_DEFAULT
 }
 
 #[cfg(test)]
