@@ -695,3 +695,147 @@ fn profile_gemini_3_refuses_function_calls_replayed_without_their_signatures() {
         .to_string();
     assert!(err.contains("thoughtSignature"), "{err}");
 }
+
+/// One step of a generated session.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A user turn: the todo list's text (an update when it changes), whether the git state
+    /// (the per-request tail) is there, and how many tool calls the reply makes (answered in
+    /// one continuation).
+    Turn { todo: u8, git: bool, calls: u8 },
+    /// The system prompt edited.
+    SystemPrompt(u8),
+    /// A compaction keeping the last two nodes.
+    Compact,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..3, any::<bool>(), 0u8..3).prop_map(|(todo, git, calls)| Step::Turn { todo, git, calls }),
+        1 => (0u8..3).prop_map(Step::SystemPrompt),
+        1 => Just(Step::Compact),
+    ]
+}
+
+/// Plays `steps` under `profile` on `api`; every body sent, as (epoch, bytes, stable body).
+fn play_steps(api: ApiKind, profile: &Profile, steps: &[Step]) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+    const TODOS: [&str; 3] = ["a", "b", "c"];
+    let mut session = prompt_core::Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::for_profile(profile).with_tools(tools()),
+    )
+    .unwrap();
+    let mut wire = profile_wire(api, profile);
+    let mut out = Vec::new();
+    let mut n = 0;
+    for step in steps {
+        match step {
+            Step::Turn { todo, git, calls } => {
+                n += 1;
+                let mut values = Extensions::new().with(crate::common::Todo(TODOS[*todo as usize]));
+                if *git {
+                    values = values.with(crate::common::Git(format!("git: {n} files changed")));
+                }
+                let request = session.turn(values, format!("Request {n}.")).unwrap();
+                let epoch = request.epoch();
+                let body = wire.body(&request).unwrap();
+                out.push((epoch, body.to_bytes(), body.stable_body()));
+                let calls: Vec<(String, &str, Value)> = (0..*calls)
+                    .map(|k| (format!("call_{n}_{k}"), "grep", json!({"pattern": "x"})))
+                    .collect();
+                let refs: Vec<(&str, &str, Value)> = calls
+                    .iter()
+                    .map(|(i, f, a)| (i.as_str(), *f, a.clone()))
+                    .collect();
+                let text = if refs.is_empty() { "Done." } else { "" };
+                let ids: Vec<String> = wire
+                    .record_reply(&mut session, reply(api, n, text, &refs).as_bytes())
+                    .unwrap()
+                    .tool_calls
+                    .into_iter()
+                    .map(|c| c.id)
+                    .collect();
+                if !ids.is_empty() {
+                    for id in &ids {
+                        session
+                            .record_tool(&prompt_core::session::ToolResult::text(id, "found"))
+                            .unwrap();
+                    }
+                    n += 1;
+                    let request = session.continuation(Extensions::new()).unwrap();
+                    let epoch = request.epoch();
+                    let body = wire.body(&request).unwrap();
+                    out.push((epoch, body.to_bytes(), body.stable_body()));
+                    wire.record_reply(&mut session, reply(api, n, "Found it.", &[]).as_bytes())
+                        .unwrap();
+                }
+            }
+            Step::SystemPrompt(k) => {
+                session.set_system_prompt(&format!("Answer in language {k}."));
+            }
+            Step::Compact => {
+                let len = session.history().len();
+                if len > 2 {
+                    let cut = session.history().safe_cut(0, 2);
+                    if cut > 0 {
+                        session
+                            .compact(0..cut, "Summary of the work so far.")
+                            .unwrap();
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever the session does, Opus 4.8's bodies are JSON, follow the placement rules of
+    /// mid-conversation system messages, carry no breakpoint on a system message, and extend
+    /// each other within an epoch; DeepSeek's have no system message after the first.
+    #[test]
+    fn profile_bodies_keep_their_provider_rules_for_any_session(
+        steps in proptest::collection::vec(step(), 1..10)
+    ) {
+        for (api, profile) in [(ApiKind::Anthropic, opus()), (ApiKind::OpenAi, deepseek())] {
+            let bodies = play_steps(api, &profile, &steps);
+            for (_, bytes, _) in &bodies {
+                let body = json(bytes);
+                let m = messages(bytes);
+                if api == ApiKind::OpenAi {
+                    proptest::prop_assert!(m.iter().skip(1).all(|x| role(x) != "system"), "{body}");
+                    continue;
+                }
+                proptest::prop_assert!(m.first().is_none_or(|x| role(x) != "system"), "{body}");
+                for (i, msg) in m.iter().enumerate().filter(|(_, x)| role(x) == "system") {
+                    proptest::prop_assert_eq!(role(&m[i - 1]), "user", "{}", body);
+                    proptest::prop_assert!(
+                        m.get(i + 1).is_none_or(|next| role(next) == "assistant"),
+                        "{}", body
+                    );
+                    for block in msg["content"].as_array().into_iter().flatten() {
+                        proptest::prop_assert_eq!(&block["type"], "text");
+                        proptest::prop_assert!(block.get("cache_control").is_none());
+                    }
+                }
+                // Strict alternation of the other roles.
+                let roles: Vec<&str> = m.iter().map(role).filter(|r| *r != "system").collect();
+                proptest::prop_assert!(roles.windows(2).all(|w| w[0] != w[1]), "{}", body);
+            }
+            for w in bodies.windows(2).filter(|w| w[0].0 == w[1].0) {
+                proptest::prop_assert!(
+                    compare(&w[0].2, &w[1].1).unwrap().extends(),
+                    "{:?}: {} -> {}",
+                    api,
+                    String::from_utf8_lossy(&w[0].2),
+                    String::from_utf8_lossy(&w[1].1)
+                );
+            }
+        }
+    }
+}
