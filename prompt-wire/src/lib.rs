@@ -20,8 +20,15 @@
 //!   message or content block and why (tools changed, system rewritten, hoisting, a
 //!   message edited, inserted, removed, reordered).
 //!
-//! Key orders, where each API's stable part ends, where Anthropic's breakpoints go and how
-//! updates are delivered: `docs/wire.md`.
+//! - A provider profile ([`WireOptions::profile`], `prompt_core::profile`) makes the bodies
+//!   the provider's: no `role: "system"` message after the first where the provider moves or
+//!   refuses it (DeepSeek), Claude Opus 4.8's system messages inside `messages`, the 1-hour
+//!   TTL and `prompt_cache_retention` in the frozen part, Anthropic's cache diagnostics
+//!   ([`Wire::cache_diagnostics_header`], [`CacheDiagnostics`], [`MissReport`]: the guard's
+//!   verdict under the provider's reason names).
+//!
+//! Key orders, where each API's stable part ends, where Anthropic's breakpoints go, how
+//! updates are delivered and what each profile changes: `docs/wire.md`.
 //!
 //! ```
 //! use prompt_core::{Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext};

@@ -243,7 +243,7 @@ fn print_gap(turn: u64, gap: &GapReport, out: &mut dyn Write) -> std::io::Result
     )?;
     writeln!(
         out,
-        "{:<10} {:<48} {:<14} {:>10} {:>10} {:>10}",
+        "{:<10} {:<62} {:<14} {:>10} {:>10} {:>10}",
         "backend", "cache lifetime", "after the gap", "warm", "after gap", "extra"
     )?;
     for p in &gap.providers {
@@ -261,7 +261,7 @@ fn print_gap(turn: u64, gap: &GapReport, out: &mut dyn Write) -> std::io::Result
         let cost = |c: Option<f64>| c.map_or_else(|| "-".to_owned(), |c| format!("{c:.0}"));
         writeln!(
             out,
-            "{:<10} {:<48} {:<14} {:>10.0} {:>10} {:>10}",
+            "{:<10} {:<62} {:<14} {:>10.0} {:>10} {:>10}",
             p.rule.as_str(),
             lifetime,
             fate,
