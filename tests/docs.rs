@@ -198,15 +198,27 @@ fn registry_for(example: &Example) -> Registry {
 
 /// `error 3:15: text` / `warning 3:15: text` against the diagnostics.
 fn find_diagnostic(example: &Example, diagnostics: &[PolicyDiagnostic], spec: &str, kind: &str) {
+    let said = diagnostics
+        .iter()
+        .map(|d| (d.position.line, d.position.column, d.problem.to_string()));
+    find_said(example, said, spec, kind);
+}
+
+/// `3:15: text` among the diagnostics a loader said, as (line, column, message).
+fn find_said(
+    example: &Example,
+    said: impl Iterator<Item = (usize, usize, String)>,
+    spec: &str,
+    kind: &str,
+) {
     let (position, text) = spec.split_once(": ").unwrap_or((spec, ""));
-    let found = diagnostics.iter().any(|d| {
-        format!("{}:{}", d.position.line, d.position.column) == position.trim()
-            && d.problem.to_string().contains(text.trim())
+    let said: Vec<(usize, usize, String)> = said.collect();
+    let found = said.iter().any(|(line, column, message)| {
+        format!("{line}:{column}") == position.trim() && message.contains(text.trim())
     });
-    let listed: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
     assert!(
         found,
-        "{}: the text claims {kind} {spec}; the loader said: {listed:#?}",
+        "{}: the text claims {kind} {spec}; the loader said: {said:#?}",
         example.at
     );
 }
@@ -241,17 +253,10 @@ fn find_provider_diagnostic(
     spec: &str,
     kind: &str,
 ) {
-    let (position, text) = spec.split_once(": ").unwrap_or((spec, ""));
-    let found = diagnostics.iter().any(|d| {
-        format!("{}:{}", d.position.line, d.position.column) == position.trim()
-            && d.problem.to_string().contains(text.trim())
-    });
-    let listed: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-    assert!(
-        found,
-        "{}: the text claims [provider] {kind} {spec}; the loader said: {listed:#?}",
-        example.at
-    );
+    let said = diagnostics
+        .iter()
+        .map(|d| (d.position.line, d.position.column, d.problem.to_string()));
+    find_said(example, said, spec, &format!("[provider] {kind}"));
 }
 
 /// The `[provider]` clauses of an example; `false` when `clause` is not one of them.

@@ -52,6 +52,68 @@ pub(crate) fn positioned<P>(
         .collect()
 }
 
+/// The diagnostics of one load, each at a byte offset: errors (nothing is returned) and
+/// warnings (returned beside the result).
+pub(crate) struct Findings<P> {
+    pub(crate) errors: Vec<Found<P>>,
+    pub(crate) warnings: Vec<Found<P>>,
+}
+
+impl<P> Default for Findings<P> {
+    fn default() -> Self {
+        Self {
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl<P> Findings<P> {
+    pub(crate) fn error(&mut self, span: Range<usize>, problem: P) {
+        self.errors.push(Found {
+            offset: span.start,
+            problem,
+        });
+    }
+
+    pub(crate) fn warning(&mut self, span: Range<usize>, problem: P) {
+        self.warnings.push(Found {
+            offset: span.start,
+            problem,
+        });
+    }
+}
+
+/// Why a TOML input was not read at all.
+pub(crate) enum Unreadable {
+    /// Longer than its limit.
+    TooLarge { len: usize, limit: u64 },
+    /// Not TOML: the parser's first error.
+    Syntax(toml::de::Error),
+}
+
+/// Parses a TOML input of at most `limit` bytes into spanned values; else where it fails
+/// and why (a span-less "recursion limit" placed at the key that crosses it).
+pub(crate) fn parse_toml(
+    src: &str,
+    limit: u64,
+) -> Result<toml::Spanned<toml::de::DeTable<'_>>, (Range<usize>, Unreadable)> {
+    if src.len() as u64 > limit {
+        let at = usize::try_from(limit).unwrap_or(usize::MAX);
+        return Err((
+            floor_char_boundary(src, at)..src.len(),
+            Unreadable::TooLarge {
+                len: src.len(),
+                limit,
+            },
+        ));
+    }
+    toml::de::DeTable::parse(src).map_err(|e| {
+        let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
+        (span, Unreadable::Syntax(e))
+    })
+}
+
 /// The largest character boundary at or before `at`, within the text.
 pub(crate) fn floor_char_boundary(src: &str, mut at: usize) -> usize {
     at = at.min(src.len());

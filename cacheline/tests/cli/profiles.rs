@@ -174,7 +174,7 @@ fn profile_status_and_check_show_the_profile_and_warn_on_a_cache_breaking_delive
             .is_some_and(|s| s.contains("prompt-caching"))
     );
     let keys = provider.as_object().unwrap().len();
-    assert_eq!(keys, 22, "a key this test does not know: {provider}");
+    assert_eq!(keys, 21, "a key this test does not know: {provider}");
 
     // An unknown model: the safe default, and status says so.
     let file = temp_file(

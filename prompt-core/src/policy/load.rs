@@ -12,13 +12,11 @@ use std::ops::Range;
 use std::path::Path;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeValue;
 
 use super::{IdPattern, PatternError, PromptPolicy};
 use crate::component::Component;
-use crate::diagnostic::{
-    self, describe_value, distance_within, excerpt, floor_char_boundary, key_past_the_limit,
-};
+use crate::diagnostic::{self, Unreadable, describe_value, distance_within, excerpt};
 use crate::id::ComponentId;
 use crate::id_grammar::{IdError, IdProblem, NAMESPACES, normalize_name};
 use crate::input::{self, CONFIG_LIMIT, InputError};
@@ -346,27 +344,7 @@ const PROMPT_KEYS: [&str; 4] = ["default", "prefix_allow", "prefix_deny", "place
 type Found = diagnostic::Found<PolicyProblem>;
 
 /// The diagnostics of one load.
-#[derive(Default)]
-struct Findings {
-    errors: Vec<Found>,
-    warnings: Vec<Found>,
-}
-
-impl Findings {
-    fn error(&mut self, span: Range<usize>, problem: PolicyProblem) {
-        self.errors.push(Found {
-            offset: span.start,
-            problem,
-        });
-    }
-
-    fn warning(&mut self, span: Range<usize>, problem: PolicyProblem) {
-        self.warnings.push(Found {
-            offset: span.start,
-            problem,
-        });
-    }
-}
+type Findings = diagnostic::Findings<PolicyProblem>;
 
 /// A pattern entry as written, before it is checked against the components.
 struct RawEntry<'a> {
@@ -396,22 +374,14 @@ impl PromptPolicy {
         components: impl IntoIterator<Item = &'a Component>,
     ) -> Result<LoadedPolicy, PolicyErrors> {
         let mut findings = Findings::default();
-        if src.len() as u64 > CONFIG_LIMIT {
-            let limit = usize::try_from(CONFIG_LIMIT).unwrap_or(usize::MAX);
-            findings.error(
-                floor_char_boundary(src, limit)..src.len(),
-                PolicyProblem::TooLarge {
-                    len: src.len(),
-                    limit: CONFIG_LIMIT,
-                },
-            );
-            return Err(finish_errors(src, origin, findings));
-        }
-        let doc = match DeTable::parse(src) {
+        let doc = match diagnostic::parse_toml(src, CONFIG_LIMIT) {
             Ok(doc) => doc,
-            Err(e) => {
-                let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
-                findings.error(span, PolicyProblem::Syntax(e));
+            Err((span, why)) => {
+                let problem = match why {
+                    Unreadable::TooLarge { len, limit } => PolicyProblem::TooLarge { len, limit },
+                    Unreadable::Syntax(e) => PolicyProblem::Syntax(e),
+                };
+                findings.error(span, problem);
                 return Err(finish_errors(src, origin, findings));
             }
         };

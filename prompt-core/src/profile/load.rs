@@ -20,13 +20,11 @@ use std::ops::Range;
 use std::path::Path;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeValue;
 
 use super::{CacheTtl, Extension, Profile, Provider, Retention};
 use crate::delivery::{ApiKind, PrefixRole, UpdateRole};
-use crate::diagnostic::{
-    self, describe_value, distance_within, excerpt, floor_char_boundary, key_past_the_limit,
-};
+use crate::diagnostic::{self, Unreadable, describe_value, distance_within, excerpt};
 use crate::input::{self, CONFIG_LIMIT, InputError};
 use crate::policy::SourcePosition;
 
@@ -239,27 +237,7 @@ impl LoadedProvider {
 
 type Found = diagnostic::Found<ProviderProblem>;
 
-#[derive(Default)]
-struct Findings {
-    errors: Vec<Found>,
-    warnings: Vec<Found>,
-}
-
-impl Findings {
-    fn error(&mut self, span: Range<usize>, problem: ProviderProblem) {
-        self.errors.push(Found {
-            offset: span.start,
-            problem,
-        });
-    }
-
-    fn warning(&mut self, span: Range<usize>, problem: ProviderProblem) {
-        self.warnings.push(Found {
-            offset: span.start,
-            problem,
-        });
-    }
-}
+type Findings = diagnostic::Findings<ProviderProblem>;
 
 /// Where each key's value was, for the warnings that follow from the whole section.
 #[derive(Default)]
@@ -294,22 +272,14 @@ impl ProviderSection {
     /// ```
     pub fn from_agent_toml(src: &str, origin: &str) -> Result<LoadedProvider, ProviderErrors> {
         let mut findings = Findings::default();
-        if src.len() as u64 > CONFIG_LIMIT {
-            let limit = usize::try_from(CONFIG_LIMIT).unwrap_or(usize::MAX);
-            findings.error(
-                floor_char_boundary(src, limit)..src.len(),
-                ProviderProblem::TooLarge {
-                    len: src.len(),
-                    limit: CONFIG_LIMIT,
-                },
-            );
-            return Err(errors(src, origin, findings));
-        }
-        let doc = match DeTable::parse(src) {
+        let doc = match diagnostic::parse_toml(src, CONFIG_LIMIT) {
             Ok(doc) => doc,
-            Err(e) => {
-                let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
-                findings.error(span, ProviderProblem::Syntax(e));
+            Err((span, why)) => {
+                let problem = match why {
+                    Unreadable::TooLarge { len, limit } => ProviderProblem::TooLarge { len, limit },
+                    Unreadable::Syntax(e) => ProviderProblem::Syntax(e),
+                };
+                findings.error(span, problem);
                 return Err(errors(src, origin, findings));
             }
         };

@@ -45,6 +45,24 @@ const fn gemini(family: &'static str, min: Option<u32>, signatures: bool) -> Fac
     }
 }
 
+/// OpenAI's caching, on its own API or Azure's: a later system message kept in place, a
+/// 1,024-token minimum, in memory for minutes unless `prompt_cache_retention` asks more.
+const fn openai(provider: Provider, source: &'static str) -> Facts {
+    Facts {
+        provider: Some(provider),
+        family: "",
+        later_system: LaterSystem::KeptInPlace,
+        updates: UpdateRole::System,
+        first_system: PrefixRole::System,
+        min_cache_tokens: Some(1024),
+        lifetime: OPENAI_IN_MEMORY,
+        extension: Extension::Retention,
+        signatures_required: false,
+        cache_diagnostics: false,
+        source,
+    }
+}
+
 /// A self-hosted engine speaking Chat Completions through a chat template.
 const fn engine(provider: Provider, source: &'static str) -> Facts {
     Facts {
@@ -64,32 +82,14 @@ const fn engine(provider: Provider, source: &'static str) -> Facts {
 
 /// The facts, one row per provider (family `""`) or model family.
 pub static PROFILES: &[Facts] = &[
-    Facts {
-        provider: Some(Provider::OpenAi),
-        family: "",
-        later_system: LaterSystem::KeptInPlace,
-        updates: UpdateRole::System,
-        first_system: PrefixRole::System,
-        min_cache_tokens: Some(1024),
-        lifetime: OPENAI_IN_MEMORY,
-        extension: Extension::Retention,
-        signatures_required: false,
-        cache_diagnostics: false,
-        source: "https://platform.openai.com/docs/guides/prompt-caching (1,024-token minimum; in memory 5–10 minutes, at most an hour; prompt_cache_retention \"24h\")",
-    },
-    Facts {
-        provider: Some(Provider::AzureOpenAi),
-        family: "",
-        later_system: LaterSystem::KeptInPlace,
-        updates: UpdateRole::System,
-        first_system: PrefixRole::System,
-        min_cache_tokens: Some(1024),
-        lifetime: OPENAI_IN_MEMORY,
-        extension: Extension::Retention,
-        signatures_required: false,
-        cache_diagnostics: false,
-        source: "https://learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching (in-memory and extended retention, prompt_cache_retention)",
-    },
+    openai(
+        Provider::OpenAi,
+        "https://platform.openai.com/docs/guides/prompt-caching (1,024-token minimum; in memory 5–10 minutes, at most an hour; prompt_cache_retention \"24h\")",
+    ),
+    openai(
+        Provider::AzureOpenAi,
+        "https://learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching (in-memory and extended retention, prompt_cache_retention)",
+    ),
     Facts {
         provider: Some(Provider::DeepSeek),
         family: "",

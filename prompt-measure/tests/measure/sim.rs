@@ -20,14 +20,10 @@ impl Tokenizer for Bytes {
     }
 }
 
-#[test]
-fn the_tokenizer_is_a_parameter() {
-    let first = vec![r#"{"role":"system","content":"Be brief."}"#.to_owned()];
-    let mut second = first.clone();
-    second.push(r#"{"role":"user","content":"hi"}"#.to_owned());
-    let requests = [(first, vec![1]), (second, vec![1, 2])];
-    let arm = Arm {
-        name: "append_only",
+/// An arm of `requests`: each one's messages and breakpoints.
+fn arm<'a>(name: &'a str, requests: &'a [(Vec<String>, Vec<usize>)]) -> Arm<'a> {
+    Arm {
+        name,
         requests: requests
             .iter()
             .map(|(messages, breakpoints)| RequestText {
@@ -35,7 +31,16 @@ fn the_tokenizer_is_a_parameter() {
                 breakpoints,
             })
             .collect(),
-    };
+    }
+}
+
+#[test]
+fn the_tokenizer_is_a_parameter() {
+    let first = vec![r#"{"role":"system","content":"Be brief."}"#.to_owned()];
+    let mut second = first.clone();
+    second.push(r#"{"role":"user","content":"hi"}"#.to_owned());
+    let requests = [(first, vec![1]), (second, vec![1, 2])];
+    let arm = arm("append_only", &requests);
     let report = simulate(
         &[arm],
         "append_only",
@@ -361,16 +366,7 @@ fn profile_idle_gap_longer_than_the_ttl_costs_each_provider_what_its_lifetime_sa
     let mut second = first.clone();
     second.extend(["a".repeat(100), "v".repeat(200)]);
     let requests = [(first, vec![2, 3]), (second, vec![2, 5])];
-    let arm = Arm {
-        name: "cacheline",
-        requests: requests
-            .iter()
-            .map(|(messages, breakpoints)| RequestText {
-                messages,
-                breakpoints,
-            })
-            .collect(),
-    };
+    let arm = arm("cacheline", &requests);
     let prices = PriceTable::default();
     let gap = |seconds, ttl, retention| {
         simulate_idle_gap(

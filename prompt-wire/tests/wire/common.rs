@@ -286,14 +286,18 @@ pub fn play_with(api: ApiKind, w: Wire) -> Vec<Sent> {
 /// [`play`] for a session and wire of a provider profile: the session delivers updates as
 /// the profile says, the wire applies it; the model is the profile's.
 pub fn play_profile(api: ApiKind, profile: &prompt_core::profile::Profile) -> Vec<Sent> {
-    let session = Session::start(
+    play_in(api, profile_session(profile), profile_wire(api, profile))
+}
+
+/// A session delivering updates as `profile` says, over the test components and tools.
+pub fn profile_session(profile: &prompt_core::profile::Profile) -> Session {
+    Session::start(
         components(),
         &policy(),
         SessionContext::default(),
         prompt_core::SessionOptions::for_profile(profile).with_tools(tools()),
     )
-    .unwrap();
-    play_in(api, session, profile_wire(api, profile))
+    .unwrap()
 }
 
 /// A wire for `api` with the test parameters and `profile`.

@@ -3,28 +3,18 @@
 //! (`tests/fixtures/*/README.md` name the pages).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use prompt_core::delivery::UpdateRole;
 use prompt_core::profile::{CacheTtl, DeliveryRisk, LaterSystem, Profile, Provider, Retention};
-use prompt_core::{ApiKind, Extensions, SessionContext, SessionOptions};
+use prompt_core::{ApiKind, Extensions};
 use prompt_wire::{
     CACHE_DIAGNOSIS_BETA, CacheDiagnostics, Cause, MissReason, MissReport, UsageProvider, Verdict,
     Wire, WireError, compare,
 };
 use serde_json::{Value, json};
 
-use crate::common::{
-    Sent, components, json, play_profile, policy, profile_wire, raw_field, reply, tools,
-};
-
-fn fixture(folder: &str, file: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(folder)
-        .join(file);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use crate::common::{Sent, json, play_profile, profile_session, profile_wire, raw_field, reply};
+use crate::fixtures::{fixture_in, paths};
 
 fn messages(body: &[u8]) -> Vec<Value> {
     json(body)["messages"]
@@ -61,41 +51,10 @@ fn sonnet() -> Profile {
     Profile::lookup(ApiKind::Anthropic, "claude-sonnet-4-5", None)
 }
 
-/// Every path of `v` with its JSON type, free-form fields (schemas, arguments) not entered:
-/// as `tests/wire/fixtures.rs` reads the documented examples.
-fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
-    out.insert(format!("{at}:{kind}"));
-    match v {
-        Value::Object(map) => {
-            for (k, x) in map {
-                if ["parameters", "input_schema", "input", "args"].contains(&k.as_str()) {
-                    out.insert(format!("{at}.{k}:…"));
-                } else {
-                    paths(x, &format!("{at}.{k}"), out);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for x in items {
-                paths(x, &format!("{at}[]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 fn undocumented(bodies: &[Sent], documented: &[(&str, &str)]) -> Vec<String> {
     let mut known = BTreeSet::new();
     for (folder, file) in documented {
-        paths(&json(&fixture(folder, file)), "", &mut known);
+        paths(&json(&fixture_in(folder, file)), "", &mut known);
     }
     let mut ours = BTreeSet::new();
     for b in bodies {
@@ -486,13 +445,7 @@ fn profile_cache_diagnostics_name_the_previous_reply_and_do_not_break_the_cache(
 /// sent) and the second's, the first reply recorded between them.
 fn two_turns() -> (prompt_core::Session, Wire, Vec<u8>, Vec<u8>) {
     let profile = opus().with_cache_diagnostics();
-    let mut session = prompt_core::Session::start(
-        components(),
-        &policy(),
-        SessionContext::default(),
-        SessionOptions::for_profile(&profile).with_tools(tools()),
-    )
-    .unwrap();
+    let mut session = profile_session(&profile);
     let mut wire = profile_wire(ApiKind::Anthropic, &profile);
     let values = || Extensions::new().with(crate::common::Todo("a"));
     let first = wire
@@ -543,7 +496,7 @@ fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_s
         let (mut session, wire, first, second) = two_turns();
         let later = edited(&second, from, to);
         // The provider's answer to the later request, in the documented shape.
-        let body = String::from_utf8(fixture("anthropic", "response_diagnostics.json"))
+        let body = String::from_utf8(fixture_in("anthropic", "response_diagnostics.json"))
             .unwrap()
             .replace("\"tools_changed\"", &format!("\"{reason}\""));
         let reply = wire.record_reply(&mut session, body.as_bytes()).unwrap();
@@ -613,18 +566,12 @@ fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_s
 #[test]
 fn profile_deepseek_usage_is_reported_as_deepseek() {
     let profile = deepseek();
-    let mut session = prompt_core::Session::start(
-        components(),
-        &policy(),
-        SessionContext::default(),
-        SessionOptions::for_profile(&profile).with_tools(tools()),
-    )
-    .unwrap();
+    let mut session = profile_session(&profile);
     let mut wire = profile_wire(ApiKind::OpenAi, &profile);
     wire.body(&session.turn(Extensions::new(), "hi").unwrap())
         .unwrap();
     let reply = wire
-        .record_reply(&mut session, &fixture("deepseek", "response.json"))
+        .record_reply(&mut session, &fixture_in("deepseek", "response.json"))
         .unwrap();
     let usage = reply.usage.unwrap();
     assert_eq!(usage.provider, UsageProvider::DeepSeek);
@@ -645,13 +592,7 @@ fn reply_bytes(api: ApiKind) -> String {
 fn profile_gemini_3_refuses_function_calls_replayed_without_their_signatures() {
     let play = |model: &str, recorded_through_wire: bool| -> Result<(), WireError> {
         let profile = Profile::lookup(ApiKind::Gemini, model, None);
-        let mut session = prompt_core::Session::start(
-            components(),
-            &policy(),
-            SessionContext::default(),
-            SessionOptions::for_profile(&profile).with_tools(tools()),
-        )
-        .unwrap();
+        let mut session = profile_session(&profile);
         let mut wire = profile_wire(ApiKind::Gemini, &profile);
         wire.body(&session.turn(Extensions::new(), "Read main.rs").unwrap())?;
         let id = if recorded_through_wire {
@@ -721,13 +662,7 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 /// Plays `steps` under `profile` on `api`; every body sent, as (epoch, bytes, stable body).
 fn play_steps(api: ApiKind, profile: &Profile, steps: &[Step]) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
     const TODOS: [&str; 3] = ["a", "b", "c"];
-    let mut session = prompt_core::Session::start(
-        components(),
-        &policy(),
-        SessionContext::default(),
-        SessionOptions::for_profile(profile).with_tools(tools()),
-    )
-    .unwrap();
+    let mut session = profile_session(profile);
     let mut wire = profile_wire(api, profile);
     let mut out = Vec::new();
     let mut n = 0;
