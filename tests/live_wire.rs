@@ -511,7 +511,8 @@ fn chat_tokens_of_first(client: &LlamaClient, body: &[u8], messages: usize) -> u
 /// the messages before it.
 #[test]
 fn wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_fork_point() {
-    let test = "wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_fork_point";
+    let test =
+        "wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_fork_point";
     let Some((client, _guard)) = server(test) else {
         return;
     };
@@ -541,7 +542,11 @@ fn wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_
     let regenerated = sender.send(&mut branch_wire, &again, "regenerate".to_owned());
     say(&format!(
         "regenerate of request {}: {} tokens, {} re-processed, {} cached (generation prompt: {} tokens)",
-        last.label, regenerated.total, regenerated.reprocessed, regenerated.cached, sender.generation
+        last.label,
+        regenerated.total,
+        regenerated.reprocessed,
+        regenerated.cached,
+        sender.generation
     ));
     assert_eq!(regenerated.total, last.total, "the same request");
     assert!(
