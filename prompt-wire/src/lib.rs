@@ -72,6 +72,7 @@ mod guard;
 mod options;
 mod raw;
 mod reply;
+pub mod stream;
 mod wire;
 
 pub use error::WireError;

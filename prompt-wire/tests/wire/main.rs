@@ -6,3 +6,5 @@ mod common;
 mod fixtures;
 mod guard;
 mod replies;
+mod stream;
+mod stream_props;
