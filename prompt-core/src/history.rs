@@ -143,6 +143,55 @@ pub struct History {
     total_bytes: usize,
     /// Texts waiting to be merged into the next user message.
     pending: Vec<Pending>,
+    /// The last assistant message's tool calls and which are answered, kept up to date as
+    /// nodes are appended.
+    calls: OpenCalls,
+}
+
+/// The tool calls of the last assistant message and which of them have a result, kept as
+/// nodes are appended: answering n parallel calls costs O(n) in all, where reading them back
+/// from the nodes at each result cost O(n²).
+#[derive(Debug, Clone, Default)]
+struct OpenCalls {
+    /// The calls, in call order, each with whether a result answers it.
+    calls: Vec<(String, bool)>,
+    /// Where each id is among the calls.
+    at: HashMap<String, Vec<usize>>,
+    open: usize,
+}
+
+impl OpenCalls {
+    /// The state of `nodes`: the last assistant message and what follows it.
+    fn of(nodes: &[Node]) -> Self {
+        let mut out = Self::default();
+        if let Some(last) = nodes.iter().rposition(|n| n.kind == NodeKind::Assistant) {
+            for node in &nodes[last..] {
+                out.add(node);
+            }
+        }
+        out
+    }
+
+    fn add(&mut self, node: &Node) {
+        if node.kind == NodeKind::Assistant {
+            self.calls.clear();
+            self.at.clear();
+            for (i, id) in tool_links(node).0.into_iter().enumerate() {
+                self.at.entry(id.clone()).or_default().push(i);
+                self.calls.push((id, false));
+            }
+            self.open = self.calls.len();
+        } else if node.bytes.contains("tool_call_id")
+            && let Some(id) = tool_links(node).1
+            && let Some(places) = self.at.get(&id)
+        {
+            for &i in places {
+                if !std::mem::replace(&mut self.calls[i].1, true) {
+                    self.open -= 1;
+                }
+            }
+        }
+    }
 }
 
 /// How a deferred text is written into the user message it rides in.
@@ -173,6 +222,7 @@ impl History {
             delivery,
             total_bytes: 0,
             pending: Vec::new(),
+            calls: OpenCalls::default(),
         }
     }
 
@@ -223,12 +273,14 @@ impl History {
         pending: Vec<Pending>,
     ) -> Self {
         let total_bytes = nodes.iter().map(|n| n.bytes.len()).sum();
+        let calls = OpenCalls::of(&nodes);
         Self {
             nodes,
             epoch,
             delivery,
             total_bytes,
             pending,
+            calls,
         }
     }
 
@@ -265,7 +317,7 @@ impl History {
     ) -> NodeId {
         let id = Self::chained_id(self.last_id(), &bytes);
         self.total_bytes += bytes.len();
-        self.nodes.push(Node {
+        let node = Node {
             id,
             producer,
             kind,
@@ -273,7 +325,9 @@ impl History {
             text,
             merged,
             epoch: self.epoch,
-        });
+        };
+        self.calls.add(&node);
+        self.nodes.push(node);
         id
     }
 
@@ -540,6 +594,7 @@ impl History {
         self.epoch += 1;
         let node = self.nodes.remove(at);
         self.total_bytes -= node.bytes.len();
+        self.calls = OpenCalls::of(&self.nodes);
         Some(node)
     }
 
@@ -550,6 +605,7 @@ impl History {
             .into_iter()
             .partition(|n| &n.producer == producer);
         self.nodes = kept;
+        self.calls = OpenCalls::of(&self.nodes);
         self.total_bytes -= removed.iter().map(|n| n.bytes.len()).sum::<usize>();
         if !removed.is_empty() {
             self.epoch += 1;
@@ -633,6 +689,8 @@ impl History {
             .into_iter()
             .partition(|n| survives(&n.producer));
         self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
+        // The pushes below bring it up to date again.
+        self.calls = OpenCalls::of(&self.nodes);
         // Templates without a system role get the summary as a user message.
         let role = match self.delivery.prefix {
             PrefixRole::System => "system",
@@ -714,22 +772,25 @@ impl History {
     /// The tool calls of the last assistant message that calls tools and have no result
     /// after it, in call order.
     pub fn open_tool_calls(&self) -> Vec<String> {
-        let Some(at) = self
-            .nodes
+        self.calls
+            .calls
             .iter()
-            .rposition(|n| n.kind == NodeKind::Assistant)
-        else {
-            return Vec::new();
-        };
-        let (calls, _) = tool_links(&self.nodes[at]);
-        let answered: Vec<String> = self.nodes[at + 1..]
-            .iter()
-            .filter_map(|n| tool_links(n).1)
-            .collect();
-        calls
-            .into_iter()
-            .filter(|c| !answered.contains(c))
+            .filter(|(_, answered)| !answered)
+            .map(|(id, _)| id.clone())
             .collect()
+    }
+
+    /// Whether a tool call of the last assistant message has no result yet (in O(1)).
+    pub fn has_open_tool_calls(&self) -> bool {
+        self.calls.open > 0
+    }
+
+    /// Whether `id` is a tool call of the last assistant message without a result yet.
+    pub fn is_open_tool_call(&self, id: &str) -> bool {
+        self.calls
+            .at
+            .get(id)
+            .is_some_and(|places| places.iter().any(|&i| !self.calls.calls[i].1))
     }
 
     /// Writes the pending texts after the content of the last node, a tool result not yet
@@ -764,6 +825,7 @@ impl History {
             .collect();
         if let Some(old) = self.nodes.pop() {
             self.total_bytes -= old.bytes.len();
+            self.calls = OpenCalls::of(&self.nodes);
             self.push(old.producer, old.kind, bytes, old.text, merged);
         }
         Ok(())
@@ -871,6 +933,7 @@ impl Clone for History {
             delivery: self.delivery.clone(),
             total_bytes: self.total_bytes,
             pending: self.pending.clone(),
+            calls: self.calls.clone(),
         }
     }
 }

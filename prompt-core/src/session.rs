@@ -641,11 +641,12 @@ impl Session {
 
     /// An assistant message may not come between a tool call and its results.
     fn refuse_open_calls(&self) -> Result<(), ComposeError> {
-        let open = self.history.open_tool_calls();
-        if open.is_empty() {
-            Ok(())
+        if self.history.has_open_tool_calls() {
+            Err(ComposeError::UnansweredToolCalls {
+                open: self.history.open_tool_calls(),
+            })
         } else {
-            Err(ComposeError::UnansweredToolCalls { open })
+            Ok(())
         }
     }
 
@@ -669,13 +670,15 @@ impl Session {
     /// answering an open call), kept byte-for-byte but for neutralized update tags.
     pub fn record_tool_raw(&mut self, json: &str) -> Result<(), ComposeError> {
         self.history.check(&Producer::Tool, NodeKind::Tool, json)?;
-        let open = self.history.open_tool_calls();
         let call_id = json::RawObject::parse(json)
             .ok()
             .and_then(|m| m.str("tool_call_id").map(|s| s.into_owned()))
             .unwrap_or_default();
-        if !open.contains(&call_id) {
-            return Err(ComposeError::UnknownToolCall { call_id, open });
+        if !self.history.is_open_tool_call(&call_id) {
+            return Err(ComposeError::UnknownToolCall {
+                call_id,
+                open: self.history.open_tool_calls(),
+            });
         }
         self.history
             .append_raw(Producer::Tool, NodeKind::Tool, json)?;
@@ -686,7 +689,7 @@ impl Session {
     /// While tool calls wait for their results it is held, and appended after them by the
     /// next [`Session::continuation`] ([`SystemPromptChange::Deferred`]).
     pub fn set_system_prompt(&mut self, prompt: &str) -> SystemPromptChange {
-        if self.history.open_tool_calls().is_empty() {
+        if !self.history.has_open_tool_calls() {
             self.pending_prompt = None;
             return self.history.set_system_prompt(prompt);
         }
