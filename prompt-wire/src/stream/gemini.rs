@@ -120,6 +120,37 @@ impl Gemini {
         out: &mut Out<'_>,
     ) -> Result<(), StreamError> {
         let part = Object::of(raw_part).map_err(|p| at.malformed(path, p.to_string()))?;
+        // A part with a call is a call, as the whole reply's reader takes it.
+        if let Some(call) = at.child(&part, "functionCall", path)? {
+            let path = format!("{path}.functionCall");
+            let name = at
+                .text(&call, "name", &path)?
+                .ok_or_else(|| at.malformed(format!("{path}.name"), "missing"))?
+                .into_owned();
+            if self.calls >= Limit::ToolCalls.max() {
+                return Err(at.too_many(Limit::ToolCalls));
+            }
+            let index = self.calls;
+            let arguments = call
+                .get("args")
+                .map_or_else(|| "{}".to_owned(), |a| a.get().to_owned());
+            out.push(StreamEvent::ToolCallStarted {
+                index,
+                id: at.text(&call, "id", &path)?.map(|i| i.into_owned()),
+                name: name.clone(),
+            });
+            out.push(StreamEvent::ToolCallArgumentsDelta {
+                index,
+                delta: arguments.clone(),
+            });
+            out.push(StreamEvent::ToolCallFinished {
+                index,
+                name,
+                arguments,
+            });
+            self.calls += 1;
+            return self.push(at, Part::Other(raw_part.get().to_owned()));
+        }
         if let Some(text) = at.text(&part, "text", path)? {
             let thought = part.get("thought").is_some_and(|t| t.get() == "true");
             if thought {
@@ -162,35 +193,6 @@ impl Gemini {
                     sealed: signs,
                 },
             );
-        }
-        if let Some(call) = at.child(&part, "functionCall", path)? {
-            let path = format!("{path}.functionCall");
-            let name = at
-                .text(&call, "name", &path)?
-                .ok_or_else(|| at.malformed(format!("{path}.name"), "missing"))?
-                .into_owned();
-            if self.calls >= Limit::ToolCalls.max() {
-                return Err(at.too_many(Limit::ToolCalls));
-            }
-            let index = self.calls;
-            let arguments = call
-                .get("args")
-                .map_or_else(|| "{}".to_owned(), |a| a.get().to_owned());
-            out.push(StreamEvent::ToolCallStarted {
-                index,
-                id: at.text(&call, "id", &path)?.map(|i| i.into_owned()),
-                name: name.clone(),
-            });
-            out.push(StreamEvent::ToolCallArgumentsDelta {
-                index,
-                delta: arguments.clone(),
-            });
-            out.push(StreamEvent::ToolCallFinished {
-                index,
-                name,
-                arguments,
-            });
-            self.calls += 1;
         }
         self.push(at, Part::Other(raw_part.get().to_owned()))
     }
