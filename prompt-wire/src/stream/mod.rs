@@ -322,7 +322,7 @@ fn path(at: &str, key: &str) -> String {
     if at.is_empty() {
         key.to_owned()
     } else {
-        path(at, key)
+        format!("{at}.{key}")
     }
 }
 
