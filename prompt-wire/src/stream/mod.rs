@@ -598,7 +598,12 @@ impl StreamReader {
             let at = At {
                 api,
                 event: event.number,
-                kind: event.kind,
+                // The standard's name for an event without an `event` field.
+                kind: if event.kind.is_empty() {
+                    "message"
+                } else {
+                    event.kind
+                },
             };
             fold.on_event(&at, event.data, &mut out)
         });

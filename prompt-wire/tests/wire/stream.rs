@@ -820,3 +820,17 @@ fn a_streamed_reply_the_session_refuses_is_a_typed_error_and_records_nothing() {
         Some("the Gemini generateContent reply holds no message to record: prompt blocked: SAFETY")
     );
 }
+
+#[test]
+fn a_stream_reader_is_an_owned_value_an_async_client_can_move_across_threads() {
+    fn owned<T: Send + Sync + 'static>(_: &T) {}
+    let (_, w, _) = started(ApiKind::OpenAi);
+    let reader = w.stream_reader();
+    // The wire is still usable: the reader does not borrow it.
+    drop(w);
+    owned(&reader);
+    let moved = std::thread::spawn(move || reader.events_read())
+        .join()
+        .unwrap();
+    assert_eq!(moved, 0);
+}
