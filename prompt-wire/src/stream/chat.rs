@@ -101,9 +101,7 @@ impl Chat {
             return Ok(());
         }
         let chunk = at.object(data)?;
-        if let Some(error) = chunk.get("error").filter(|e| !crate::raw::is_null(e)) {
-            return Err(at.provider(reply::provider_message(error)));
-        }
+        at.refuse_error(&chunk)?;
         for (i, choice) in at.elements(&chunk, "choices", "")?.into_iter().enumerate() {
             let path = format!("choices[{i}]");
             let choice =

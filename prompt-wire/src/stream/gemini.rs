@@ -10,7 +10,7 @@
 
 use super::{At, End, Limit, Out, StreamError, StreamEvent, capped, json};
 use crate::error::WireError;
-use crate::raw::{self, Object, quote};
+use crate::raw::{Object, quote};
 use crate::reply::{self, Ctx, UsageProvider, UsageReport};
 
 #[derive(Debug)]
@@ -70,9 +70,7 @@ impl Gemini {
         out: &mut Out<'_>,
     ) -> Result<(), StreamError> {
         let chunk = at.object(data)?;
-        if let Some(error) = chunk.get("error").filter(|e| !raw::is_null(e)) {
-            return Err(at.provider(reply::provider_message(error)));
-        }
+        at.refuse_error(&chunk)?;
         if let Some(feedback) = at.child(&chunk, "promptFeedback", "")?
             && let Some(reason) = at.text(&feedback, "blockReason", "promptFeedback")?
         {

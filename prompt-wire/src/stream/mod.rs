@@ -382,6 +382,15 @@ impl At<'_> {
         }
     }
 
+    /// Refuses an event that holds an `error` object (how llama.cpp's server and Gemini
+    /// report an error mid-stream).
+    pub(crate) fn refuse_error(&self, o: &Object<'_>) -> Result<(), StreamError> {
+        match o.get("error").filter(|e| !crate::raw::is_null(e)) {
+            Some(error) => Err(self.provider(reply::provider_message(error))),
+            None => Ok(()),
+        }
+    }
+
     /// `data` read as one JSON object.
     pub(crate) fn object<'d>(&self, data: &'d str) -> Result<Object<'d>, StreamError> {
         Object::parse(data).map_err(|problem| match problem {

@@ -50,9 +50,7 @@ impl Responses {
         let event = at.object(data)?;
         let Some(kind) = at.text(&event, "type", "")? else {
             // llama.cpp's server reports an error as `data: {"error": …}`.
-            if let Some(error) = event.get("error").filter(|e| !raw::is_null(e)) {
-                return Err(at.provider(reply::provider_message(error)));
-            }
+            at.refuse_error(&event)?;
             return Err(at.malformed("type", "missing"));
         };
         let at = &At { kind: &kind, ..*at };
