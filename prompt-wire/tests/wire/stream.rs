@@ -834,3 +834,68 @@ fn a_stream_reader_is_an_owned_value_an_async_client_can_move_across_threads() {
         .unwrap();
     assert_eq!(moved, 0);
 }
+
+/// `stream` read as `api` and recorded gives what its whole reply `whole` gives.
+fn stream_amounts_to(api: ApiKind, stream: &str, whole: &str) -> Reply {
+    let (mut ws, ww, _) = started(api);
+    let whole_reply = ww.record_reply(&mut ws, whole.as_bytes()).unwrap();
+    let (mut ss, sw, _) = started(api);
+    let stream_reply = finish(&sw, &mut ss, stream.as_bytes(), 3).unwrap();
+    assert_eq!(last(&ss), last(&ws), "{api:?}");
+    assert_eq!(stream_reply, whole_reply, "{api:?}");
+    stream_reply
+}
+
+#[test]
+fn stream_event_kinds_the_fixtures_lack_record_what_their_whole_replies_record() {
+    // Chat Completions: a refusal and an annotation.
+    let chunk = |delta: &str, finish: &str| {
+        format!(
+            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    };
+    let stream = [
+        chunk(r#"{"role":"assistant","content":null,"refusal":""}"#, "null"),
+        chunk(r#"{"refusal":"I can't "}"#, "null"),
+        chunk(r#"{"refusal":"help with that.","annotations":[{"type":"url_citation","url_citation":{"url":"https://example.com"}}]}"#, "null"),
+        chunk("{}", "\"stop\""),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let whole = r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that.","annotations":[{"type":"url_citation","url_citation":{"url":"https://example.com"}}]},"finish_reason":"stop"}]}"#;
+    let reply = stream_amounts_to(ApiKind::OpenAi, &stream, whole);
+    assert_eq!(reply.text, "");
+
+    // Responses: an incomplete response.
+    let item = r#"{"id":"msg_1","type":"message","status":"incomplete","content":[{"type":"output_text","annotations":[],"text":"Part"}],"role":"assistant"}"#;
+    let whole = format!(
+        r#"{{"id":"r","object":"response","status":"incomplete","incomplete_details":{{"reason":"max_output_tokens"}},"output":[{item}],"usage":{{"input_tokens":5,"output_tokens":1,"total_tokens":6}}}}"#
+    );
+    let stream = format!(
+        "event: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}}}}\n\n\
+         event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Part\"}}\n\n\
+         event: response.output_item.done\ndata: {{\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{item}}}\n\n\
+         event: response.incomplete\ndata: {{\"type\":\"response.incomplete\",\"response\":{whole}}}\n\n"
+    );
+    let reply = stream_amounts_to(ApiKind::OpenAiResponses, &stream, &whole);
+    assert_eq!(reply.stop_reason.as_deref(), Some("max_output_tokens"));
+
+    // Anthropic: a redacted thinking block, kept as it started, and a text block's citations.
+    let redacted = r#"{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"}"#;
+    let citation = r#"{"type":"char_location","cited_text":"The sky is blue.","document_index":0,"document_title":"Facts","start_char_index":0,"end_char_index":16}"#;
+    let stream = format!(
+        "{ANTHROPIC_START}event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{redacted}}}\n\n\
+         event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n\
+         event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"text\",\"text\":\"\",\"citations\":[]}}}}\n\n\
+         event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"citations_delta\",\"citation\":{citation}}}}}\n\n\
+         event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"text_delta\",\"text\":\"It is blue.\"}}}}\n\n\
+         event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":1}}\n\n\
+         event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\",\"stop_sequence\":null}},\"usage\":{{\"output_tokens\":12}}}}\n\n\
+         event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+    );
+    let whole = format!(
+        r#"{{"id":"msg_1","type":"message","role":"assistant","content":[{redacted},{{"type":"text","text":"It is blue.","citations":[{citation}]}}],"model":"m","stop_reason":"end_turn","stop_sequence":null,"usage":{{"input_tokens":3,"output_tokens":12}}}}"#
+    );
+    let reply = stream_amounts_to(ApiKind::Anthropic, &stream, &whole);
+    assert_eq!(reply.text, "It is blue.");
+}
