@@ -796,9 +796,9 @@ impl History {
         self.open.is_open(call_id)
     }
 
-    /// Whether every call of the last assistant message has its result.
-    pub fn tool_calls_answered(&self) -> bool {
-        self.open.is_empty()
+    /// Whether a call of the last assistant message has no result yet.
+    pub fn has_open_tool_calls(&self) -> bool {
+        !self.open.is_empty()
     }
 
     /// Writes the pending texts after the content of the last node, a tool result not yet

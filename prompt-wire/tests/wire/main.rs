@@ -8,3 +8,5 @@ mod defects;
 mod fixtures;
 mod guard;
 mod replies;
+mod stream;
+mod stream_props;
