@@ -596,7 +596,7 @@ fn a_stream_event_that_is_not_json_is_refused_with_its_number_and_an_excerpt() {
     );
     let err = refused(ApiKind::OpenAi, &stream);
     assert!(
-        matches!(&err, StreamError::NotJson { event: 2, excerpt, .. } if excerpt.len() <= 48),
+        matches!(&err, StreamError::NotJson { event: 2, excerpt, .. } if excerpt.len() <= 48 + "…".len() && excerpt.ends_with('…')),
         "{err}"
     );
     let err = refused(
