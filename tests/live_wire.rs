@@ -19,11 +19,12 @@ use prompt_llama::{LlamaClient, default_log_file};
 use prompt_measure::meter::{Provider, Usage};
 use prompt_reference::components::ToolsField;
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
-use prompt_registry::snapshot::{RestoreMode, SessionSnapshot};
+use prompt_registry::snapshot::RestoreMode;
 use prompt_registry::tools::ToolSet;
-use prompt_registry::wire::{ResumePoint, UsageProvider, Wire, WireOptions, read_reply};
+use prompt_registry::wire::{UsageProvider, Wire, WireOptions, read_reply};
 use prompt_registry::{
-    Component, Extensions, PromptPolicy, Registry, Request, Session, SessionContext,
+    Component, Conversation, ConversationSnapshot, Extensions, PromptPolicy, Registry, Request,
+    Session, SessionContext,
 };
 use serde_json::{Value, json};
 
@@ -176,20 +177,19 @@ impl Setup {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn restore(&self, api: ApiKind, snapshot: &SessionSnapshot) -> Session {
-        let prompt_registry::Restored {
-            session, changes, ..
-        } = Session::restore(
+    fn restore(&self, api: ApiKind, snapshot: &ConversationSnapshot) -> Conversation {
+        let restored = Conversation::restore(
             snapshot,
             self.components.clone(),
             &self.policy,
             SessionContext::new(Self::values()),
             prompt_registry::wire::session_options(api, self.tools.clone()),
+            options(api),
             RestoreMode::Strict,
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        assert!(changes.is_none(), "the frozen prefix is unchanged");
-        session
+        assert!(restored.changes.is_none(), "the frozen prefix is unchanged");
+        restored.conversation
     }
 }
 
@@ -378,6 +378,29 @@ const SAVED_AFTER: u64 = 4;
 /// A session played to turn [`SAVED_AFTER`] through `/v1/chat/completions` and saved; a new
 /// process (this test binary again, in child mode) restores it and sends the next turn's
 /// first request: the server re-processes only its new tokens.
+/// Plays the compact script's turns `1..=turns` through `api`'s endpoint: the session and
+/// wire as they are after, the sender, the labels, and the last request as measured.
+fn play_to(
+    client: &LlamaClient,
+    api: ApiKind,
+    turns: u64,
+) -> (Session, Wire, Sender<'_>, RequestLabels, Sent) {
+    let mut session = Setup::new().start(api);
+    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
+    let sender = Sender::new(client, api);
+    let mut labels = RequestLabels::default();
+    let mut last = None;
+    ScenarioSize::Compact
+        .play(&mut session, 1..=turns, &mut |step, request| {
+            let label = labels.next(step.turn, request.is_continuation());
+            last = Some(sender.send(&mut wire, request, label));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let last = last.unwrap_or_else(|| panic!("nothing was sent"));
+    (session, wire, sender, labels, last)
+}
+
 #[test]
 fn wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens() {
     if let Some(file) = std::env::var_os(RESUME_CHILD) {
@@ -389,30 +412,17 @@ fn wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens() {
         return;
     };
     let api = ApiKind::LlamaCpp;
-    let mut session = Setup::new().start(api);
-    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
-    let sender = Sender::new(&client, api);
-    let mut labels = RequestLabels::default();
-    let mut last = None;
-    ScenarioSize::Compact
-        .play(&mut session, 1..=SAVED_AFTER, &mut |step, request| {
-            let label = labels.next(step.turn, request.is_continuation());
-            last = Some(sender.send(&mut wire, request, label));
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let last = last.unwrap_or_else(|| panic!("nothing was sent"));
+    let (session, wire, _sender, labels, last) = play_to(&client, api, SAVED_AFTER);
     let dir = std::env::temp_dir().join(format!("cacheline-live-resume-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let file = dir.join("saved.json");
     let saved = json!({
-        // Through `serde_json::Value`, as an agent keeping its state in one would.
-        "session": session.save(),
-        "wire": wire.resume_point(),
+        // One document for the session and its wire, through `serde_json::Value`, as an
+        // agent keeping its state in one would.
+        "conversation": Conversation::new(session, wire).save(),
         "labels": labels.state(),
     });
     std::fs::write(&file, saved.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    drop(session);
 
     let output = Command::new(std::env::current_exe().unwrap_or_else(|e| panic!("{e}")))
         .args(["--exact", &format!("live_wire::{test}"), "--nocapture"])
@@ -459,15 +469,11 @@ fn resume_in_child(file: &Path) {
     let saved: Value =
         serde_json::from_str(&std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{e}")))
             .unwrap_or_else(|e| panic!("{e}"));
-    let snapshot: SessionSnapshot =
-        serde_json::from_value(saved["session"].clone()).unwrap_or_else(|e| panic!("{e}"));
+    let snapshot: ConversationSnapshot =
+        serde_json::from_value(saved["conversation"].clone()).unwrap_or_else(|e| panic!("{e}"));
     let (turn, continuation) = serde_json::from_value::<(u64, u64)>(saved["labels"].clone())
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut session = Setup::new().restore(api, &snapshot);
-    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
-    if let Ok(point) = serde_json::from_value::<ResumePoint>(saved["wire"].clone()) {
-        wire.resume_from(point);
-    }
+    let (mut session, mut wire) = Setup::new().restore(api, &snapshot).into_parts();
     let sender = Sender::new(&client, api);
     let mut labels = RequestLabels::resume(turn, continuation);
     let mut first = None;
@@ -494,4 +500,101 @@ fn resume_in_child(file: &Path) {
     });
     let out = file.with_file_name("result.json");
     std::fs::write(out, result.to_string()).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Tokens of a Chat Completions body's first `messages` messages, by the server's template
+/// and tokenizer, without a generation prompt: what a later prompt sharing them finds cached.
+fn chat_tokens_of_first(client: &LlamaClient, body: &[u8], messages: usize) -> u64 {
+    let mut body: Value = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(list) = body["messages"].as_array_mut() {
+        list.truncate(messages);
+    }
+    body["add_generation_prompt"] = json!(false);
+    let prompt = post(client, "/apply-template", body.to_string().as_bytes());
+    client
+        .tokenize(prompt["prompt"].as_str().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("tokenize: {e}"))
+        .len() as u64
+}
+
+/// Branches on the live server: after the compact script's first turns, a regenerated
+/// reply's request re-processes only the generation prompt (the server evaluates at least
+/// its last token), and an edit of an earlier user message re-processes only what follows
+/// the messages before it.
+#[test]
+fn wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_fork_point() {
+    let test =
+        "wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_fork_point";
+    let Some((client, _guard)) = server(test) else {
+        return;
+    };
+    let api = ApiKind::LlamaCpp;
+    let (session, wire, sender, _labels, last) = play_to(&client, api, SAVED_AFTER);
+    let conversation = Conversation::new(session, wire);
+    let values = || scenario::turn_values(&ScenarioSize::Compact.script(SAVED_AFTER));
+
+    // Regenerate: the last request again, on a branch; the server holds it in its cache.
+    let (mut branch, mut branch_wire) = conversation
+        .regenerate()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_parts();
+    let again = branch.resend(values()).unwrap_or_else(|e| panic!("{e}"));
+    let regenerated = sender.send(&mut branch_wire, &again, "regenerate".to_owned());
+    say(&format!(
+        "regenerate of request {}: {} tokens, {} re-processed, {} cached (generation prompt: {} tokens)",
+        last.label,
+        regenerated.total,
+        regenerated.reprocessed,
+        regenerated.cached,
+        sender.generation
+    ));
+    assert_eq!(regenerated.total, last.total, "the same request");
+    assert!(
+        regenerated.reprocessed <= sender.generation.max(1),
+        "a regenerate re-processed {} tokens; the generation prompt is {}",
+        regenerated.reprocessed,
+        sender.generation
+    );
+
+    // Edit the user message of turn 2, then send it: the server's cache (the regenerated
+    // request) shares every message before it.
+    let users: Vec<usize> = conversation
+        .session()
+        .history()
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind() == prompt_registry::NodeKind::User)
+        .map(|(i, _)| i)
+        .collect();
+    let k = users[1];
+    let (mut edited, mut edited_wire) = conversation
+        .edit_user_message(k)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_parts();
+    let request = edited
+        .turn(
+            scenario::turn_values(&ScenarioSize::Compact.script(2)),
+            "Actually, start with the README: what does it promise?",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let body = edited_wire
+        .body(&request)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_bytes();
+    // The prefix message, then history nodes 0..k.
+    let before_k = chat_tokens_of_first(&client, &body, k + 1);
+    let sent = sender.send(&mut edited_wire, &request, "edit".to_owned());
+    let follows = sent.total.saturating_sub(before_k);
+    say(&format!(
+        "edit of message {k}: {} tokens, {} re-processed, {} cached; {before_k} before message {k}, {follows} from it on",
+        sent.total, sent.reprocessed, sent.cached
+    ));
+    assert!(
+        sent.reprocessed <= follows + SLACK,
+        "an edit of message {k} re-processed {} tokens, but only {follows} follow the fork point ({} in all)",
+        sent.reprocessed,
+        sent.total
+    );
+    assert!(sent.cached >= before_k.saturating_sub(SLACK), "{sent:?}");
 }

@@ -279,14 +279,20 @@ impl History {
         self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
         self.open = OpenCalls::of(&self.nodes);
         for node in rest {
-            self.push(
-                node.producer,
-                node.kind,
-                node.bytes.to_string(),
-                node.text,
-                node.merged,
-            );
+            self.repush(node);
         }
+    }
+
+    /// Appends a node that was in the history again, with its bytes, texts and merged
+    /// updates: a new chained id and the current epoch.
+    fn repush(&mut self, node: Node) {
+        self.push(
+            node.producer,
+            node.kind,
+            node.bytes.to_string(),
+            node.text,
+            node.merged,
+        );
     }
 
     /// The first `len` nodes, the rest dropped; nothing pending. A branch's history: every
@@ -727,13 +733,7 @@ impl History {
         // Kept nodes keep their bytes; only their epoch and chained ids are renewed, because
         // the prefix they sit on changed.
         for node in survivors {
-            self.push(
-                node.producer,
-                node.kind,
-                node.bytes.to_string(),
-                node.text,
-                node.merged,
-            );
+            self.repush(node);
         }
         let system_prompt = match current {
             Some(prompt) if !survives_compaction => {
@@ -745,13 +745,7 @@ impl History {
             _ => None,
         };
         for node in kept_tail {
-            self.push(
-                node.producer,
-                node.kind,
-                node.bytes.to_string(),
-                node.text,
-                node.merged,
-            );
+            self.repush(node);
         }
         Ok(Compaction {
             removed,
@@ -796,9 +790,9 @@ impl History {
         self.open.is_open(call_id)
     }
 
-    /// Whether every call of the last assistant message has its result.
-    pub fn tool_calls_answered(&self) -> bool {
-        self.open.is_empty()
+    /// Whether a call of the last assistant message has no result yet.
+    pub fn has_open_tool_calls(&self) -> bool {
+        !self.open.is_empty()
     }
 
     /// Writes the pending texts after the content of the last node, a tool result not yet

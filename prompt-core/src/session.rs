@@ -706,7 +706,7 @@ impl Session {
         }
 
         // 2. Validate before anything is mutated.
-        if !self.history.tool_calls_answered() {
+        if self.history.has_open_tool_calls() {
             return Err(ComposeError::UnansweredToolCalls {
                 open: self.history.open_tool_calls(),
             });
@@ -866,7 +866,7 @@ impl Session {
 
     /// An assistant message may not come between a tool call and its results.
     fn refuse_open_calls(&self) -> Result<(), ComposeError> {
-        if self.history.tool_calls_answered() {
+        if !self.history.has_open_tool_calls() {
             Ok(())
         } else {
             Err(ComposeError::UnansweredToolCalls {
@@ -926,7 +926,7 @@ impl Session {
             self.system_prompt = Some(Arc::from(prompt));
             return SystemPromptChange::Placed;
         }
-        if !self.history.tool_calls_answered() {
+        if self.history.has_open_tool_calls() {
             if self.settled_system_prompt() == Some(prompt) {
                 // Back to the prompt the history already carries: nothing to hold.
                 self.pending_prompt = None;

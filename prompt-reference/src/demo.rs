@@ -50,6 +50,9 @@ pub enum DemoError {
     /// The scripted session could not be composed.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// A branch of the session could not be made.
+    #[error(transparent)]
+    Branch(#[from] prompt_registry::BranchError),
 }
 
 /// One appended node.
@@ -256,15 +259,8 @@ pub fn run_demo(
     } = options;
     let registry = with_mcp_server(registry)?;
     let size = ScenarioSize::Full;
-    let mut values = size.session_values()?;
-    if tools.is_some() {
-        values.insert(ToolsField);
-    }
-    // A fixed session id: the demo's bodies are the same in every run.
-    let session_options = SessionOptions::new()
-        .with_delivery(delivery)
-        .with_tools(tools.unwrap_or_default())
-        .with_session_id(DEMO_SESSION_ID);
+    let values = session_values(tools.is_some())?;
+    let session_options = session_options(delivery, tools);
     let components: Vec<Component> = registry.components().cloned().collect();
     let (mut session, first, mut previous, mut seen, mut labels) = match resume {
         None => (
@@ -287,6 +283,16 @@ pub fn run_demo(
                     state.format, state.version
                 )));
             }
+            if state.turn != session_turns(&state.session) {
+                return Err(DemoError::State(format!(
+                    "the saved demo says turn {} but its session has played {}",
+                    state.turn,
+                    session_turns(&state.session)
+                )));
+            }
+            let first = state.turn.checked_add(1).ok_or_else(|| {
+                DemoError::State(format!("turn {} is the last one there is", state.turn))
+            })?;
             let prompt_registry::Restored {
                 session, changes, ..
             } = Session::restore(
@@ -302,7 +308,7 @@ pub fn run_demo(
             }
             (
                 session,
-                state.turn + 1,
+                first,
                 state.previous.into_bytes(),
                 state.seen.into_iter().collect(),
                 RequestLabels::resume(state.label.0, state.label.1),
@@ -415,6 +421,144 @@ pub fn run_demo(
 
 /// The demo session's id (its routing key derives from it).
 pub const DEMO_SESSION_ID: &str = "cacheline-demo";
+
+fn session_turns(snapshot: &SessionSnapshot) -> u64 {
+    snapshot.turns()
+}
+
+/// The demo session's values: the full script's, and the tools field's marker when the
+/// tools travel in a tools field.
+fn session_values(tools_field: bool) -> Result<prompt_registry::Extensions, DemoError> {
+    let mut values = ScenarioSize::Full.session_values()?;
+    if tools_field {
+        values.insert(ToolsField);
+    }
+    Ok(values)
+}
+
+/// The demo session's options. A fixed session id: the demo's bodies are the same in every
+/// run.
+fn session_options(delivery: DeliveryStyle, tools: Option<ToolSet>) -> SessionOptions {
+    SessionOptions::new()
+        .with_delivery(delivery)
+        .with_tools(tools.unwrap_or_default())
+        .with_session_id(DEMO_SESSION_ID)
+}
+
+/// What a desktop app does besides taking turns, and what the provider's cache keeps of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LifecycleStep {
+    /// What was done.
+    pub action: String,
+    /// The request it sent, in bytes.
+    pub request_bytes: usize,
+    /// Bytes shared with the last request the demo sent (what the provider holds).
+    pub reused_bytes: usize,
+    /// What the cache kept, and why.
+    pub kept: String,
+}
+
+/// After a run: a regenerated last reply, an edit of an earlier user message and a restart
+/// with edited instructions, each a branch (or a restore) of the session the run ended
+/// with, measured against the last request it sent.
+pub fn play_lifecycle(
+    registry: &Registry,
+    policy: &PromptPolicy,
+    run: &DemoRun,
+    delivery: DeliveryStyle,
+    tools: Option<ToolSet>,
+    encode: Encode<'_>,
+) -> Result<Vec<LifecycleStep>, DemoError> {
+    let registry = with_mcp_server(registry)?;
+    let tools_field = tools.is_some();
+    let options = session_options(delivery, tools);
+    let restore = |options: SessionOptions| {
+        registry
+            .restore_session(
+                &run.state.session,
+                policy,
+                SessionContext::new(session_values(tools_field)?),
+                options,
+                RestoreMode::Strict,
+            )
+            .map_err(DemoError::from)
+    };
+    let session = restore(options.clone())?.session;
+    let last = run.state.previous.as_bytes();
+    let turn = run.state.turn;
+    let size = ScenarioSize::Full;
+    let values = |t: u64| crate::scenario::turn_values(&size.script(t));
+    let mut steps = Vec::new();
+    let mut measure = |action: String, request: &Request<'_>, kept: String| {
+        let bytes = encode(request).map_err(|source| DemoError::Encode {
+            sequence: request.sequence(),
+            source,
+        })?;
+        steps.push(LifecycleStep {
+            action,
+            request_bytes: bytes.len(),
+            reused_bytes: common_prefix_len(last, &bytes),
+            kept,
+        });
+        Ok::<(), DemoError>(())
+    };
+
+    let mut again = session.regenerate()?;
+    let request = again.resend(values(turn)).map_err(ScenarioError::from)?;
+    measure(
+        format!("regenerate the last reply (turn {turn})"),
+        &request,
+        "the same request, sent again".to_owned(),
+    )?;
+
+    let users: Vec<usize> = session
+        .history()
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind() == NodeKind::User)
+        .map(|(i, _)| i)
+        .collect();
+    if let Some(&k) = users.len().checked_sub(2).and_then(|i| users.get(i)) {
+        let edited_turn = turn.saturating_sub(1).max(1);
+        let mut edited = session.edit_user_message(k)?;
+        let request = edited
+            .turn(
+                values(edited_turn),
+                "Let me rephrase that: what changed in this module?",
+            )
+            .map_err(ScenarioError::from)?;
+        measure(
+            format!("edit the user message of turn {edited_turn} and send it"),
+            &request,
+            format!("everything before the edited message (history node {k})"),
+        )?;
+    }
+
+    let edited_prompt = "You are a careful coding assistant. Keep every answer under five lines.";
+    let restored = restore(options.with_system_prompt(edited_prompt))?;
+    let how = match restored.system_prompt {
+        Some(prompt_registry::SystemPromptChange::Appended(at)) => format!("appended at node {at}"),
+        Some(prompt_registry::SystemPromptChange::Deferred) => {
+            "merged into the next user message".to_owned()
+        }
+        other => format!("{other:?}"),
+    };
+    let mut resumed = restored.session;
+    let next = size.script(turn.saturating_add(1));
+    let request = resumed
+        .turn(values(turn.saturating_add(1)), next.question.as_str())
+        .map_err(ScenarioError::from)?;
+    measure(
+        format!(
+            "restart the app with edited instructions (turn {})",
+            turn.saturating_add(1)
+        ),
+        &request,
+        format!("the saved prefix and history, restored Strict; the edit {how}"),
+    )?;
+    Ok(steps)
+}
 
 /// The `format` of a saved demo.
 pub const DEMO_FORMAT: &str = "cacheline-demo";

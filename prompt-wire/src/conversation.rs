@@ -338,7 +338,7 @@ impl Conversation {
     }
 
     fn branch_of(&self, session: Session) -> Self {
-        let wire = self.wire.fork_for(&session);
+        let wire = self.wire.fork_for(session.session_id());
         Self::new(session, wire)
     }
 

@@ -15,6 +15,9 @@
 //!   the next request must carry, byte-for-byte (thinking blocks with their signatures,
 //!   Responses output items, Gemini parts); it returns the tool calls to run and the raw
 //!   usage object for the meter.
+//! - [`stream`] reads a streamed reply as its bytes come, sans-IO: events to show at once,
+//!   and at the end the message recorded and the `Reply` that `record_reply` gives for the
+//!   whole reply the stream amounts to, byte-for-byte.
 //! - [`compare`] takes two consecutive bodies of any of these shapes and says whether the
 //!   later one extends the earlier one, or names the first differing tool, system block,
 //!   message or content block and why (tools changed, system rewritten, hoisting, a
@@ -81,6 +84,7 @@ mod guard;
 mod options;
 mod raw;
 mod reply;
+pub mod stream;
 mod wire;
 
 pub use conversation::{

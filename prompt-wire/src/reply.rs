@@ -86,12 +86,13 @@ pub struct Reply {
     pub stop_reason: Option<String>,
     /// The usage, when the reply has one.
     pub usage: Option<UsageReport>,
-    /// The reply's `id` (Gemini's `responseId`): Anthropic's cache diagnostics name the
-    /// previous reply by it.
+    /// The reply's `id` (Gemini's `responseId`), read from a whole reply: Anthropic's cache
+    /// diagnostics name the previous reply by it.
     pub id: Option<String>,
-    /// The provider's `diagnostics` object, raw, when the reply has one (Anthropic's cache
-    /// diagnostics: `cache_miss_reason` with its `type` and `cache_missed_input_tokens`);
-    /// read it with [`CacheDiagnostics::parse`](crate::CacheDiagnostics::parse).
+    /// The provider's `diagnostics` object, raw, when a whole reply has one (Anthropic's
+    /// cache diagnostics: `cache_miss_reason` with its `type` and
+    /// `cache_missed_input_tokens`); read it with
+    /// [`CacheDiagnostics::parse`](crate::CacheDiagnostics::parse).
     pub diagnostics: Option<String>,
 }
 
@@ -102,14 +103,25 @@ impl Wire {
     ///
     /// Nothing is recorded when the body is refused.
     pub fn record_reply(&self, session: &mut Session, body: &[u8]) -> Result<Reply, WireError> {
-        let salt = u64::try_from(session.history().len()).unwrap_or(u64::MAX);
-        let reply = parse(self.api(), body, salt)?;
-        session
-            .record_assistant_raw(&reply.message)
-            .map_err(WireError::Record)?;
+        let reply = record(session, parse(self.api(), body, salt(session))?)?;
         self.remember_reply(reply.id.as_deref());
         Ok(reply)
     }
+}
+
+/// What makes the ids of Gemini calls without one unique in `session`: its history length
+/// when the reply is recorded.
+pub(crate) fn salt(session: &Session) -> u64 {
+    u64::try_from(session.history().len()).unwrap_or(u64::MAX)
+}
+
+/// The last step of reading a reply, whole or streamed: records its message into `session`
+/// (nothing when the session refuses it) and hands the reply back.
+pub(crate) fn record(session: &mut Session, reply: Reply) -> Result<Reply, WireError> {
+    session
+        .record_assistant_raw(&reply.message)
+        .map_err(WireError::Record)?;
+    Ok(reply)
 }
 
 /// Reads a reply body of `api` without recording it (ids made up for Gemini calls without
@@ -118,12 +130,19 @@ pub fn read_reply(api: ApiKind, body: &[u8]) -> Result<Reply, WireError> {
     parse(api, body, 0)
 }
 
-struct Ctx {
-    api: &'static str,
+/// The API a reply is read for, named in its errors.
+pub(crate) struct Ctx {
+    pub(crate) api: &'static str,
 }
 
 impl Ctx {
-    fn bad(&self, at: impl Into<String>, problem: impl Into<String>) -> WireError {
+    pub(crate) fn of(api: ApiKind) -> Self {
+        Self {
+            api: crate::api_name(api),
+        }
+    }
+
+    pub(crate) fn bad(&self, at: impl Into<String>, problem: impl Into<String>) -> WireError {
         WireError::Reply {
             api: self.api,
             at: at.into(),
@@ -150,22 +169,27 @@ impl Ctx {
         let Some(error) = top.get("error").filter(|e| !raw::is_null(e)) else {
             return Ok(());
         };
-        let message = Object::of(error)
-            .ok()
-            .and_then(|e| e.str("message").map(Cow::into_owned))
-            .or_else(|| raw::string_of(error).map(Cow::into_owned))
-            .unwrap_or_else(|| error.get().to_owned());
         Err(WireError::ProviderError {
             api: self.api,
-            message: excerpt(&message, MAX_ERROR_MESSAGE).into_owned(),
+            message: provider_message(error),
         })
     }
 }
 
-fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireError> {
-    let ctx = Ctx {
-        api: crate::api_name(api),
-    };
+/// The message of a provider's error value (`{"message": …}`, a string, or the value
+/// itself), at most [`MAX_ERROR_MESSAGE`] bytes of it.
+pub(crate) fn provider_message(error: &RawValue) -> String {
+    let message = Object::of(error)
+        .ok()
+        .and_then(|e| e.str("message").map(Cow::into_owned))
+        .or_else(|| raw::string_of(error).map(Cow::into_owned))
+        .unwrap_or_else(|| error.get().to_owned());
+    excerpt(&message, MAX_ERROR_MESSAGE).into_owned()
+}
+
+/// Reads a whole reply body of `api`.
+pub(crate) fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireError> {
+    let ctx = Ctx::of(api);
     if body.len() > MAX_REPLY_BYTES {
         return Err(WireError::ReplyTooLarge {
             api: ctx.api,
@@ -200,11 +224,29 @@ fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireError> {
 
 fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageReport> {
     top.get(key)
-        .filter(|u| u.get().starts_with('{'))
-        .map(|u| UsageReport {
-            provider,
-            json: u.get().to_owned(),
+        .and_then(|u| UsageReport::of(provider, u.get()))
+}
+
+impl UsageReport {
+    /// `json` as the usage of `provider`, when it is an object. DeepSeek's cache counts ride
+    /// in an OpenAI-shaped usage: with `prompt_cache_hit_tokens` it is DeepSeek's.
+    pub(crate) fn of(provider: UsageProvider, json: &str) -> Option<Self> {
+        let deepseek = provider == UsageProvider::OpenAi
+            && Object::parse(json).is_ok_and(|o| o.has("prompt_cache_hit_tokens"));
+        json.starts_with('{').then(|| Self {
+            provider: if deepseek {
+                UsageProvider::DeepSeek
+            } else {
+                provider
+            },
+            json: json.to_owned(),
         })
+    }
+}
+
+/// The value of a text that holds one JSON value, raw.
+fn raw_value<'a>(ctx: &Ctx, text: &'a str, at: &str) -> Result<&'a RawValue, WireError> {
+    serde_json::from_str(text).map_err(|e| ctx.bad(at, format!("not JSON ({e})")))
 }
 
 /// `,"tool_calls":[…]` in the OpenAI shape, for the session's bookkeeping of open calls.
@@ -243,7 +285,30 @@ fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
     let raw_message = choice
         .get("message")
         .ok_or_else(|| ctx.bad("choices[0].message", "missing"))?;
-    let message = ctx.object(raw_message, "choices[0].message")?;
+    let usage = if api == ApiKind::LlamaCpp {
+        usage(top, "timings", UsageProvider::LlamaCpp)
+            .or_else(|| usage(top, "usage", UsageProvider::OpenAi))
+    } else {
+        usage(top, "usage", UsageProvider::OpenAi)
+    };
+    chat_reply(
+        ctx,
+        raw_message.get(),
+        choice.str("finish_reason").map(Cow::into_owned),
+        usage,
+    )
+}
+
+/// A Chat Completions reply from its message (`choices[0].message`, kept as given), finish
+/// reason and usage: what a whole reply and a stream both end with.
+pub(crate) fn chat_reply(
+    ctx: &Ctx,
+    raw_message: &str,
+    stop_reason: Option<String>,
+    usage: Option<UsageReport>,
+) -> Result<Reply, WireError> {
+    let message =
+        Object::parse(raw_message).map_err(|p| ctx.bad("choices[0].message", p.to_string()))?;
     let role = ctx.string(&message, "role", "choices[0].message")?;
     if role != "assistant" {
         return Err(ctx.bad(
@@ -279,22 +344,11 @@ fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
         Some(c) => raw::string_of(c).map(Cow::into_owned).unwrap_or_default(),
         None => String::new(),
     };
-    let usage = if api == ApiKind::LlamaCpp {
-        usage(top, "timings", UsageProvider::LlamaCpp)
-            .or_else(|| usage(top, "usage", UsageProvider::OpenAi))
-    } else {
-        usage(top, "usage", UsageProvider::OpenAi).map(|mut u| {
-            if Object::parse(&u.json).is_ok_and(|o| o.has("prompt_cache_hit_tokens")) {
-                u.provider = UsageProvider::DeepSeek;
-            }
-            u
-        })
-    };
     Ok(Reply {
-        message: raw_message.get().to_owned(),
+        message: raw_message.to_owned(),
         tool_calls,
         text,
-        stop_reason: choice.str("finish_reason").map(Cow::into_owned),
+        stop_reason,
         usage,
         id: None,
         diagnostics: None,
@@ -305,8 +359,7 @@ fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
     let output = top
         .get("output")
         .ok_or_else(|| ctx.bad("output", "missing"))?;
-    let items = ctx.array(output, "output")?;
-    if items.is_empty() {
+    if ctx.array(output, "output")?.is_empty() {
         return Err(WireError::NoMessage {
             api: ctx.api,
             reason: top.str("status").map_or_else(
@@ -315,6 +368,27 @@ fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
             ),
         });
     }
+    let stop_reason = top
+        .get("incomplete_details")
+        .and_then(|d| Object::of(d).ok())
+        .and_then(|d| d.str("reason").map(Cow::into_owned))
+        .or_else(|| top.str("status").map(Cow::into_owned));
+    responses_reply(
+        ctx,
+        output.get(),
+        stop_reason,
+        usage(top, "usage", UsageProvider::OpenAi),
+    )
+}
+
+/// A Responses reply from its `output` items (kept as given), stop reason and usage.
+pub(crate) fn responses_reply(
+    ctx: &Ctx,
+    output: &str,
+    stop_reason: Option<String>,
+    usage: Option<UsageReport>,
+) -> Result<Reply, WireError> {
+    let items = ctx.array(raw_value(ctx, output, "output")?, "output")?;
     let mut tool_calls = Vec::new();
     let mut text = String::new();
     for (i, item) in items.iter().enumerate() {
@@ -349,19 +423,14 @@ fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
     let mut message = String::from(r#"{"role":"assistant","content":null"#);
     push_tool_calls(&mut message, &tool_calls);
     message.push_str(r#","output":"#);
-    message.push_str(output.get());
+    message.push_str(output);
     message.push('}');
-    let stop_reason = top
-        .get("incomplete_details")
-        .and_then(|d| Object::of(d).ok())
-        .and_then(|d| d.str("reason").map(Cow::into_owned))
-        .or_else(|| top.str("status").map(Cow::into_owned));
     Ok(Reply {
         message,
         tool_calls,
         text,
         stop_reason,
-        usage: usage(top, "usage", UsageProvider::OpenAi),
+        usage,
         id: None,
         diagnostics: None,
     })
@@ -377,7 +446,23 @@ fn anthropic(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
     let content = top
         .get("content")
         .ok_or_else(|| ctx.bad("content", "missing"))?;
-    let blocks = ctx.array(content, "content")?;
+    ctx.array(content, "content")?;
+    anthropic_reply(
+        ctx,
+        content.get(),
+        top.str("stop_reason").map(Cow::into_owned),
+        usage(top, "usage", UsageProvider::Anthropic),
+    )
+}
+
+/// An Anthropic reply from its `content` blocks (kept as given), stop reason and usage.
+pub(crate) fn anthropic_reply(
+    ctx: &Ctx,
+    content: &str,
+    stop_reason: Option<String>,
+    usage: Option<UsageReport>,
+) -> Result<Reply, WireError> {
+    let blocks = ctx.array(raw_value(ctx, content, "content")?, "content")?;
     let mut tool_calls = Vec::new();
     let mut text = String::new();
     for (i, block) in blocks.iter().enumerate() {
@@ -404,15 +489,15 @@ fn anthropic(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
         }
     }
     let mut message = String::from(r#"{"role":"assistant","content":"#);
-    message.push_str(content.get());
+    message.push_str(content);
     push_tool_calls(&mut message, &tool_calls);
     message.push('}');
     Ok(Reply {
         message,
         tool_calls,
         text,
-        stop_reason: top.str("stop_reason").map(Cow::into_owned),
-        usage: usage(top, "usage", UsageProvider::Anthropic),
+        stop_reason,
+        usage,
         id: None,
         diagnostics: None,
     })
@@ -454,8 +539,28 @@ fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
             excerpt(finish.as_deref().unwrap_or("missing"), EXCERPT_BYTES)
         )));
     };
-    let items = ctx.array(parts, "candidates[0].content.parts")?;
-    let digest = Digest128::of(&[parts.get().as_bytes(), &salt.to_le_bytes()]).to_string();
+    ctx.array(parts, "candidates[0].content.parts")?;
+    gemini_reply(
+        ctx,
+        parts.get(),
+        finish,
+        usage(top, "usageMetadata", UsageProvider::Gemini),
+        salt,
+    )
+}
+
+/// A Gemini reply from its first candidate's `content.parts` (kept as given), finish reason
+/// and usage; `salt` makes the ids of calls without one unique in the session.
+pub(crate) fn gemini_reply(
+    ctx: &Ctx,
+    parts: &str,
+    finish: Option<String>,
+    usage: Option<UsageReport>,
+    salt: u64,
+) -> Result<Reply, WireError> {
+    let at = "candidates[0].content.parts";
+    let items = ctx.array(raw_value(ctx, parts, at)?, at)?;
+    let digest = Digest128::of(&[parts.as_bytes(), &salt.to_le_bytes()]).to_string();
     let mut tool_calls = Vec::new();
     let mut text = String::new();
     for (i, part) in items.iter().enumerate() {
@@ -483,14 +588,14 @@ fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
     let mut message = String::from(r#"{"role":"assistant","content":null"#);
     push_tool_calls(&mut message, &tool_calls);
     message.push_str(r#","parts":"#);
-    message.push_str(parts.get());
+    message.push_str(parts);
     message.push('}');
     Ok(Reply {
         message,
         tool_calls,
         text,
         stop_reason: finish,
-        usage: usage(top, "usageMetadata", UsageProvider::Gemini),
+        usage,
         id: None,
         diagnostics: None,
     })

@@ -239,12 +239,12 @@ impl Wire {
         self.previous = Some(point);
     }
 
-    /// A wire for `branch`, a branch of the session this wire serves
-    /// ([`Session::branch`](prompt_core::Session::branch) and the calls built on it): it keeps
-    /// every node already converted, so the branch's first body costs only its new nodes.
-    /// (The branch's history is the parent's up to the fork point: the first body drops the
-    /// rest.)
-    pub fn fork_for(&self, branch: &prompt_core::Session) -> Self {
+    /// A wire for the branch with session id `branch` (a branch of the session this wire
+    /// serves: [`Session::branch`](prompt_core::Session::branch) and the calls built on it).
+    /// It keeps every node already converted, so the branch's first body costs only its new
+    /// nodes. (The branch's history is the parent's up to the fork point: the first body
+    /// drops the rest.)
+    pub fn fork_for(&self, branch: &str) -> Self {
         let mut wire = Self {
             api: self.api,
             options: self.options.clone(),
@@ -257,7 +257,7 @@ impl Wire {
         };
         if let Some(frozen) = &self.frozen {
             wire.frozen = Some(Frozen {
-                session_id: branch.session_id().into(),
+                session_id: branch.into(),
                 fingerprint: frozen.fingerprint,
                 prefix: frozen.prefix.clone(),
                 tools: frozen.tools.clone(),

@@ -243,7 +243,22 @@ pub(crate) fn run(
     options.progress = Some(&mut on_progress);
     options.sink = Some(&mut write_body);
     options.encode = Some(&mut encode);
+    let delivery = options.delivery.clone();
+    let tools = options.tools.clone();
     let run = demo::run_demo(registry, &policy, options)?;
+    // Each branch gets the wire forked for it: a wire follows one session.
+    let mut encode_branch =
+        |request: &prompt_registry::Request<'_>| -> Result<Vec<u8>, Box<dyn Error + Send + Sync>> {
+            match wire.as_ref() {
+                Some(wire) => Ok(wire
+                    .fork_for(request.session_id())
+                    .body(request)?
+                    .to_bytes()),
+                None => Ok(request.to_bytes()),
+            }
+        };
+    let lifecycle =
+        demo::play_lifecycle(registry, &policy, &run, delivery, tools, &mut encode_branch)?;
     bar.finish_and_clear();
     if let Some(path) = &args.save {
         let saved = SavedDemo {
@@ -262,8 +277,28 @@ pub(crate) fn run(
         if let Some(profile) = &profile {
             writeln!(out, "profile: {profile}")?;
         }
+        print_lifecycle(&lifecycle, out)?;
     }
     Ok(0)
+}
+
+fn print_lifecycle(steps: &[demo::LifecycleStep], out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nwhat the cache keeps when the app branches or restarts (each request against the last one sent):"
+    )?;
+    for step in steps {
+        writeln!(
+            out,
+            "  {}: {} B, {} reused ({}): {}",
+            step.action,
+            step.request_bytes,
+            step.reused_bytes,
+            pct_of(step.reused_bytes as u64, step.request_bytes as u64),
+            step.kept
+        )?;
+    }
+    Ok(())
 }
 
 fn print(turns: &[DemoTurn], out: &mut dyn Write) -> std::io::Result<()> {

@@ -308,3 +308,69 @@ fn demo_bodies_of_every_api_carry_one_tools_field_and_extend_each_other_until_th
         assert_eq!(audit["summary"]["breaks"], 1, "{api}: {}", audit["summary"]);
     }
 }
+
+/// `(request bytes, reused bytes)` of the lifecycle line that starts with `action`.
+fn lifecycle_line(out: &str, action: &str) -> (u64, u64) {
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with(action))
+        .unwrap_or_else(|| panic!("no line {action:?} in:\n{out}"));
+    let figures: Vec<u64> = line
+        .split(": ")
+        .nth(1)
+        .unwrap_or_default()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .take(2)
+        .collect();
+    (figures[0], figures[1])
+}
+
+#[test]
+fn demo_plays_a_regenerate_an_edit_and_a_restart_with_edited_instructions_and_says_what_the_cache_kept()
+ {
+    for api in [None, Some("anthropic"), Some("openai")] {
+        let mut args = vec!["demo", "--turns", "12"];
+        if let Some(api) = api {
+            args.extend(["--api", api]);
+        }
+        let (code, out, err) = cacheline(&args);
+        assert_eq!(code, 0, "{err}");
+        // A regenerate sends the last request again: all of it is reused.
+        let (sent, reused) = lifecycle_line(&out, "regenerate the last reply (turn 12)");
+        assert_eq!(sent, reused, "{api:?}");
+        // An edit of turn 11's message reuses everything before that message.
+        let (sent, reused) = lifecycle_line(&out, "edit the user message of turn 11");
+        assert!(reused * 10 > sent * 9, "{api:?}: {reused} of {sent}");
+        assert!(reused < sent, "{api:?}: the edited message is new");
+        // A restart with edited instructions keeps the saved prefix: the edit is appended.
+        let (sent, reused) = lifecycle_line(&out, "restart the app with edited instructions");
+        assert!(reused * 10 > sent * 9, "{api:?}: {reused} of {sent}");
+        assert!(
+            out.contains("restored Strict; the edit appended"),
+            "{api:?}: {out}"
+        );
+    }
+}
+
+#[test]
+fn demo_resume_refuses_a_saved_state_whose_turn_was_edited() {
+    let dir = std::env::temp_dir().join(format!("cacheline-demo-turn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let saved = dir.join("saved.json");
+    let saved_arg = saved.to_string_lossy().into_owned();
+    let (code, _, err) = cacheline(&["demo", "--turns", "3", "--save", &saved_arg]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&saved).unwrap_or_else(|e| panic!("{e}"));
+    let mut state: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    // Before: `turn + 1` wrapped to 0 in a release build and the demo replayed from the
+    // start, silently.
+    for turn in [Value::from(u64::MAX), Value::from(7u64)] {
+        state["demo"]["turn"] = turn.clone();
+        std::fs::write(&saved, state.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let (code, _, err) = cacheline(&["demo", "--turns", "12", "--resume", &saved_arg]);
+        assert_eq!(code, 2, "turn {turn}: {err}");
+        assert!(err.contains("saved demo"), "turn {turn}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@ mod history_ops;
 mod lock_file;
 mod policy_loader;
 mod shared;
+mod stream;
 mod template_probe;
 mod usage;
 mod vec_system_prompt;
@@ -20,6 +21,9 @@ pub use audit_line::audit_line;
 pub use history_ops::history_ops;
 pub use lock_file::lock_file;
 pub use policy_loader::policy_loader;
+pub use stream::{
+    stream_anthropic, stream_gemini, stream_llama_cpp, stream_openai_chat, stream_openai_responses,
+};
 pub use template_probe::template_probe;
 pub use usage::usage;
 pub use vec_system_prompt::vec_system_prompt;
@@ -51,6 +55,26 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "policy_loader",
         run: policy_loader,
+    },
+    Target {
+        name: "stream_anthropic",
+        run: stream_anthropic,
+    },
+    Target {
+        name: "stream_gemini",
+        run: stream_gemini,
+    },
+    Target {
+        name: "stream_llama_cpp",
+        run: stream_llama_cpp,
+    },
+    Target {
+        name: "stream_openai_chat",
+        run: stream_openai_chat,
+    },
+    Target {
+        name: "stream_openai_responses",
+        run: stream_openai_responses,
     },
     Target {
         name: "template_probe",

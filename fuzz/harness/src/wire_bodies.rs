@@ -77,6 +77,21 @@ fn short(message: &str) {
 /// Records `reply` into a fresh session of `api` (under `profile`), answers its tool calls,
 /// and checks the next body.
 fn record(api: ApiKind, reply: &[u8], profile: Option<&Profile>) {
+    let (mut session, mut wire, first) = fresh_with(api, profile);
+    let Ok(read) = wire.record_reply(&mut session, reply) else {
+        // The session may refuse what the parser accepts (a role it does not take).
+        return;
+    };
+    next_body_extends(api, &mut session, &mut wire, &first, &read.tool_calls);
+}
+
+/// A fresh session of `api` after its first turn, its wire, and that turn's stable body.
+pub(crate) fn fresh(api: ApiKind) -> (Session, Wire, Vec<u8>) {
+    fresh_with(api, None)
+}
+
+/// [`fresh`], under `profile` when one is given.
+fn fresh_with(api: ApiKind, profile: Option<&Profile>) -> (Session, Wire, Vec<u8>) {
     let (options, session_options) = match profile {
         Some(p) => (WireOptions::for_profile(p), SessionOptions::for_profile(p)),
         None => (
@@ -102,14 +117,22 @@ fn record(api: ApiKind, reply: &[u8], profile: Option<&Profile>) {
         },
         Err(e) => panic!("{api:?}: the first turn: {e}"),
     };
-    let Ok(read) = wire.record_reply(&mut session, reply) else {
-        // The session may refuse what the parser accepts (a role it does not take).
-        return;
-    };
-    for call in &read.tool_calls {
+    (session, wire, first)
+}
+
+/// After a recorded reply: answers its `calls`, and checks that the next body composes, is
+/// JSON, and extends `first` (for Anthropic, ignoring breakpoints).
+pub(crate) fn next_body_extends(
+    api: ApiKind,
+    session: &mut Session,
+    wire: &mut Wire,
+    first: &[u8],
+    calls: &[prompt_wire::ToolCall],
+) {
+    for call in calls {
         let _ = session.record_tool(&ToolResult::text(&call.id, "ok"));
     }
-    let request = if session.open_tool_calls().is_empty() && !read.tool_calls.is_empty() {
+    let request = if session.open_tool_calls().is_empty() && !calls.is_empty() {
         session.continuation(Extensions::new())
     } else {
         session.turn(Extensions::new(), "next")
@@ -124,7 +147,7 @@ fn record(api: ApiKind, reply: &[u8], profile: Option<&Profile>) {
     if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&next) {
         panic!("{api:?}: the next body is not JSON ({e})");
     }
-    match compare(&first, &next) {
+    match compare(first, &next) {
         Ok(verdict) => assert!(verdict.extends(), "{api:?}: {verdict:?}"),
         Err(e) => panic!("{api:?}: the guard refuses library bodies: {e}"),
     }

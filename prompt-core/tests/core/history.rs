@@ -285,3 +285,45 @@ fn messages_round_trip_byte_identically() {
         );
     }
 }
+
+#[test]
+fn open_tool_calls_follow_results_removals_and_compactions() {
+    let mut h = History::new(DeliveryStyle::system());
+    h.append_user("read both").unwrap();
+    let calls = r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"read","arguments":"{}"}}]}"#;
+    h.append_raw(Producer::Assistant, NodeKind::Assistant, calls)
+        .unwrap();
+    assert_eq!(h.open_tool_calls(), ["c1", "c2"]);
+    assert!(h.has_open_tool_calls() && h.is_open_tool_call("c2"));
+    let result = h
+        .append_raw(
+            Producer::Tool,
+            NodeKind::Tool,
+            r#"{"role":"tool","tool_call_id":"c2","content":"b"}"#,
+        )
+        .unwrap();
+    assert_eq!(h.open_tool_calls(), ["c1"]);
+    assert!(!h.is_open_tool_call("c2") && !h.is_open_tool_call("c9"));
+    // Removing the result opens its call again.
+    h.remove(result).unwrap();
+    assert_eq!(h.open_tool_calls(), ["c1", "c2"]);
+    for id in ["c1", "c2"] {
+        h.append_raw(
+            Producer::Tool,
+            NodeKind::Tool,
+            &format!(r#"{{"role":"tool","tool_call_id":"{id}","content":"x"}}"#),
+        )
+        .unwrap();
+    }
+    assert!(!h.has_open_tool_calls());
+    // A compaction that keeps the call and its results keeps them answered; a clone too.
+    h.compact(0..1, "summary").unwrap();
+    assert!(!h.has_open_tool_calls() && !h.clone().has_open_tool_calls());
+    h.append_raw(
+        Producer::Assistant,
+        NodeKind::Assistant,
+        r#"{"role":"assistant","content":"done"}"#,
+    )
+    .unwrap();
+    assert!(h.open_tool_calls().is_empty());
+}

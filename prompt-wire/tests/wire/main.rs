@@ -9,3 +9,5 @@ mod fixtures;
 mod guard;
 mod profiles;
 mod replies;
+mod stream;
+mod stream_props;

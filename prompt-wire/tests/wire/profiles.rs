@@ -774,3 +774,42 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn profile_a_streamed_reply_carries_its_id_and_diagnostics_as_the_whole_reply_does() {
+    // Anthropic's stream opens with the message, its id and (asked for) its diagnostics.
+    let whole = String::from_utf8(fixture_in("anthropic", "response_diagnostics.json")).unwrap();
+    let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_02Bq9w938a90dw8r\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-4-8\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":40,\"cache_creation_input_tokens\":1203,\"cache_read_input_tokens\":0,\"cache_creation\":{\"ephemeral_5m_input_tokens\":1203,\"ephemeral_1h_input_tokens\":0},\"output_tokens\":1},\"diagnostics\":{\"cache_miss_reason\":{\"type\":\"tools_changed\",\"cache_missed_input_tokens\":1203}}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"It will rain tomorrow.\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":12}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let streamed = prompt_wire::stream::read_stream(ApiKind::Anthropic, stream.as_bytes()).unwrap();
+    let read = prompt_wire::read_reply(ApiKind::Anthropic, whole.as_bytes()).unwrap();
+    assert_eq!(streamed.id.as_deref(), Some("msg_02Bq9w938a90dw8r"));
+    assert_eq!(streamed.id, read.id);
+    let (a, b) = (streamed.diagnostics.unwrap(), read.diagnostics.unwrap());
+    assert_eq!(
+        CacheDiagnostics::parse(&a).unwrap(),
+        CacheDiagnostics::parse(&b).unwrap()
+    );
+    // The other shapes' streams carry their id too (the fixtures' chunks name it).
+    for api in [ApiKind::OpenAi, ApiKind::Gemini] {
+        let file = if api == ApiKind::Gemini {
+            "gemini"
+        } else {
+            "openai_chat"
+        };
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(file);
+        let sse = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "sse"))
+            .unwrap_or_else(|| panic!("no stream fixture in {}", dir.display()));
+        let reply = prompt_wire::stream::read_stream(api, &std::fs::read(&sse).unwrap()).unwrap();
+        assert!(reply.id.is_some(), "{api:?}: {}", sse.display());
+    }
+}
