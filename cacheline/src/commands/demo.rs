@@ -36,8 +36,8 @@ pub(crate) struct DemoArgs {
     api: Option<ApiKind>,
     /// The model the bodies are for (with --api): its provider profile decides how updates
     /// travel, which system messages may follow the first, the TTL and retention fields
-    /// (see docs/wire.md, Provider profiles); the agent.toml's [provider] section applies
-    /// over it. Without it (and without a [provider] section) the bodies name `demo-model`
+    /// (see docs/wire.md, Provider profiles); the agent.toml's `[provider]` section applies
+    /// over it. Without it (and without a `[provider]` section) the bodies name `demo-model`
     /// and updates travel the --api's way.
     #[arg(long, requires = "api")]
     model: Option<String>,
