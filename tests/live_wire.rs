@@ -250,6 +250,7 @@ impl<'a> Sender<'a> {
             UsageProvider::Anthropic => Provider::Anthropic,
             UsageProvider::Gemini => Provider::Gemini,
             UsageProvider::LlamaCpp => Provider::LlamaCpp,
+            UsageProvider::DeepSeek => Provider::DeepSeek,
         };
         let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
         let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));

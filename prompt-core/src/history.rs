@@ -876,7 +876,11 @@ impl Clone for History {
 /// The delivery tags a user or a tool could use to pass their words off as an update: the
 /// two default tags and the session's own.
 fn tags(session_tag: &str) -> [&str; 3] {
-    ["system-update", "system-reminder", session_tag]
+    [
+        DeliveryStyle::DEFAULT_TAG,
+        DeliveryStyle::REMINDER_TAG,
+        session_tag,
+    ]
 }
 
 /// Neutralizes update tags in text written by a user or a tool: every `<TAG` and `</TAG`

@@ -1027,7 +1027,10 @@ impl<'a> Parsed<'a> {
             .str("role")
             .or_else(|| object.str("type"))
             .unwrap_or(Cow::Borrowed("user"));
-        if matches!(role.as_ref(), "system" | "developer" | "tool") || object.has("tool_calls") {
+        // A `role: "system"` message is no evidence either way: Anthropic accepts one inside
+        // `messages` too (Claude Opus 4.8's mid-conversation system messages), and a body
+        // with no evidence at all is read as Chat Completions anyway.
+        if matches!(role.as_ref(), "developer" | "tool") || object.has("tool_calls") {
             self.evidence.chat = true;
         }
         let key = self.content_key();
