@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod fleet;
+mod logged;
 pub mod meter;
 pub mod sim;
 pub mod simulate;

@@ -85,7 +85,8 @@ pub use conversation::{
 };
 pub use error::WireError;
 pub use guard::{
-    Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,
+    BodyParts, Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which,
+    body_parts, compare, without_cache_control,
 };
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};

@@ -11,7 +11,7 @@ use prompt_measure::synthetic::{SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule, SimConfig};
 use proptest::prelude::*;
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/audit")
         .join(name)
@@ -21,13 +21,13 @@ fn tokenizer() -> &'static O200kBase {
     O200kBase::shared().unwrap_or_else(|e| panic!("{e}"))
 }
 
-struct Audited {
-    requests: Vec<RequestAudit>,
-    skipped: Vec<u64>,
-    summary: AuditSummary,
+pub(crate) struct Audited {
+    pub(crate) requests: Vec<RequestAudit>,
+    pub(crate) skipped: Vec<u64>,
+    pub(crate) summary: AuditSummary,
 }
 
-fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
+pub(crate) fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
     let mut auditor = Auditor::new(tokenizer(), config);
     let (mut requests, mut skipped) = (Vec::new(), Vec::new());
     audit_reader(
@@ -50,7 +50,7 @@ fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
     }
 }
 
-fn audit(name: &str) -> Audited {
+pub(crate) fn audit(name: &str) -> Audited {
     let path = fixture(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     audit_bytes(name, &bytes, AuditConfig::default())
