@@ -10,6 +10,7 @@ use prompt_core::{
     ApiKind, Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
 };
 use prompt_measure::audit::{Classification, Part};
+use prompt_measure::synthetic::{Responses, SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Provider, Usage};
 use prompt_wire::{Shape, Wire, WireOptions, read_reply, stream::read_stream};
 use proptest::prelude::*;
@@ -891,4 +892,38 @@ fn audit_skips_a_request_of_no_known_shape_with_the_guard_s_reason() {
     assert_eq!(a.skipped, vec![1]);
     let (a, _) = audit_line(r#"{"request":5}"#);
     assert_eq!(a.skipped, vec![1]);
+}
+
+#[test]
+fn a_synthetic_log_of_streamed_replies_audits_as_the_log_of_its_whole_replies() {
+    let log = |responses| {
+        let mut out = Vec::new();
+        let spec = SyntheticLog {
+            target_bytes: 1 << 20,
+            responses,
+            ..SyntheticLog::default()
+        };
+        write_log(&mut out, &spec).unwrap();
+        out
+    };
+    let (whole, streamed) = (log(Responses::Whole), log(Responses::Streamed));
+    // The same requests: as many lines as the shorter log (streams take more bytes).
+    let lines = |log: &[u8]| log.iter().filter(|&&b| b == b'\n').count();
+    let n = lines(&whole).min(lines(&streamed));
+    let first = |log: Vec<u8>| -> Vec<u8> {
+        log.split_inclusive(|&b| b == b'\n')
+            .take(n)
+            .flatten()
+            .copied()
+            .collect()
+    };
+    let (whole, streamed) = (first(whole), first(streamed));
+    assert!(n > 30 && streamed.len() > whole.len(), "{n}");
+    let whole = audit_bytes("whole.jsonl", &whole, AuditConfig::default());
+    let streamed = audit_bytes("streamed.jsonl", &streamed, AuditConfig::default());
+    assert!(whole.skipped.is_empty() && streamed.skipped.is_empty());
+    assert_eq!(streamed.requests, whole.requests);
+    assert_eq!(streamed.summary, whole.summary);
+    let reported = streamed.summary.reported.unwrap();
+    assert_eq!(reported.requests, streamed.summary.requests);
 }
