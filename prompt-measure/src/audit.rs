@@ -420,35 +420,21 @@ fn is_assistant(role: Option<&str>) -> bool {
     role.is_some_and(|r| matches!(r, "assistant" | "model" | "reasoning") || r.ends_with("_call"))
 }
 
-/// The segments a request's tokens are counted over, and how many lead the messages.
-///
-/// Chat Completions keeps its system messages among its messages: its lead is its tools
-/// field alone (0 or 1 segment), as sent. The other APIs keep the system field beside the
-/// messages: their lead is always [`LEAD_WITH_SYSTEM`] segments, the tools field then the
-/// system field, each empty (no tokens) when absent, so that which segment is which is
-/// known from the count alone.
-fn segments<'b>(parts: &BodyParts<'b>) -> (usize, Vec<&'b str>) {
-    let mut texts = Vec::with_capacity(LEAD_WITH_SYSTEM + parts.messages.len());
-    let lead = if parts.shape == Shape::ChatCompletions {
-        texts.extend(parts.tools);
-        texts.len()
-    } else {
-        texts.push(parts.tools.unwrap_or(""));
-        texts.push(parts.system.unwrap_or(""));
-        LEAD_WITH_SYSTEM
-    };
+/// The segments a request's tokens are counted over: the tools field, the system field
+/// (of the APIs that keep it beside the messages), each empty (no tokens) when absent, then
+/// the messages. Chat Completions' system messages are among its messages.
+fn segments<'b>(parts: &BodyParts<'b>) -> Vec<&'b str> {
+    let mut texts = Vec::with_capacity(LEAD + parts.messages.len());
+    texts.push(parts.tools.unwrap_or(""));
+    texts.push(parts.system.unwrap_or(""));
     texts.extend(parts.messages.iter().copied());
-    (lead, texts)
+    texts
 }
 
-/// The lead of the APIs with a system field beside the messages ([`segments`]).
-const LEAD_WITH_SYSTEM: usize = 2;
-/// Where the system field is in that lead.
+/// The segments before the messages ([`segments`]): the tools field, then the system field.
+const LEAD: usize = 2;
+/// Where the system field is in the lead.
 const SYSTEM_SEGMENT: usize = 1;
-
-fn has_system_field(request: &TokenizedRequest) -> bool {
-    request.lead() == LEAD_WITH_SYSTEM
-}
 
 impl<'t> Auditor<'t> {
     /// An auditor counting tokens with `tokenizer`.
@@ -508,15 +494,15 @@ impl<'t> Auditor<'t> {
     fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
         let logged = super::logged::read_line(text)?;
         let parts = body_parts(logged.request.as_bytes()).map_err(LineProblem::Request)?;
-        let (lead, sent) = segments(&parts);
-        let breakpoints = breakpoints(&sent, lead);
+        let sent = segments(&parts);
+        let breakpoints = breakpoints(&sent, LEAD);
         // Counted as the provider's cache keys them: without the breakpoints, which move.
         let compared: Vec<Cow<'_, str>> = sent.iter().map(|t| without_cache_control(t)).collect();
         let texts: Vec<&str> = compared.iter().map(|t| t.as_ref()).collect();
         let request = self
             .cache
             .request(&texts, breakpoints)
-            .with_lead(lead)
+            .with_lead(LEAD)
             .with_tag(line);
         let later = request.clone();
         let seen = self.sim.observe(request);
@@ -783,26 +769,7 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
             tokens_lost,
             new_conversation,
         };
-    if has_system_field(earlier) != has_system_field(later) {
-        // One keeps its system field beside the messages, the other among them.
-        return base(
-            Classification::HeadRewrite,
-            Part::System,
-            None,
-            0,
-            Excerpt::around(b"", b"", 0),
-            format!(
-                "a body of another API than line {}'s (its system field is {} the messages)",
-                earlier.tag(),
-                if has_system_field(later) {
-                    "beside"
-                } else {
-                    "among"
-                }
-            ),
-        );
-    }
-    if has_system_field(earlier) && common.segment == SYSTEM_SEGMENT {
+    if common.segment == SYSTEM_SEGMENT {
         let (e, l) = (
             earlier.segments()[SYSTEM_SEGMENT].text(),
             later.segments()[SYSTEM_SEGMENT].text(),
@@ -828,14 +795,10 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
         d.earlier_role = d.role.clone();
         return d;
     }
-    if earlier.lead() != later.lead() || common.segment < earlier.lead() {
+    if common.segment < LEAD {
         let (e, l) = (
-            earlier.segments()[..earlier.lead()]
-                .first()
-                .map_or("", |s| s.text()),
-            later.segments()[..later.lead()]
-                .first()
-                .map_or("", |s| s.text()),
+            earlier.segments().first().map_or("", |s| s.text()),
+            later.segments().first().map_or("", |s| s.text()),
         );
         let (offset, detail) = tools_change(e, l);
         return base(
@@ -849,7 +812,7 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
     }
     let em = earlier.messages();
     let lm = later.messages();
-    let i = common.segment - earlier.lead();
+    let i = common.segment - LEAD;
     let earlier_len = message_offset(em, em.len()) + usize::from(em.is_empty());
     if i >= em.len() {
         // The earlier request is a prefix of this one.

@@ -687,8 +687,9 @@ pub struct BodyParts<'a> {
 
 /// Reads one request body of any shape [`compare`] knows into its parts, with the checks
 /// `compare` makes of each body (one JSON object of unique keys, at most
-/// [`MAX_AUDIT_BODY_BYTES`], tools and messages objects); an error names the body
-/// [`Which::Request`]. Linear in the body's size; nothing is copied.
+/// [`MAX_AUDIT_BODY_BYTES`], whose strings decode; tools and messages objects); an error
+/// names the body [`Which::Request`]. Messages are read whole only while they may tell the
+/// shape. Linear in the body's size; nothing is copied.
 ///
 /// ```
 /// use prompt_wire::{body_parts, Shape};
@@ -1143,6 +1144,31 @@ impl<'a> Parsed<'a> {
         Ok(())
     }
 
+    /// Whether the next message must be read whole: always for a comparison; for its parts
+    /// alone only while it may still tell the shape (a `messages` body not yet known to be
+    /// Chat Completions', since evidence of Chat decides it).
+    fn reads_whole_messages(&self) -> bool {
+        self.reading == Reading::Compare || (self.class == Class::Messages && !self.evidence.chat)
+    }
+
+    /// A message kept as sent, checked to be an object: what [`body_parts`] needs of it.
+    fn push_message_as_sent(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
+        if !raw.get().starts_with('{') {
+            return Err(self.malformed(
+                format!("messages[{index}]"),
+                format!("{}, not an object", raw::kind_of(raw)),
+            ));
+        }
+        let key = self.content_key();
+        self.messages.push(Msg::new(
+            index,
+            Cow::Borrowed(""),
+            Elem::new(raw, Form::Message(key)),
+            "",
+        ));
+        Ok(())
+    }
+
     /// Reads one message (or Responses input item, or Gemini content).
     fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
         let at = format!("messages[{index}]");
@@ -1356,7 +1382,11 @@ fn parse(bytes: &[u8], which: Which, reading: Reading) -> Result<Parsed<'_>, Gua
             // Sized once: growing by doubling would hold up to three times the messages.
             parsed.messages.reserve_exact(items.len());
             for (i, m) in items.into_iter().enumerate() {
-                parsed.read_message(i, m)?;
+                if parsed.reads_whole_messages() {
+                    parsed.read_message(i, m)?;
+                } else {
+                    parsed.push_message_as_sent(i, m)?;
+                }
             }
         }
     }

@@ -402,11 +402,20 @@ fn body_parts_read_null_fields_as_absent_and_refuse_what_compare_refuses() {
             ..
         })
     ));
-    let err = body_parts(br#"{"messages":[1]}"#).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "the request body's messages[0] is a number, not an object"
-    );
+    // Read whole (no evidence yet of the shape) or as sent (a system message says Chat):
+    // a message that is not an object is refused the same way.
+    for (body, at) in [
+        (&br#"{"messages":[1]}"#[..], 0),
+        (br#"{"messages":[{"role":"system","content":"s"},1]}"#, 1),
+    ] {
+        assert_eq!(
+            body_parts(body).unwrap_err().to_string(),
+            format!("the request body's messages[{at}] is a number, not an object")
+        );
+    }
+    // Evidence of Anthropic in a later message still tells the shape.
+    let anthropic = br#"{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}]}"#;
+    assert_eq!(body_parts(anthropic).unwrap().shape, Shape::Anthropic);
     // compare reads null fields the same way.
     assert!(
         compare(
