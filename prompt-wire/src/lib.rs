@@ -22,6 +22,8 @@
 //!   later one extends the earlier one, or names the first differing tool, system block,
 //!   message or content block and why (tools changed, system rewritten, hoisting, a
 //!   message edited, inserted, removed, reordered).
+//!   [`body_parts`] reads one body of any shape into its parts as sent (what
+//!   `cacheline audit` counts).
 //!
 //! Key orders, where each API's stable part ends, where Anthropic's breakpoints go and how
 //! updates are delivered: `docs/wire.md`.
