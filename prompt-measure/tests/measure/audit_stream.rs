@@ -18,14 +18,6 @@ use serde_json::json;
 
 use crate::audit::{Audited, audit_bytes};
 
-const APIS: [ApiKind; 5] = [
-    ApiKind::OpenAi,
-    ApiKind::OpenAiResponses,
-    ApiKind::Anthropic,
-    ApiKind::Gemini,
-    ApiKind::LlamaCpp,
-];
-
 /// A session of `api` with a prefix component (the system field) and one tool, and its wire.
 fn session(api: ApiKind) -> (Session, Wire) {
     let tools = ToolSet::from_openai(&[(
@@ -574,7 +566,7 @@ fn check_both_ways(api: ApiKind, replies: &[Reply]) {
 
 #[test]
 fn audit_of_streamed_replies_reports_what_their_whole_replies_report_for_every_api() {
-    for api in APIS {
+    for api in ApiKind::ALL {
         check_both_ways(api, &scripted());
     }
 }
@@ -608,7 +600,7 @@ proptest! {
     fn audit_of_random_streamed_replies_reports_what_their_whole_replies_report(
         replies in prop::collection::vec(reply_strategy(), 1..5)
     ) {
-        for api in APIS {
+        for api in ApiKind::ALL {
             check_both_ways(api, &replies);
         }
     }
@@ -616,7 +608,7 @@ proptest! {
 
 #[test]
 fn audit_reads_every_api_s_request_bodies_and_finds_a_rewritten_system_field() {
-    for api in APIS {
+    for api in ApiKind::ALL {
         let (whole_log, _) = logs(api, &scripted());
         let lines: Vec<&str> = whole_log.lines().collect();
         // The third request with its system prompt rewritten.
@@ -741,7 +733,7 @@ fn first_reply(api: ApiKind) -> (String, String) {
 
 #[test]
 fn audit_reports_a_stream_cut_off_and_still_audits_its_request() {
-    for api in APIS {
+    for api in ApiKind::ALL {
         let (_, stream) = first_reply(api);
         let cut = &stream[..stream.len() * 2 / 3];
         let (whole_log, _) = logs(api, &scripted()[..1]);

@@ -16,15 +16,20 @@ fn broken(verdict: Verdict) -> prompt_wire::Break {
     }
 }
 
+/// The shape of the bodies `api`'s wire writes.
+fn shape_of(api: ApiKind) -> Shape {
+    match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
+        ApiKind::OpenAiResponses => Shape::Responses,
+        ApiKind::Anthropic => Shape::Anthropic,
+        ApiKind::Gemini => Shape::Gemini,
+    }
+}
+
 #[test]
 fn the_guard_says_extends_for_consecutive_library_bodies() {
     for api in APIS {
-        let shape = match api {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
-            ApiKind::OpenAiResponses => Shape::Responses,
-            ApiKind::Anthropic => Shape::Anthropic,
-            ApiKind::Gemini => Shape::Gemini,
-        };
+        let shape = shape_of(api);
         let sent = play(api);
         for w in sent.windows(2).filter(|w| w[0].epoch == w[1].epoch) {
             let (a, b) = (&w[0], &w[1]);
@@ -346,12 +351,7 @@ fn bodies_with_nothing_only_anthropic_has_still_compare_without_cache_control() 
 #[test]
 fn body_parts_of_every_library_body_are_its_fields_as_sent() {
     for api in APIS {
-        let shape = match api {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
-            ApiKind::OpenAiResponses => Shape::Responses,
-            ApiKind::Anthropic => Shape::Anthropic,
-            ApiKind::Gemini => Shape::Gemini,
-        };
+        let shape = shape_of(api);
         for sent in play(api) {
             let parts = body_parts(&sent.bytes).unwrap();
             let body: Value = serde_json::from_slice(&sent.bytes).unwrap();
