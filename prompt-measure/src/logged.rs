@@ -80,7 +80,7 @@ pub(crate) fn reported_usage(
     if text.trim_start().starts_with('{') {
         whole(&text).map(Some)
     } else {
-        streamed(shape, &text).map(Some)
+        streamed(shape, text).map(Some)
     }
 }
 
@@ -113,9 +113,10 @@ fn stream_api(shape: Shape, sse: &str) -> ApiKind {
     }
 }
 
-/// A streamed reply's usage: the stream read to its end by the wire's reader.
-fn streamed(shape: Shape, sse: &str) -> Result<(Provider, Usage), String> {
-    let api = stream_api(shape, sse);
+/// A streamed reply's usage: the stream read to its end by the wire's reader. The text is
+/// let go once read, before the reply it amounts to is made.
+fn streamed(shape: Shape, sse: Cow<'_, str>) -> Result<(Provider, Usage), String> {
+    let api = stream_api(shape, &sse);
     let mut reader = StreamReader::new(api);
     let mut last = None;
     for piece in sse.as_bytes().chunks(STREAM_PIECE) {
@@ -127,6 +128,7 @@ fn streamed(shape: Shape, sse: &str) -> Result<(Provider, Usage), String> {
         }
         fed.map_err(|e| format!("the response stream: {e}"))?;
     }
+    drop(sse);
     let usage = match reader.into_reply() {
         Ok(reply) => reply.usage,
         // A stream that ended as its API ends one but holds no message to record (a prompt
