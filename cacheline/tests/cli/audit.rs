@@ -72,6 +72,7 @@ fn audit_json_has_the_documented_shape() {
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(requests.len(), 3);
     assert!(requests[0]["divergence"].is_null());
+    assert_eq!(requests[0]["shape"], "chat_completions");
     assert_eq!(requests[2]["line"], 3);
     assert!(requests[2]["tokens"].as_u64().unwrap_or(0) > 0);
     let d = &requests[2]["divergence"];
