@@ -550,3 +550,61 @@ fn the_profile_table_in_docs_wire_md_is_the_table() {
     // Every row cites its source.
     assert!(PROFILES.iter().all(|r| !r.source.is_empty()));
 }
+
+/// Every `jsonl` block of the audit guide (`docs/measurements.md`, "Log lines") with the
+/// `<!-- audit: PROVIDER input_uncached=N cache_read=N cache_write=N output=N -->` after it.
+fn audit_examples(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "```jsonl" {
+            continue;
+        }
+        let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        let expect = lines
+            .next()
+            .and_then(|l| l.trim().strip_prefix("<!-- audit: "))
+            .and_then(|l| l.strip_suffix(" -->"))
+            .unwrap_or_else(|| panic!("a jsonl block without its <!-- audit: … --> line"));
+        out.push((body.join("\n") + "\n", expect.to_owned()));
+    }
+    out
+}
+
+#[test]
+fn the_audit_guide_s_log_lines_report_the_usage_it_says() {
+    use prompt_measure::audit::{Event, audit_reader};
+    use prompt_measure::{AuditConfig, Auditor, O200kBase};
+
+    let path = root().join("docs/measurements.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let examples = audit_examples(&text);
+    assert!(examples.len() >= 5, "{} jsonl examples", examples.len());
+    let tokenizer = O200kBase::shared().unwrap_or_else(|e| panic!("{e}"));
+    for (log, expect) in examples {
+        let mut auditor = Auditor::new(tokenizer, AuditConfig::default());
+        let mut said = Vec::new();
+        audit_reader(log.as_bytes(), &path, &mut auditor, |event| {
+            match event {
+                Event::Request(r) => said.push(match (&r.reported, &r.reported_error) {
+                    (Some(r), _) => format!(
+                        "{} input_uncached={} cache_read={} cache_write={} output={}",
+                        r.provider,
+                        r.usage.input_uncached,
+                        r.usage.cache_read,
+                        r.usage.cache_write,
+                        r.usage.output
+                    ),
+                    (None, error) => format!("line {}: no usage: {error:?}", r.line),
+                }),
+                Event::Skipped(e) => said.push(e.to_string()),
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(said.len(), log.lines().count(), "{log}");
+        for line in said {
+            assert_eq!(line, expect, "{log}");
+        }
+    }
+}

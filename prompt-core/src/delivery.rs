@@ -175,6 +175,15 @@ pub enum ApiKind {
 }
 
 impl ApiKind {
+    /// Every API, in declaration order.
+    pub const ALL: [ApiKind; 5] = [
+        ApiKind::OpenAi,
+        ApiKind::OpenAiResponses,
+        ApiKind::Anthropic,
+        ApiKind::Gemini,
+        ApiKind::LlamaCpp,
+    ];
+
     /// The delivery style for this API.
     pub fn delivery(self) -> DeliveryStyle {
         match self {

@@ -7,8 +7,9 @@
 //! - [`sim`]: a provider-rule simulator. Given a sequence of tokenized requests it computes
 //!   per request the tokens each backend would serve from cache ([`Rule`]), against the
 //!   physical limit (every token already sent as a prefix of an earlier request);
-//! - [`audit`]: the same rules over a JSONL log of real requests, streamed in bounded
-//!   memory, naming where each request diverged from the best earlier one and why;
+//! - [`audit`]: the same rules over a JSONL log of real requests of any API (read by the
+//!   wire's guard), their responses whole or streamed, read in bounded memory, naming where
+//!   each request diverged from the best earlier one and why;
 //! - [`simulate()`]: whole sessions, composed several ways ([`Arm`]s), through the simulator,
 //!   with costs relative to one of them (`cacheline simulate`).
 //!
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod fleet;
+mod logged;
 pub mod meter;
 pub mod sim;
 pub mod simulate;

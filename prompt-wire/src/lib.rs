@@ -22,6 +22,8 @@
 //!   later one extends the earlier one, or names the first differing tool, system block,
 //!   message or content block and why (tools changed, system rewritten, hoisting, a
 //!   message edited, inserted, removed, reordered).
+//!   [`body_parts`] reads one body of any shape into its parts as sent (what
+//!   `cacheline audit` counts).
 //!
 //! - A provider profile ([`WireOptions::profile`], `prompt_core::profile`) makes the bodies
 //!   the provider's: no `role: "system"` message after the first where the provider moves or
@@ -94,7 +96,8 @@ pub use conversation::{
 pub use diagnostics::{CacheDiagnostics, GuardReason, MissReason, MissReport};
 pub use error::WireError;
 pub use guard::{
-    Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,
+    BodyParts, Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which,
+    body_parts, compare, without_cache_control,
 };
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
