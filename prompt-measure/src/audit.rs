@@ -226,6 +226,7 @@ pub enum AuditError {
 
 /// Audit parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct AuditConfig {
     /// Rules and memory bounds of the simulator.
     pub sim: SimConfig,
@@ -244,6 +245,50 @@ pub struct AuditConfig {
     /// [`LineProblem::TooLong`] without ever being held whole. Default
     /// [`DEFAULT_MAX_LINE_BYTES`].
     pub max_line_bytes: usize,
+}
+
+impl AuditConfig {
+    /// The same, with `sim` (rules and memory bounds of the simulator).
+    pub fn with_sim(mut self, sim: SimConfig) -> Self {
+        self.sim = sim;
+        self
+    }
+
+    /// The same, with `token_cache` (tokens per generation of the token cache).
+    pub fn with_token_cache(mut self, token_cache: usize) -> Self {
+        self.token_cache = token_cache;
+        self
+    }
+
+    /// The same, with `backend` (the rule whose figures stand for the hit rate and the overspend when no response).
+    pub fn with_backend(mut self, backend: Rule) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The same, with `prices` (prices).
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// The same, with `top` (cache-breakers listed in the summary).
+    pub fn with_top(mut self, top: usize) -> Self {
+        self.top = top;
+        self
+    }
+
+    /// The same, with `max_breakers` (breaker groups tracked (the smallest is dropped when full)).
+    pub fn with_max_breakers(mut self, max_breakers: usize) -> Self {
+        self.max_breakers = max_breakers;
+        self
+    }
+
+    /// The same, with `max_line_bytes` (the longest line audited, in bytes (its `\n` excluded); a longer line is skipped as).
+    pub fn with_max_line_bytes(mut self, max_line_bytes: usize) -> Self {
+        self.max_line_bytes = max_line_bytes;
+        self
+    }
 }
 
 /// The default [`AuditConfig::max_line_bytes`]: 32 MiB. A request of a million tokens of

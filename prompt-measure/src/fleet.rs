@@ -18,7 +18,7 @@
 //! use prompt_measure::fleet::{simulate_fleet, FleetConfig, Policy, SessionShape};
 //! // An 8,000-token prefix; each request adds 1,000 tokens of history.
 //! let shape = SessionShape::linear(8_000, 1_000, 20);
-//! let config = FleetConfig { replicas: 4, sessions: 40, ..FleetConfig::default() };
+//! let config = FleetConfig::default().with_replicas(4).with_sessions(40);
 //! let spread = simulate_fleet(&shape, &config, Policy::RoundRobin);
 //! let kept = simulate_fleet(&shape, &config, Policy::SessionHash);
 //! assert!(kept.cached_share > spread.cached_share);
@@ -137,6 +137,7 @@ impl Policy {
 
 /// The fleet and its load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct FleetConfig {
     /// Engine replicas.
     pub replicas: usize,
@@ -164,6 +165,80 @@ pub struct FleetConfig {
     /// Each replica keeps only the blocks of the request it served last, as a llama-server
     /// slot keeps one conversation (`capacity_tokens` still bounds it).
     pub one_conversation_per_replica: bool,
+}
+
+impl FleetConfig {
+    /// The same, with `replicas` (engine replicas).
+    pub fn with_replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// The same, with `capacity_tokens` (KV-cache capacity of each replica, in tokens).
+    pub fn with_capacity_tokens(mut self, capacity_tokens: u64) -> Self {
+        self.capacity_tokens = capacity_tokens;
+        self
+    }
+
+    /// The same, with `block_tokens` (tokens per cache block).
+    pub fn with_block_tokens(mut self, block_tokens: u64) -> Self {
+        self.block_tokens = block_tokens;
+        self
+    }
+
+    /// The same, with `sessions` (concurrent sessions).
+    pub fn with_sessions(mut self, sessions: usize) -> Self {
+        self.sessions = sessions;
+        self
+    }
+
+    /// The same, with `min_requests` (each session plays between this many requests).
+    pub fn with_min_requests(mut self, min_requests: usize) -> Self {
+        self.min_requests = min_requests;
+        self
+    }
+
+    /// The same, with `max_requests` (…and this many (capped by the shape)).
+    pub fn with_max_requests(mut self, max_requests: usize) -> Self {
+        self.max_requests = max_requests;
+        self
+    }
+
+    /// The same, with `arrival_spread` (sessions start spread over this many time units).
+    pub fn with_arrival_spread(mut self, arrival_spread: u64) -> Self {
+        self.arrival_spread = arrival_spread;
+        self
+    }
+
+    /// The same, with `think_time` (mean time between two requests of a session).
+    pub fn with_think_time(mut self, think_time: u64) -> Self {
+        self.think_time = think_time;
+        self
+    }
+
+    /// The same, with `cost_per_token` (time a replica spends per re-processed token (a cached token is free), for the).
+    pub fn with_cost_per_token(mut self, cost_per_token: u64) -> Self {
+        self.cost_per_token = cost_per_token;
+        self
+    }
+
+    /// The same, with `agents` (agents (distinct frozen prefixes); sessions are dealt to them in turn).
+    pub fn with_agents(mut self, agents: usize) -> Self {
+        self.agents = agents;
+        self
+    }
+
+    /// The same, with `seed` (seed of the session lengths and timings).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The same, with `one_conversation_per_replica` (each replica keeps only the blocks of the request it served last, as a llama-server).
+    pub fn with_one_conversation_per_replica(mut self, one_conversation_per_replica: bool) -> Self {
+        self.one_conversation_per_replica = one_conversation_per_replica;
+        self
+    }
 }
 
 impl Default for FleetConfig {

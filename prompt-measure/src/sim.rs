@@ -424,6 +424,7 @@ impl Default for AnthropicRule {
 
 /// Parameters of the rules and bounds of the simulator's memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct SimConfig {
     /// Requests kept for exact comparison (llama.cpp's cached prompts).
     pub window: usize,
@@ -446,6 +447,62 @@ pub struct SimConfig {
     pub anthropic: AnthropicRule,
     /// Anthropic cache entries per generation.
     pub anthropic_capacity: usize,
+}
+
+impl SimConfig {
+    /// The same, with `window` (requests kept for exact comparison (llama.cpp's cached prompts)).
+    pub fn with_window(mut self, window: usize) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// The same, with `window_tokens` (total tokens of the requests kept in the window).
+    pub fn with_window_tokens(mut self, window_tokens: usize) -> Self {
+        self.window_tokens = window_tokens;
+        self
+    }
+
+    /// The same, with `block_size` (vLLM block size).
+    pub fn with_block_size(mut self, block_size: usize) -> Self {
+        self.block_size = block_size;
+        self
+    }
+
+    /// The same, with `block_capacity` (block hashes per generation of the block store (vLLM's KV pool, and the limit beyond).
+    pub fn with_block_capacity(mut self, block_capacity: usize) -> Self {
+        self.block_capacity = block_capacity;
+        self
+    }
+
+    /// The same, with `openai_minimum` (openAI: shortest cached prefix).
+    pub fn with_openai_minimum(mut self, openai_minimum: usize) -> Self {
+        self.openai_minimum = openai_minimum;
+        self
+    }
+
+    /// The same, with `openai_increment` (openAI: increment above the minimum).
+    pub fn with_openai_increment(mut self, openai_increment: usize) -> Self {
+        self.openai_increment = openai_increment;
+        self
+    }
+
+    /// The same, with `deepseek_unit` (deepSeek: storage granularity (hits are whole multiples of it; 64 tokens in the).
+    pub fn with_deepseek_unit(mut self, deepseek_unit: usize) -> Self {
+        self.deepseek_unit = deepseek_unit;
+        self
+    }
+
+    /// The same, with `anthropic` (anthropic's rule).
+    pub fn with_anthropic(mut self, anthropic: AnthropicRule) -> Self {
+        self.anthropic = anthropic;
+        self
+    }
+
+    /// The same, with `anthropic_capacity` (anthropic cache entries per generation).
+    pub fn with_anthropic_capacity(mut self, anthropic_capacity: usize) -> Self {
+        self.anthropic_capacity = anthropic_capacity;
+        self
+    }
 }
 
 impl Default for SimConfig {

@@ -207,12 +207,10 @@ pub(crate) fn run(
     let Some(prices) = load_prices(args.prices.as_deref(), err) else {
         return Ok(2);
     };
-    let mut config = AuditConfig {
-        backend: args.backend,
-        prices,
-        max_line_bytes: args.max_line_bytes,
-        ..AuditConfig::default()
-    };
+    let mut config = AuditConfig::default()
+        .with_backend(args.backend)
+        .with_prices(prices)
+        .with_max_line_bytes(args.max_line_bytes);
     config.sim.window = args.window.max(1);
     config.sim.anthropic.min_tokens = args.anthropic_min_tokens;
     let file = match input::open(&args.file) {

@@ -133,18 +133,16 @@ fn simulate(report: &PolicyReport, replicas: usize, sessions: usize) -> Vec<Simu
         requests: first.clone(),
         shared,
     };
-    let config = FleetConfig {
-        replicas,
-        sessions,
-        capacity_tokens: largest.div_ceil(16) * 16,
-        one_conversation_per_replica: true,
-        block_tokens: 16,
-        min_requests: first.len(),
-        max_requests: first.len(),
-        arrival_spread: 1,
-        think_time: 1_000_000,
-        ..FleetConfig::default()
-    };
+    let config = FleetConfig::default()
+        .with_replicas(replicas)
+        .with_sessions(sessions)
+        .with_capacity_tokens(largest.div_ceil(16) * 16)
+        .with_one_conversation_per_replica(true)
+        .with_block_tokens(16)
+        .with_min_requests(first.len())
+        .with_max_requests(first.len())
+        .with_arrival_spread(1)
+        .with_think_time(1_000_000);
     [Policy::LibraryKey, Policy::RoundRobin, Policy::Oracle]
         .into_iter()
         .map(|policy| {

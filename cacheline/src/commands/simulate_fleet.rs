@@ -112,17 +112,15 @@ pub(crate) fn run(
     for &sessions in &args.sessions {
         for &replicas in &args.replicas {
             for policy in policies {
-                let config = FleetConfig {
-                    replicas,
-                    sessions,
-                    agents: args.agents,
-                    capacity_tokens: args.capacity,
-                    block_tokens: args.block,
-                    // Sessions arrive over an hour-like window; a request every ~20 s.
-                    arrival_spread: 3_600_000,
-                    think_time: 20_000,
-                    ..FleetConfig::default()
-                };
+                // Sessions arrive over an hour-like window; a request every ~20 s.
+                let config = FleetConfig::default()
+                    .with_replicas(replicas)
+                    .with_sessions(sessions)
+                    .with_agents(args.agents)
+                    .with_capacity_tokens(args.capacity)
+                    .with_block_tokens(args.block)
+                    .with_arrival_spread(3_600_000)
+                    .with_think_time(20_000);
                 let started = Instant::now();
                 let report = simulate_fleet(&shape, &config, policy);
                 cells.push(Cell {

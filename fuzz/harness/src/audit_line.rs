@@ -56,22 +56,20 @@ static CHUNKS: Chunks = Chunks;
 /// are within `0..=1` and its stores within their bounds.
 pub fn audit_line(data: &[u8]) {
     check_lines(data);
-    let config = AuditConfig {
-        sim: SimConfig {
-            window: 3,
-            window_tokens: 4096,
-            block_capacity: 256,
-            anthropic_capacity: 16,
-            openai_minimum: 32,
-            openai_increment: 8,
-            deepseek_unit: 4,
-            ..SimConfig::default()
-        },
-        token_cache: 4096,
-        max_breakers: 4,
-        max_line_bytes: MAX_LINE,
-        ..AuditConfig::default()
-    };
+    let config = AuditConfig::default()
+        .with_sim(
+            SimConfig::default()
+                .with_window(3)
+                .with_window_tokens(4096)
+                .with_block_capacity(256)
+                .with_anthropic_capacity(16)
+                .with_openai_minimum(32)
+                .with_openai_increment(8)
+                .with_deepseek_unit(4),
+        )
+        .with_token_cache(4096)
+        .with_max_breakers(4)
+        .with_max_line_bytes(MAX_LINE);
     let mut auditor = Auditor::new(&CHUNKS, config);
     let (mut requests, mut skipped) = (0u64, 0u64);
     let mut tokens = 0u64;

@@ -233,18 +233,16 @@ fn a_long_log_streams_in_bounded_memory() {
         ..SyntheticLog::default()
     };
     let written = write_log(&mut log, &spec).unwrap_or_else(|e| panic!("{e}"));
-    let config = AuditConfig {
-        sim: SimConfig {
-            window: 6,
-            window_tokens: 200_000,
-            block_capacity: 2_000,
-            anthropic_capacity: 50,
-            ..SimConfig::default()
-        },
-        token_cache: 20_000,
-        max_breakers: 8,
-        ..AuditConfig::default()
-    };
+    let config = AuditConfig::default()
+        .with_sim(
+            SimConfig::default()
+                .with_window(6)
+                .with_window_tokens(200_000)
+                .with_block_capacity(2_000)
+                .with_anthropic_capacity(50),
+        )
+        .with_token_cache(20_000)
+        .with_max_breakers(8);
     let a = audit_bytes("synthetic.jsonl", &log, config);
     assert_eq!(a.summary.requests, written.lines);
     assert_eq!(a.summary.malformed, 0);
@@ -433,10 +431,7 @@ fn a_line_longer_than_the_cap_is_skipped_with_its_number_and_later_lines_are_aud
     ]
     .join("\n");
     let long_len = log.lines().nth(1).map_or(0, str::len);
-    let config = AuditConfig {
-        max_line_bytes: 4096,
-        ..AuditConfig::default()
-    };
+    let config = AuditConfig::default().with_max_line_bytes(4096);
     let mut auditor = Auditor::new(tokenizer(), config);
     let (mut lines, mut skipped) = (Vec::new(), Vec::new());
     // Small chunks: the long line is consumed piece by piece.

@@ -160,10 +160,7 @@ fn deepseek_rule_serves_64_token_units() {
 
 #[test]
 fn llama_cpp_rule_is_the_exact_prefix_against_requests_still_cached() {
-    let config = SimConfig {
-        window: 2,
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default().with_window(2);
     let mut sim = CacheSim::new(config);
     sim.observe(req(&[(1, 300), (2, 77)], &[]));
     sim.observe(req(&[(9, 10)], &[]));
@@ -329,7 +326,7 @@ proptest! {
         bounded in any::<bool>(),
     ) {
         let config = if bounded {
-            SimConfig { window: 2, block_capacity: 8, anthropic_capacity: 2, ..SimConfig::default() }
+            SimConfig::default().with_window(2).with_block_capacity(8).with_anthropic_capacity(2)
         } else {
             SimConfig::unbounded()
         };
