@@ -81,7 +81,7 @@ mod wire;
 
 pub use conversation::{
     CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
-    ConversationSnapshot, RestoredConversation,
+    ConversationSnapshot, Next, RestoredConversation,
 };
 pub use error::WireError;
 pub use guard::{
