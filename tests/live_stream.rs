@@ -12,14 +12,14 @@
 
 use prompt_client::{Client, Endpoint, RetryPolicy};
 use prompt_llama::{ChatOptions, LlamaClient};
-use prompt_reference::scenario::{RequestLabels, ScenarioError, ScenarioSize};
+use prompt_reference::scenario::{self, RequestLabels, ScenarioError, ScenarioSize};
 use prompt_registry::wire::{Next, Reply, WireOptions, read_reply};
 use prompt_registry::{ApiKind, Conversation};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::live_llama::{TURNS, say, server};
 use crate::live_wire::{
-    Sender, Sent, Setup, assert_reprocesses_only_new_tokens, endpoint, options, print_table,
+    Sender, Sent, Setup, assert_reprocesses_only_new_tokens, endpoint, print_table,
 };
 
 /// Turns of the script the stream-against-whole comparison plays (tool rounds in turns 2
@@ -29,21 +29,12 @@ const COMPARED_TURNS: u64 = 3;
 /// The whole-reply tests' options with `"stream": true` (llama.cpp sends its `timings` on
 /// the last chunk without `stream_options`).
 fn stream_options(api: ApiKind) -> WireOptions {
-    options(api).param("stream", &json!(true))
+    scenario::llama_cpp_wire_options(api, 4, true)
 }
 
 /// Tokens each reply of the stream-against-whole comparison generates: enough for the
 /// replies to differ from request to request.
-const COMPARED_TOKENS: u64 = 24;
-
-/// [`stream_options`] with [`COMPARED_TOKENS`] tokens per reply.
-fn compared_options(api: ApiKind) -> WireOptions {
-    let key = match api {
-        ApiKind::OpenAiResponses => "max_output_tokens",
-        _ => "max_tokens",
-    };
-    stream_options(api).param(key, &json!(COMPARED_TOKENS))
-}
+const COMPARED_TOKENS: u32 = 24;
 
 /// The async client for the server, on a single-threaded runtime of the test's own. No
 /// retries: a failure on loopback is a failure.
@@ -105,13 +96,17 @@ fn stream_reprocesses_only_new_tokens(api: ApiKind, test: &str) {
     let mut labels = RequestLabels::default();
     let mut sent: Vec<Sent> = Vec::new();
     ScenarioSize::Compact
-        .play_live(&mut conversation, 1..=TURNS, &mut |step, conversation, next| {
-            let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
-            let before = sender.log_offset();
-            let (reply, _, stable) = stream_next(&runtime, &client, conversation, next)?;
-            sent.push(sender.measure(label, &reply, before, &stable));
-            Ok::<(), Failed>(())
-        })
+        .play_live(
+            &mut conversation,
+            1..=TURNS,
+            &mut |step, conversation, next| {
+                let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
+                let before = sender.log_offset();
+                let (reply, _, stable) = stream_next(&runtime, &client, conversation, next)?;
+                sent.push(sender.measure(label, &reply, before, &stable));
+                Ok::<(), Failed>(())
+            },
+        )
         .unwrap_or_else(|e| panic!("{api:?}: {}", e.0));
     print_table(
         &format!("{api:?} through {}, streamed", endpoint(api)),
@@ -208,7 +203,10 @@ fn stream_records_what_the_whole_reply_records(api: ApiKind, test: &str) {
         return;
     };
     let (runtime, client) = async_client(&llama);
-    let mut conversation = Setup::new().conversation(api, compared_options(api));
+    let mut conversation = Setup::new().conversation(
+        api,
+        scenario::llama_cpp_wire_options(api, COMPARED_TOKENS, true),
+    );
     let mut labels = RequestLabels::default();
     let mut compared = Vec::new();
     ScenarioSize::Compact
@@ -257,7 +255,10 @@ fn stream_records_what_the_whole_reply_records(api: ApiKind, test: &str) {
             recorded.len(),
             streamed.text
         ));
-        assert_eq!(recorded, &streamed.message, "{label}: the stream's reply is recorded");
+        assert_eq!(
+            recorded, &streamed.message,
+            "{label}: the stream's reply is recorded"
+        );
         assert_eq!(streamed.text, whole.text, "{api:?} {label}: the text");
         assert_eq!(streamed.stop_reason, whole.stop_reason, "{api:?} {label}");
         let calls = |r: &Reply| -> Vec<(String, String)> {

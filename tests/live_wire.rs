@@ -61,14 +61,7 @@ pub(crate) fn endpoint(api: ApiKind) -> &'static str {
 
 /// Greedy, four tokens: the replies are not recorded (the script's are), only measured.
 pub(crate) fn options(api: ApiKind) -> WireOptions {
-    let options = WireOptions::new("smollm2").param("temperature", &json!(0));
-    match api {
-        ApiKind::OpenAiResponses => options.param("max_output_tokens", &json!(4)),
-        // The server puts a message's text before its tool results: a tail merged after
-        // them would come first in the prompt.
-        ApiKind::Anthropic => options.param("max_tokens", &json!(4)).tail_in_own_message(),
-        _ => options.param("max_tokens", &json!(4)),
-    }
+    scenario::llama_cpp_wire_options(api, 4, false)
 }
 
 pub(crate) fn post(client: &LlamaClient, path: &str, body: &[u8]) -> Value {
@@ -78,42 +71,11 @@ pub(crate) fn post(client: &LlamaClient, path: &str, body: &[u8]) -> Value {
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The server's token count of `body` for `api`, generation prompt included, as its
-/// requests count it.
+/// The server's token count of `body` for `api`, generation prompt included.
 fn count_tokens(client: &LlamaClient, api: ApiKind, body: &[u8]) -> u64 {
-    let count = |v: &Value, key: &str| v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"));
-    match api {
-        ApiKind::OpenAiResponses => count(
-            &post(client, "/v1/responses/input_tokens", body),
-            "input_tokens",
-        ),
-        ApiKind::Anthropic => count(
-            &post(client, "/v1/messages/count_tokens", body),
-            "input_tokens",
-        ),
-        _ => {
-            let prompt = post(client, "/apply-template", body);
-            let prompt = prompt["prompt"].as_str().unwrap_or_default();
-            client
-                .tokenize(prompt)
-                .unwrap_or_else(|e| panic!("tokenize: {e}"))
-                .len() as u64
-        }
-    }
-}
-
-/// Tokens of the generation prompt the template adds after the last message.
-fn generation_prompt_tokens(client: &LlamaClient) -> u64 {
-    let tokens = |generation: bool| {
-        let body = json!({"messages": [{"role": "user", "content": "x"}],
-                          "add_generation_prompt": generation});
-        let prompt = post(client, "/apply-template", body.to_string().as_bytes());
-        client
-            .tokenize(prompt["prompt"].as_str().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("tokenize: {e}"))
-            .len() as u64
-    };
-    tokens(true) - tokens(false)
+    client
+        .count_tokens(api, body)
+        .unwrap_or_else(|e| panic!("counting tokens: {e}"))
 }
 
 /// The "prompt eval time = … / N tokens" counts the server logged after `offset`.
@@ -222,7 +184,9 @@ impl<'a> Sender<'a> {
             client,
             api,
             log,
-            generation: generation_prompt_tokens(client),
+            generation: client
+                .generation_prompt_tokens()
+                .unwrap_or_else(|e| panic!("{e}")),
         }
     }
 

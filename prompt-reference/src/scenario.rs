@@ -53,11 +53,11 @@ use std::fmt;
 
 use prompt_registry::raw_json::canonical;
 use prompt_registry::tools::{ToolSet, ToolSource};
-use prompt_registry::wire::Next;
+use prompt_registry::wire::{Next, WireOptions};
 use prompt_registry::{
-    Component, ComponentId, ComposeError, Conversation, DeliveryStyle, Extensions, PromptPolicy, Registry,
-    Request, Session, SessionContext, SessionOptions, TurnContext, component::Content,
-    policy::PolicyErrors, set_system_prompt,
+    ApiKind, Component, ComponentId, ComposeError, Conversation, ConversationError, DeliveryStyle,
+    Extensions, PromptPolicy, Registry, Request, Session, SessionContext, SessionOptions,
+    TurnContext, component::Content, policy::PolicyErrors, set_system_prompt,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -65,7 +65,7 @@ use serde_json::{Value, json};
 
 use crate::components::{
     ASSISTANT_INSTRUCTIONS, DEFAULT_AGENT_TOML, DEFAULT_TOOLS, Environment, GitState, PlanMode,
-    ProjectMemory, RecalledMemories, SkillList, Today, TodoList, ToolCatalog,
+    ProjectMemory, RecalledMemories, SkillList, Today, TodoList, ToolCatalog, ToolsField,
 };
 
 /// Tool schemas added to the built-in ones, for a tool list the size of a real coding
@@ -156,6 +156,9 @@ pub enum ScenarioError {
     /// A request's body could not be written.
     #[error(transparent)]
     Wire(#[from] prompt_registry::wire::WireError),
+    /// A conversation could not be started or composed.
+    #[error(transparent)]
+    Conversation(#[from] ConversationError),
     /// A composed request is not a JSON array of messages.
     #[error("turn {turn}: the composed request is not a JSON array: {source}")]
     Request {
@@ -952,6 +955,50 @@ impl ScenarioSize {
         }
         Ok(())
     }
+}
+
+impl ScenarioSize {
+    /// A conversation of the script at this size to `api`: `registry`'s components under
+    /// `policy`, the session's values with the tool schemas in the API's tools field
+    /// ([`ToolsField`]), a wire with `wire`. What [`ScenarioSize::play_live`] plays.
+    pub fn conversation(
+        self,
+        registry: &Registry,
+        policy: &PromptPolicy,
+        api: ApiKind,
+        wire: WireOptions,
+    ) -> Result<Conversation, ScenarioError> {
+        let mut values = self.session_values()?;
+        values.insert(ToolsField);
+        Ok(Conversation::start(
+            registry.components().cloned().collect(),
+            policy,
+            SessionContext::new(values),
+            prompt_registry::wire::session_options(api, self.tools()?),
+            api,
+            wire,
+        )?)
+    }
+}
+
+/// The wire options of a live session on llama.cpp's server: greedy (`temperature: 0`),
+/// `max_tokens` tokens per reply (`max_output_tokens` on Responses), streamed or not. On
+/// `/v1/messages` the per-request tail is a user message of its own
+/// ([`WireOptions::tail_in_own_message`]): the server puts a message's text before its tool
+/// results, so a tail merged after them would come first in the prompt.
+pub fn llama_cpp_wire_options(api: ApiKind, max_tokens: u32, stream: bool) -> WireOptions {
+    let mut options = WireOptions::new("smollm2").param("temperature", &json!(0));
+    options = match api {
+        ApiKind::OpenAiResponses => options.param("max_output_tokens", &json!(max_tokens)),
+        ApiKind::Anthropic => options
+            .param("max_tokens", &json!(max_tokens))
+            .tail_in_own_message(),
+        _ => options.param("max_tokens", &json!(max_tokens)),
+    };
+    if stream {
+        options = options.param("stream", &json!(true));
+    }
+    options
 }
 
 /// Answers the calls the model made itself with [`NOT_RUN`].
