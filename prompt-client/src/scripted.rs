@@ -276,3 +276,34 @@ fn read_request(reader: &mut impl BufRead) -> io::Result<ReceivedRequest> {
         body,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_over_the_head_or_body_limit_is_refused_unread() {
+        let head = format!(
+            "POST / HTTP/1.1\r\nx: {}\r\n\r\n",
+            "a".repeat(MAX_REQUEST_HEAD_BYTES)
+        );
+        assert!(read_request(&mut head.as_bytes()).is_err());
+        let body = format!(
+            "POST / HTTP/1.1\r\ncontent-length: {}\r\n\r\n",
+            MAX_REQUEST_BODY_BYTES + 1
+        );
+        assert!(read_request(&mut body.as_bytes()).is_err());
+        let cut = "POST /v1/x HTTP/1.1\r\ncontent-length: 9\r\n\r\n{}";
+        assert!(read_request(&mut cut.as_bytes()).is_err());
+        let ok = "POST /v1/x?a=b HTTP/1.1\r\nX-Key: v\r\ncontent-length: 2\r\n\r\n{}";
+        let request = read_request(&mut ok.as_bytes()).unwrap();
+        assert_eq!(
+            (
+                request.target.as_str(),
+                request.header("x-key"),
+                request.body.as_slice()
+            ),
+            ("/v1/x?a=b", Some("v"), &b"{}"[..])
+        );
+    }
+}

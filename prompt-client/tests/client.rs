@@ -453,3 +453,42 @@ fn a_reply_stream_can_be_sent_to_another_task() {
     send::<prompt_client::ReplyStream<'static>>();
     send::<Client>();
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Whatever pieces the network cuts a streamed reply into, the client records what the
+    /// sans-IO reader reads from the whole body, and shows its text as it comes.
+    #[test]
+    fn any_pieces_of_a_streamed_reply_record_what_the_whole_body_records(
+        api in proptest::sample::select(vec![
+            ApiKind::OpenAi, ApiKind::LlamaCpp, ApiKind::OpenAiResponses,
+            ApiKind::Anthropic, ApiKind::Gemini,
+        ]),
+        text in "[a-zé\\\"\n ]{0,40}",
+        piece in 1usize..48,
+    ) {
+        let body = sse(api, &text);
+        let expected = prompt_wire::stream::read_stream(api, body.as_bytes()).unwrap();
+        let server = ScriptedServer::start(vec![
+            ScriptedResponse::sse(body).in_pieces(piece, Duration::ZERO),
+        ]).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut chat = conversation(api, false);
+        let client = client(&server, 0);
+        let (shown, reply) = runtime.block_on(async {
+            let mut stream = client.stream(&mut chat, hi()).unwrap();
+            let mut shown = String::new();
+            while let Some(event) = stream.next_event().await {
+                if let StreamEvent::TextDelta { text } = event.unwrap() {
+                    shown.push_str(&text);
+                }
+            }
+            (shown, stream.finish().await.unwrap())
+        });
+        proptest::prop_assert_eq!(&shown, &expected.text);
+        proptest::prop_assert_eq!(&reply.message, &expected.message);
+        let last = chat.session().history().nodes().last().unwrap().bytes().to_owned();
+        proptest::prop_assert_eq!(last, expected.message);
+    }
+}
