@@ -10,9 +10,11 @@
 //! its results follow the model's reply, and the continuation is sent
 //! (`ScenarioSize::play_live`). What each test asserts is in its own comment.
 
+use std::error::Error;
+
 use prompt_client::{Client, Endpoint, RetryPolicy};
 use prompt_llama::{ChatOptions, LlamaClient};
-use prompt_reference::scenario::{self, RequestLabels, ScenarioError, ScenarioSize};
+use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
 use prompt_registry::wire::{Next, Reply, WireOptions, read_reply};
 use prompt_registry::{ApiKind, Conversation};
 use serde_json::Value;
@@ -50,20 +52,6 @@ fn async_client(llama: &LlamaClient) -> (tokio::runtime::Runtime, Client) {
     (runtime, client)
 }
 
-/// Why a live step failed.
-#[derive(Debug)]
-struct Failed(String);
-
-impl From<ScenarioError> for Failed {
-    fn from(e: ScenarioError) -> Self {
-        Failed(e.to_string())
-    }
-}
-
-fn failed(e: impl std::fmt::Display) -> Failed {
-    Failed(e.to_string())
-}
-
 /// Composes `next`, streams its reply through the client, which records it; returns the
 /// reply, the body's bytes and its stable part.
 fn stream_next(
@@ -71,13 +59,11 @@ fn stream_next(
     client: &Client,
     conversation: &mut Conversation,
     next: Next,
-) -> Result<(Reply, Vec<u8>, Vec<u8>), Failed> {
-    let body = conversation.compose(next).map_err(failed)?;
+) -> Result<(Reply, Vec<u8>, Vec<u8>), Box<dyn Error>> {
+    let body = conversation.compose(next)?;
     let (bytes, stable) = (body.to_bytes(), body.stable_body());
-    let stream = client
-        .stream_body(conversation, bytes.clone())
-        .map_err(failed)?;
-    let reply = runtime.block_on(stream.finish()).map_err(failed)?;
+    let stream = client.stream_body(conversation, bytes.clone())?;
+    let reply = runtime.block_on(stream.finish())?;
     Ok((reply, bytes, stable))
 }
 
@@ -104,10 +90,10 @@ fn stream_reprocesses_only_new_tokens(api: ApiKind, test: &str) {
                 let before = sender.log_offset();
                 let (reply, _, stable) = stream_next(&runtime, &client, conversation, next)?;
                 sent.push(sender.measure(label, &reply, before, &stable));
-                Ok::<(), Failed>(())
+                Ok::<(), Box<dyn Error>>(())
             },
         )
-        .unwrap_or_else(|e| panic!("{api:?}: {}", e.0));
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"));
     print_table(
         &format!("{api:?} through {}, streamed", endpoint(api)),
         &sent,
@@ -216,34 +202,26 @@ fn stream_records_what_the_whole_reply_records(api: ApiKind, test: &str) {
             &mut |step, conversation, next| {
                 let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
                 clear_slot(&llama);
-                let body = conversation.compose(next).map_err(failed)?;
+                let body = conversation.compose(next)?;
                 let (bytes, stable_len) = (body.to_bytes(), body.stable_len());
-                let streamed = runtime
-                    .block_on(
-                        client
-                            .stream_body(conversation, bytes.clone())
-                            .map_err(failed)?
-                            .finish(),
-                    )
-                    .map_err(failed)?;
+                let streamed =
+                    runtime.block_on(client.stream_body(conversation, bytes.clone())?.finish())?;
                 let recorded = conversation
                     .session()
                     .history()
                     .nodes()
                     .last()
                     .map(|n| n.bytes().to_owned())
-                    .ok_or_else(|| failed("nothing recorded"))?;
+                    .ok_or("nothing recorded")?;
                 clear_slot(&llama);
                 let path = endpoint(api);
-                let answer = llama
-                    .post_body(path, &without_stream(&bytes, stable_len))
-                    .map_err(failed)?;
-                let whole = read_reply(api, &answer).map_err(failed)?;
+                let answer = llama.post_body(path, &without_stream(&bytes, stable_len))?;
+                let whole = read_reply(api, &answer)?;
                 compared.push((label, recorded, streamed, whole));
-                Ok::<(), Failed>(())
+                Ok::<(), Box<dyn Error>>(())
             },
         )
-        .unwrap_or_else(|e| panic!("{api:?}: {}", e.0));
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"));
     assert!(compared.len() > COMPARED_TURNS as usize, "tool rounds too");
     let mut table = format!(
         "{api:?} through {}, streamed against whole:\n  request  bytes  text\n",

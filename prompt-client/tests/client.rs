@@ -80,6 +80,14 @@ fn hi() -> Next {
     Next::turn(Extensions::new(), "Hi")
 }
 
+/// Sends the last request again, streamed, and returns its recorded reply.
+async fn resend(client: &Client, chat: &mut Conversation) -> prompt_wire::Reply {
+    let stream = client
+        .stream(chat, Next::resend(Extensions::new()))
+        .unwrap();
+    stream.finish().await.unwrap()
+}
+
 /// Every event of a stream, or the first error.
 async fn events(
     stream: &mut prompt_client::ReplyStream<'_>,
@@ -272,12 +280,7 @@ async fn after_the_first_event_an_error_is_not_retried_nothing_is_recorded_and_t
     assert_eq!(server.requests().len(), 1, "not retried after an event");
     assert_eq!(chat.session().history().len(), 1, "nothing recorded");
 
-    let reply = client
-        .stream(&mut chat, Next::resend(Extensions::new()))
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let reply = resend(&client, &mut chat).await;
     assert_eq!(reply.text, "Partly.");
     assert_eq!(chat.session().history().len(), 2);
     let sent = server.requests();
@@ -304,12 +307,7 @@ async fn dropping_the_stream_after_its_first_event_records_nothing() {
     );
     drop(stream);
     assert_eq!(chat.session().history().len(), 1);
-    let reply = client
-        .stream(&mut chat, Next::resend(Extensions::new()))
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let reply = resend(&client, &mut chat).await;
     assert_eq!(reply.text, "Recorded.");
     let last = chat
         .session()

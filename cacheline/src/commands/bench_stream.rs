@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use prompt_client::{Client, Endpoint, RetryPolicy};
 use prompt_llama::LlamaClient;
 use prompt_measure::meter::Usage;
-use prompt_reference::scenario::{self, RequestLabels, ScenarioError};
+use prompt_reference::scenario::{self, RequestLabels};
 use prompt_registry::wire::{Next, Reply};
 use prompt_registry::{ApiKind, Conversation, PromptPolicy, Registry};
 use serde::Serialize;
@@ -66,36 +66,22 @@ pub(crate) struct StreamedSession {
     requests: Vec<StreamedRequest>,
 }
 
-/// Why a streamed request failed.
-#[derive(Debug)]
-struct Failed(String);
-
-impl From<ScenarioError> for Failed {
-    fn from(e: ScenarioError) -> Self {
-        Failed(e.to_string())
-    }
-}
-
-fn failed(e: impl std::fmt::Display) -> Failed {
-    Failed(e.to_string())
-}
-
 /// Sends `next` streamed and records its reply; the reply and the time to its first event.
 fn stream_one(
     runtime: &tokio::runtime::Runtime,
     client: &Client,
     conversation: &mut Conversation,
     body: Vec<u8>,
-) -> Result<(Reply, Duration), Failed> {
+) -> Result<(Reply, Duration), Box<dyn Error>> {
     let started = Instant::now();
-    let mut stream = client.stream_body(conversation, body).map_err(failed)?;
+    let mut stream = client.stream_body(conversation, body)?;
     runtime.block_on(async {
         let mut first = None;
         while let Some(event) = stream.next_event().await {
-            event.map_err(failed)?;
+            event?;
             first.get_or_insert_with(|| started.elapsed());
         }
-        let reply = stream.finish().await.map_err(failed)?;
+        let reply = stream.finish().await?;
         Ok((reply, first.unwrap_or_else(|| started.elapsed())))
     })
 }
@@ -126,7 +112,7 @@ pub(crate) fn measure(
         1..=turns,
         &mut |step, conversation, next| {
             let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
-            let body = conversation.compose(next).map_err(failed)?;
+            let body = conversation.compose(next)?;
             let (bytes, stable) = (body.to_bytes(), body.stable_body());
             let started = Instant::now();
             let (reply, ttft) = stream_one(&runtime, &client, conversation, bytes)?;
@@ -134,9 +120,9 @@ pub(crate) fn measure(
             let usage = reply
                 .usage
                 .as_ref()
-                .ok_or_else(|| failed(format!("request {label}: the stream carried no usage")))?;
-            let json: serde_json::Value = serde_json::from_str(&usage.json).map_err(failed)?;
-            let (_, usage) = Usage::detect(&json).map_err(failed)?;
+                .ok_or_else(|| format!("request {label}: the stream carried no usage"))?;
+            let json: serde_json::Value = serde_json::from_str(&usage.json)?;
+            let (_, usage) = Usage::detect(&json)?;
             let tokens = usage.input();
             requests.push(StreamedRequest {
                 label,
@@ -148,14 +134,10 @@ pub(crate) fn measure(
                 total_ms,
                 recorded_bytes: reply.message.len(),
             });
-            previous_stable = llama
-                .count_tokens(api, &stable)
-                .map_err(failed)?
-                .saturating_sub(generation);
-            Ok::<(), Failed>(())
+            previous_stable = llama.count_tokens(api, &stable)?.saturating_sub(generation);
+            Ok::<(), Box<dyn Error>>(())
         },
-    )
-    .map_err(|e| e.0)?;
+    )?;
     Ok(StreamedSession { path, requests })
 }
 
