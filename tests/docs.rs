@@ -20,12 +20,20 @@
 //! `<!-- expect: lock -->` marks a prefix lock instead of an agent.toml: it is read as one
 //! and must match the linked registry (the reference components) under
 //! `prompt-reference/agent.toml`, with no difference.
+//!
+//! The `[provider]` section has clauses of its own: `provider: NAME` (the profile's provider,
+//! `unknown` for none), `updates: ROLE` (`system`, `user_reminder`, `merged_into_user`),
+//! `fallback` (the safe default applies), `risk: NAME` (the forced delivery's
+//! `DeliveryRisk`, `none`), `provider error L:C: text` and `provider warning L:C: text`.
+//! `ok` also means the `[provider]` section loads without a warning.
 
 use std::path::{Path, PathBuf};
 
 use prompt_registry::lock::PrefixLock;
 use prompt_registry::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
+use prompt_registry::profile::{Extension, PROFILES, ProviderDiagnostic, SAFE_DEFAULT};
 use prompt_registry::{Component, ComponentId, Namespace, Placement, PromptPolicy, Registry};
+use prompt_registry::{ProviderErrors, ProviderSection};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -192,15 +200,27 @@ fn registry_for(example: &Example) -> Registry {
 
 /// `error 3:15: text` / `warning 3:15: text` against the diagnostics.
 fn find_diagnostic(example: &Example, diagnostics: &[PolicyDiagnostic], spec: &str, kind: &str) {
+    let said = diagnostics
+        .iter()
+        .map(|d| (d.position.line, d.position.column, d.problem.to_string()));
+    find_said(example, said, spec, kind);
+}
+
+/// `3:15: text` among the diagnostics a loader said, as (line, column, message).
+fn find_said(
+    example: &Example,
+    said: impl Iterator<Item = (usize, usize, String)>,
+    spec: &str,
+    kind: &str,
+) {
     let (position, text) = spec.split_once(": ").unwrap_or((spec, ""));
-    let found = diagnostics.iter().any(|d| {
-        format!("{}:{}", d.position.line, d.position.column) == position.trim()
-            && d.problem.to_string().contains(text.trim())
+    let said: Vec<(usize, usize, String)> = said.collect();
+    let found = said.iter().any(|(line, column, message)| {
+        format!("{line}:{column}") == position.trim() && message.contains(text.trim())
     });
-    let listed: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
     assert!(
         found,
-        "{}: the text claims {kind} {spec}; the loader said: {listed:#?}",
+        "{}: the text claims {kind} {spec}; the loader said: {said:#?}",
         example.at
     );
 }
@@ -227,6 +247,84 @@ fn check_lock_example(example: &Example) {
     );
 }
 
+/// `provider error 3:15: text` / `provider warning 3:15: text` against the diagnostics of the
+/// `[provider]` section.
+fn find_provider_diagnostic(
+    example: &Example,
+    diagnostics: &[ProviderDiagnostic],
+    spec: &str,
+    kind: &str,
+) {
+    let said = diagnostics
+        .iter()
+        .map(|d| (d.position.line, d.position.column, d.problem.to_string()));
+    find_said(example, said, spec, &format!("[provider] {kind}"));
+}
+
+/// The `[provider]` clauses of an example; `false` when `clause` is not one of them.
+fn check_provider_clause(example: &Example, clause: &str) -> bool {
+    let loaded = ProviderSection::from_agent_toml(&example.toml, "agent.toml");
+    if let Some(spec) = clause.strip_prefix("provider error ") {
+        let errors = match &loaded {
+            Err(ProviderErrors(errors)) => errors,
+            Ok(_) => panic!(
+                "{}: the text claims a [provider] error; it loaded",
+                example.at
+            ),
+        };
+        find_provider_diagnostic(example, errors, spec, "error");
+        return true;
+    }
+    let is_provider_clause = ["provider warning ", "provider:", "updates:", "risk:"]
+        .iter()
+        .any(|p| clause.starts_with(p))
+        || clause == "fallback"
+        || clause == "ok";
+    if !is_provider_clause {
+        return false;
+    }
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => panic!("{}: the [provider] section does not load:\n{e}", example.at),
+    };
+    let profile = loaded.clone().ignore_warnings().operator_profile();
+    if clause == "ok" {
+        let warnings: Vec<String> = loaded.warnings().iter().map(ToString::to_string).collect();
+        assert!(
+            warnings.is_empty(),
+            "{}: [provider] warnings {warnings:?}",
+            example.at
+        );
+        // `ok` is the [prompt] section's clause too.
+        return false;
+    }
+    if let Some(spec) = clause.strip_prefix("provider warning ") {
+        find_provider_diagnostic(example, loaded.warnings(), spec, "warning");
+    } else if let Some(name) = clause.strip_prefix("provider:") {
+        assert_eq!(
+            profile.provider_name(),
+            name.trim(),
+            "{}: {profile}",
+            example.at
+        );
+    } else if let Some(role) = clause.strip_prefix("updates:") {
+        assert_eq!(
+            profile.update_role().as_str(),
+            role.trim(),
+            "{}: {profile}",
+            example.at
+        );
+    } else if let Some(risk) = clause.strip_prefix("risk:") {
+        let got = profile
+            .delivery_risk()
+            .map_or_else(|| "none".to_owned(), |r| format!("{r:?}").to_lowercase());
+        assert_eq!(got, risk.trim(), "{}: {profile}", example.at);
+    } else if clause == "fallback" {
+        assert!(profile.is_fallback(), "{}: {profile}", example.at);
+    }
+    true
+}
+
 fn check(example: &Example) {
     if example.expect == "lock" {
         check_lock_example(example);
@@ -236,6 +334,9 @@ fn check(example: &Example) {
     let loaded: Result<LoadedPolicy, PolicyErrors> =
         registry.load_policy(&example.toml, "agent.toml");
     for clause in example.expect.split(';').map(str::trim) {
+        if check_provider_clause(example, clause) {
+            continue;
+        }
         if let Some(spec) = clause.strip_prefix("error ") {
             let errors = match &loaded {
                 Err(PolicyErrors(errors)) => errors,
@@ -386,4 +487,126 @@ fn the_ci_guide_shows_the_lock_test_this_repository_runs() {
         "prompt-reference/tests/prefix_lock.rs does not run docs/ci.md's test:\n{}",
         test.join("\n")
     );
+}
+
+/// The profile table, as `docs/wire.md` shows it: one row per row of
+/// `prompt_core::profile::PROFILES`, and the safe default last.
+fn profile_table() -> String {
+    let mut out = String::from(
+        "| provider | models | a later `role: \"system\"` | updates | shortest cached prefix | cache lifetime | longer on request | also | source |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for row in PROFILES.iter().chain([&SAFE_DEFAULT]) {
+        let provider = row.provider.map_or("(unknown)", |p| p.as_str());
+        let has_model_rows = PROFILES
+            .iter()
+            .any(|r| r.provider == row.provider && !r.family.is_empty());
+        let models = if row.family.is_empty() {
+            if has_model_rows {
+                "every other".to_owned()
+            } else {
+                "all".to_owned()
+            }
+        } else {
+            format!("`{}`", row.family)
+        };
+        let min = row
+            .min_cache_tokens
+            .map_or_else(|| "not documented".to_owned(), |n| format!("{n} tokens"));
+        let longer = match row.extension {
+            Extension::None => "-",
+            Extension::Ttl => "`\"ttl\": \"1h\"`",
+            Extension::Retention => "`prompt_cache_retention: \"24h\"`",
+        };
+        let mut also = Vec::new();
+        if row.signatures_required {
+            also.push("signatures replayed");
+        }
+        if row.cache_diagnostics {
+            also.push("cache diagnostics");
+        }
+        let also = if also.is_empty() {
+            "-".to_owned()
+        } else {
+            also.join(", ")
+        };
+        out.push_str(&format!(
+            "| {provider} | {models} | {} | {} | {min} | {} | {longer} | {also} | {} |\n",
+            row.later_system.as_str(),
+            row.updates.as_str(),
+            row.lifetime,
+            row.source
+        ));
+    }
+    out
+}
+
+#[test]
+fn the_profile_table_in_docs_wire_md_is_the_table() {
+    let wire = std::fs::read_to_string(root().join("docs/wire.md"))
+        .unwrap_or_else(|e| panic!("docs/wire.md: {e}"));
+    let table = profile_table();
+    assert!(
+        wire.contains(&table),
+        "docs/wire.md does not show the profile table as prompt_core::profile::PROFILES has it; the table is:\n{table}"
+    );
+    // Every row cites its source.
+    assert!(PROFILES.iter().all(|r| !r.source.is_empty()));
+}
+
+/// Every `jsonl` block of the audit guide (`docs/measurements.md`, "Log lines") with the
+/// `<!-- audit: PROVIDER input_uncached=N cache_read=N cache_write=N output=N -->` after it.
+fn audit_examples(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "```jsonl" {
+            continue;
+        }
+        let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        let expect = lines
+            .next()
+            .and_then(|l| l.trim().strip_prefix("<!-- audit: "))
+            .and_then(|l| l.strip_suffix(" -->"))
+            .unwrap_or_else(|| panic!("a jsonl block without its <!-- audit: … --> line"));
+        out.push((body.join("\n") + "\n", expect.to_owned()));
+    }
+    out
+}
+
+#[test]
+fn the_audit_guide_s_log_lines_report_the_usage_it_says() {
+    use prompt_measure::audit::{Event, audit_reader};
+    use prompt_measure::{AuditConfig, Auditor, O200kBase};
+
+    let path = root().join("docs/measurements.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let examples = audit_examples(&text);
+    assert!(examples.len() >= 5, "{} jsonl examples", examples.len());
+    let tokenizer = O200kBase::shared().unwrap_or_else(|e| panic!("{e}"));
+    for (log, expect) in examples {
+        let mut auditor = Auditor::new(tokenizer, AuditConfig::default());
+        let mut said = Vec::new();
+        audit_reader(log.as_bytes(), &path, &mut auditor, |event| {
+            match event {
+                Event::Request(r) => said.push(match (&r.reported, &r.reported_error) {
+                    (Some(r), _) => format!(
+                        "{} input_uncached={} cache_read={} cache_write={} output={}",
+                        r.provider,
+                        r.usage.input_uncached,
+                        r.usage.cache_read,
+                        r.usage.cache_write,
+                        r.usage.output
+                    ),
+                    (None, error) => format!("line {}: no usage: {error:?}", r.line),
+                }),
+                Event::Skipped(e) => said.push(e.to_string()),
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(said.len(), log.lines().count(), "{log}");
+        for line in said {
+            assert_eq!(line, expect, "{log}");
+        }
+    }
 }

@@ -243,6 +243,7 @@ impl<'a> Sender<'a> {
             UsageProvider::Anthropic => Provider::Anthropic,
             UsageProvider::Gemini => Provider::Gemini,
             UsageProvider::LlamaCpp => Provider::LlamaCpp,
+            UsageProvider::DeepSeek => Provider::DeepSeek,
         };
         let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
         let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));
@@ -380,6 +381,29 @@ const SAVED_AFTER: u64 = 4;
 /// A session played to turn [`SAVED_AFTER`] through `/v1/chat/completions` and saved; a new
 /// process (this test binary again, in child mode) restores it and sends the next turn's
 /// first request: the server re-processes only its new tokens.
+/// Plays the compact script's turns `1..=turns` through `api`'s endpoint: the session and
+/// wire as they are after, the sender, the labels, and the last request as measured.
+fn play_to(
+    client: &LlamaClient,
+    api: ApiKind,
+    turns: u64,
+) -> (Session, Wire, Sender<'_>, RequestLabels, Sent) {
+    let mut session = Setup::new().start(api);
+    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
+    let sender = Sender::new(client, api);
+    let mut labels = RequestLabels::default();
+    let mut last = None;
+    ScenarioSize::Compact
+        .play(&mut session, 1..=turns, &mut |step, request| {
+            let label = labels.next(step.turn, request.is_continuation());
+            last = Some(sender.send(&mut wire, request, label));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let last = last.unwrap_or_else(|| panic!("nothing was sent"));
+    (session, wire, sender, labels, last)
+}
+
 #[test]
 fn wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens() {
     if let Some(file) = std::env::var_os(RESUME_CHILD) {
@@ -391,19 +415,7 @@ fn wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens() {
         return;
     };
     let api = ApiKind::LlamaCpp;
-    let mut session = Setup::new().start(api);
-    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
-    let sender = Sender::new(&client, api);
-    let mut labels = RequestLabels::default();
-    let mut last = None;
-    ScenarioSize::Compact
-        .play(&mut session, 1..=SAVED_AFTER, &mut |step, request| {
-            let label = labels.next(step.turn, request.is_continuation());
-            last = Some(sender.send(&mut wire, request, label));
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let last = last.unwrap_or_else(|| panic!("nothing was sent"));
+    let (session, wire, _sender, labels, last) = play_to(&client, api, SAVED_AFTER);
     let dir = std::env::temp_dir().join(format!("cacheline-live-resume-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let file = dir.join("saved.json");
@@ -520,19 +532,7 @@ fn wire_branch_regenerate_and_edit_of_message_k_reprocess_only_what_follows_the_
         return;
     };
     let api = ApiKind::LlamaCpp;
-    let mut session = Setup::new().start(api);
-    let mut wire = Wire::new(api, options(api)).unwrap_or_else(|e| panic!("{e}"));
-    let sender = Sender::new(&client, api);
-    let mut labels = RequestLabels::default();
-    let mut last = None;
-    ScenarioSize::Compact
-        .play(&mut session, 1..=SAVED_AFTER, &mut |step, request| {
-            let label = labels.next(step.turn, request.is_continuation());
-            last = Some(sender.send(&mut wire, request, label));
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let last = last.unwrap_or_else(|| panic!("nothing was sent"));
+    let (session, wire, sender, _labels, last) = play_to(&client, api, SAVED_AFTER);
     let conversation = Conversation::new(session, wire);
     let values = || scenario::turn_values(&ScenarioSize::Compact.script(SAVED_AFTER));
 

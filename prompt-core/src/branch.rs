@@ -79,17 +79,6 @@ pub enum BranchError {
     Record(#[from] ComposeError),
 }
 
-fn kind_name(kind: NodeKind) -> &'static str {
-    match kind {
-        NodeKind::System => "system",
-        NodeKind::User => "user",
-        NodeKind::Assistant => "assistant",
-        NodeKind::Tool => "tool",
-        NodeKind::Update => "update",
-        NodeKind::CompactionSummary => "compaction summary",
-    }
-}
-
 impl Session {
     /// A branch whose history is the first `at` nodes of this one, as they were sent; what
     /// followed is not in it. The primitive the other branch methods are made of.
@@ -238,7 +227,7 @@ impl Session {
             Err(BranchError::WrongKind {
                 index,
                 expected,
-                found: kind_name(node.kind()),
+                found: node.kind().as_str(),
             })
         }
     }

@@ -82,6 +82,11 @@ impl DeliveryStyle {
     /// The default tag.
     pub const DEFAULT_TAG: &'static str = "system-update";
 
+    /// The tag of user reminders (Anthropic, Gemini, and the providers whose profile sends
+    /// updates as user messages): `system-reminder`, the wrapper the proxies in front of
+    /// DeepSeek use for the system messages they turn into user messages.
+    pub const REMINDER_TAG: &'static str = "system-reminder";
+
     /// Updates as system messages.
     pub fn system() -> Self {
         Self {
@@ -170,13 +175,24 @@ pub enum ApiKind {
 }
 
 impl ApiKind {
+    /// Every API, in declaration order.
+    pub const ALL: [ApiKind; 5] = [
+        ApiKind::OpenAi,
+        ApiKind::OpenAiResponses,
+        ApiKind::Anthropic,
+        ApiKind::Gemini,
+        ApiKind::LlamaCpp,
+    ];
+
     /// The delivery style for this API.
     pub fn delivery(self) -> DeliveryStyle {
         match self {
             ApiKind::OpenAi | ApiKind::OpenAiResponses | ApiKind::LlamaCpp => {
                 DeliveryStyle::system()
             }
-            ApiKind::Anthropic | ApiKind::Gemini => DeliveryStyle::user_reminder("system-reminder"),
+            ApiKind::Anthropic | ApiKind::Gemini => {
+                DeliveryStyle::user_reminder(DeliveryStyle::REMINDER_TAG)
+            }
         }
     }
 }

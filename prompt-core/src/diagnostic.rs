@@ -3,6 +3,7 @@
 //! a value of the wrong type.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use toml::de::DeValue;
 
@@ -51,6 +52,68 @@ pub(crate) fn positioned<P>(
         .collect()
 }
 
+/// The diagnostics of one load, each at a byte offset: errors (nothing is returned) and
+/// warnings (returned beside the result).
+pub(crate) struct Findings<P> {
+    pub(crate) errors: Vec<Found<P>>,
+    pub(crate) warnings: Vec<Found<P>>,
+}
+
+impl<P> Default for Findings<P> {
+    fn default() -> Self {
+        Self {
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl<P> Findings<P> {
+    pub(crate) fn error(&mut self, span: Range<usize>, problem: P) {
+        self.errors.push(Found {
+            offset: span.start,
+            problem,
+        });
+    }
+
+    pub(crate) fn warning(&mut self, span: Range<usize>, problem: P) {
+        self.warnings.push(Found {
+            offset: span.start,
+            problem,
+        });
+    }
+}
+
+/// Why a TOML input was not read at all.
+pub(crate) enum Unreadable {
+    /// Longer than its limit.
+    TooLarge { len: usize, limit: u64 },
+    /// Not TOML: the parser's first error.
+    Syntax(toml::de::Error),
+}
+
+/// Parses a TOML input of at most `limit` bytes into spanned values; else where it fails
+/// and why (a span-less "recursion limit" placed at the key that crosses it).
+pub(crate) fn parse_toml(
+    src: &str,
+    limit: u64,
+) -> Result<toml::Spanned<toml::de::DeTable<'_>>, (Range<usize>, Unreadable)> {
+    if src.len() as u64 > limit {
+        let at = usize::try_from(limit).unwrap_or(usize::MAX);
+        return Err((
+            floor_char_boundary(src, at)..src.len(),
+            Unreadable::TooLarge {
+                len: src.len(),
+                limit,
+            },
+        ));
+    }
+    toml::de::DeTable::parse(src).map_err(|e| {
+        let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
+        (span, Unreadable::Syntax(e))
+    })
+}
+
 /// The largest character boundary at or before `at`, within the text.
 pub(crate) fn floor_char_boundary(src: &str, mut at: usize) -> usize {
     at = at.min(src.len());
@@ -76,6 +139,72 @@ pub(crate) fn describe_value(value: &DeValue<'_>) -> String {
         DeValue::Array(_) => "array".to_owned(),
         DeValue::Table(_) => "table".to_owned(),
     }
+}
+
+/// The most parts a dotted key (`a.b.c`, in a key/value line, a table header or an inline
+/// table) may have: toml 1.x refuses a key with 80 parts or more before its last one (its
+/// `LIMIT`) as a "recursion limit".
+const TOML_KEY_PARTS: usize = 80;
+
+/// Where the first key of too many dotted parts crosses toml's limit: the span of its part
+/// after the [`TOML_KEY_PARTS`]th. toml reports that error without a span; the file is
+/// lexed again with toml's own parser (linear), so quoted parts and spacing count as toml
+/// counts them.
+pub(crate) fn key_past_the_limit(src: &str) -> Option<Range<usize>> {
+    use toml_parser::parser::{Event, EventKind};
+    let source = toml_parser::Source::new(src);
+    let tokens = source.lex().into_vec();
+    let (mut parts, mut continued, mut found) = (0usize, false, None);
+    let mut receiver = |event: Event| match event.kind() {
+        EventKind::SimpleKey => {
+            parts = if continued { parts + 1 } else { 1 };
+            continued = false;
+            if parts == TOML_KEY_PARTS + 1 && found.is_none() {
+                found = Some(event.span().start()..event.span().end());
+            }
+        }
+        EventKind::KeySep => continued = true,
+        EventKind::Whitespace => {}
+        _ => (parts, continued) = (0, false),
+    };
+    toml_parser::parser::parse_document(&tokens, &mut receiver, &mut ());
+    found
+}
+
+/// The edit distance between `a` and `b` if it is at most 2, in `O(len)`: only the band of
+/// the dynamic-programming table within 2 of the diagonal is computed.
+pub(crate) fn distance_within(a: &str, b: &str) -> Option<usize> {
+    const K: usize = 2;
+    const FAR: usize = usize::MAX / 2;
+    // Byte lengths bound character counts from above; a long input is rejected unread.
+    if a.len().abs_diff(b.len()) > K * 4 || a.len().min(b.len()) > 4 * 1024 {
+        return None;
+    }
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > K {
+        return None;
+    }
+    let n = b.len();
+    let mut prev = vec![FAR; n + 1];
+    let mut cur = vec![FAR; n + 1];
+    for (j, slot) in prev.iter_mut().enumerate().take(K.min(n) + 1) {
+        *slot = j;
+    }
+    for i in 1..=a.len() {
+        let lo = i.saturating_sub(K).max(1);
+        let hi = (i + K).min(n);
+        cur[lo - 1] = if lo == 1 { i } else { FAR };
+        for j in lo..=hi {
+            let substitute = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = substitute.min(prev[j] + 1).min(cur[j - 1] + 1);
+        }
+        if hi < n {
+            cur[hi + 1] = FAR;
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    (prev[n] <= K).then_some(prev[n])
 }
 
 #[cfg(test)]

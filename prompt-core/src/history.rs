@@ -279,14 +279,20 @@ impl History {
         self.total_bytes = self.nodes.iter().map(|n| n.bytes.len()).sum();
         self.open = OpenCalls::of(&self.nodes);
         for node in rest {
-            self.push(
-                node.producer,
-                node.kind,
-                node.bytes.to_string(),
-                node.text,
-                node.merged,
-            );
+            self.repush(node);
         }
+    }
+
+    /// Appends a node that was in the history again, with its bytes, texts and merged
+    /// updates: a new chained id and the current epoch.
+    fn repush(&mut self, node: Node) {
+        self.push(
+            node.producer,
+            node.kind,
+            node.bytes.to_string(),
+            node.text,
+            node.merged,
+        );
     }
 
     /// The first `len` nodes, the rest dropped; nothing pending. A branch's history: every
@@ -727,13 +733,7 @@ impl History {
         // Kept nodes keep their bytes; only their epoch and chained ids are renewed, because
         // the prefix they sit on changed.
         for node in survivors {
-            self.push(
-                node.producer,
-                node.kind,
-                node.bytes.to_string(),
-                node.text,
-                node.merged,
-            );
+            self.repush(node);
         }
         let system_prompt = match current {
             Some(prompt) if !survives_compaction => {
@@ -745,13 +745,7 @@ impl History {
             _ => None,
         };
         for node in kept_tail {
-            self.push(
-                node.producer,
-                node.kind,
-                node.bytes.to_string(),
-                node.text,
-                node.merged,
-            );
+            self.repush(node);
         }
         Ok(Compaction {
             removed,
@@ -882,7 +876,11 @@ impl Clone for History {
 /// The delivery tags a user or a tool could use to pass their words off as an update: the
 /// two default tags and the session's own.
 fn tags(session_tag: &str) -> [&str; 3] {
-    ["system-update", "system-reminder", session_tag]
+    [
+        DeliveryStyle::DEFAULT_TAG,
+        DeliveryStyle::REMINDER_TAG,
+        session_tag,
+    ]
 }
 
 /// Neutralizes update tags in text written by a user or a tool: every `<TAG` and `</TAG`

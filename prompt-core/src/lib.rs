@@ -61,8 +61,10 @@ pub mod lock;
 pub mod messages;
 pub mod node;
 pub mod placement;
+
 pub mod policy;
 mod prefix;
+pub mod profile;
 pub mod raw_json;
 pub mod refresh;
 pub mod request;

@@ -65,6 +65,21 @@ pub enum NodeKind {
     CompactionSummary,
 }
 
+impl NodeKind {
+    /// The serde name: `system`, `user`, `assistant`, `tool`, `update`,
+    /// `compaction_summary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::System => "system",
+            NodeKind::User => "user",
+            NodeKind::Assistant => "assistant",
+            NodeKind::Tool => "tool",
+            NodeKind::Update => "update",
+            NodeKind::CompactionSummary => "compaction_summary",
+        }
+    }
+}
+
 /// One appended message, frozen.
 #[derive(Debug, Clone)]
 pub struct Node {

@@ -187,6 +187,13 @@ impl SessionOptions {
         Self::new().with_delivery(kind.delivery())
     }
 
+    /// Options for the provider behind the API, as its profile has it
+    /// ([`crate::profile::Profile::delivery`]): DeepSeek's user reminders, Claude Opus 4.8's
+    /// system messages, the safe default for a model nobody knows.
+    pub fn for_profile(profile: &crate::profile::Profile) -> Self {
+        Self::new().with_delivery(profile.delivery())
+    }
+
     /// The same options with this delivery style.
     pub fn with_delivery(mut self, delivery: DeliveryStyle) -> Self {
         self.delivery = delivery;

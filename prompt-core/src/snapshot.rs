@@ -423,24 +423,13 @@ impl Sealer {
     }
 }
 
-fn kind_name(kind: NodeKind) -> &'static str {
-    match kind {
-        NodeKind::System => "system",
-        NodeKind::User => "user",
-        NodeKind::Assistant => "assistant",
-        NodeKind::Tool => "tool",
-        NodeKind::Update => "update",
-        NodeKind::CompactionSummary => "compaction_summary",
-    }
-}
-
 fn node_seal(previous: &str, index: usize, node: &SavedNode) -> String {
     let mut s = Sealer::new("node");
     s.str(previous)
         .len(index)
         .str(&node.id)
         .producer(&node.producer)
-        .str(kind_name(node.kind))
+        .str(node.kind.as_str())
         .u64(node.epoch)
         .opt(node.text.as_deref())
         .len(node.merged.len());

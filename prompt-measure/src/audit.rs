@@ -1,29 +1,37 @@
 //! `cacheline audit`: the provider rules over a real request log, and what broke the cache.
 //!
-//! A log is JSON Lines: one OpenAI-style chat request body per line
-//! (`{"model": …, "messages": […], "tools": […]}`), or `{"request": body, "response": …}`,
-//! whose response usage is read with [`Usage::detect`]. Each request becomes segments (the
-//! `tools` array, then each message's JSON exactly as logged), tokenized and replayed through
-//! a bounded [`CacheSim`]. For every request after the first the audit names where it
-//! diverged from the best earlier request (the one in the window sharing the most tokens):
-//! message index, role, byte offset in the messages array as `[m0,m1,…]`, an excerpt of both
-//! sides, and a [`Classification`].
+//! A log is JSON Lines: one request body per line, of any API the wire's guard knows
+//! ([`prompt_wire::body_parts`]: OpenAI Chat Completions and Responses, Anthropic Messages,
+//! Gemini, llama.cpp), or `{"request": body, "response": …}`; a response (beside the body's
+//! keys, or in the wrapper) is the whole reply or the streamed reply's server-sent events,
+//! and its usage is read with [`Usage::detect`] (a stream's through the wire's stream reader:
+//! the same usage as its whole reply's). Each request becomes segments — the tools field,
+//! the system field of the APIs that keep it beside the messages, then each message's JSON
+//! exactly as logged, but for Anthropic's `cache_control` markers
+//! ([`prompt_wire::without_cache_control`]: breakpoints move, and no cache keys on them) —
+//! tokenized and replayed through a bounded [`CacheSim`]. For every
+//! request after the first the audit names where it diverged from the best earlier request
+//! (the one in the window sharing the most tokens): message index, role, byte offset in the
+//! messages array as `[m0,m1,…]` (or in the tools or system field), an excerpt of both sides,
+//! and a [`Classification`].
 //!
 //! Anthropic breakpoints are the request's own `cache_control` markers when it has any, else
-//! where the library would place them: after the leading system messages and after the last
-//! message.
+//! where the library would place them: after the leading system messages (or the system
+//! field) and after the last message.
 //!
 //! **Memory** is bounded by the configuration, not by the log: the simulator's window and
 //! stores ([`SimConfig`]), the token cache ([`AuditConfig::token_cache`]), at most
 //! [`AuditConfig::max_breakers`] breaker groups, and the current line, itself at most
 //! [`AuditConfig::max_line_bytes`]: a longer line is read through in bounded chunks
-//! ([`LineReader`]) and skipped as [`LineProblem::TooLong`]. Per-request results are handed
+//! ([`LineReader`]) and skipped as [`LineProblem::TooLong`]. A streamed response is read in
+//! pieces, its events dropped as they come. Per-request results are handed
 //! to the caller as they are produced. Roles and tool names quoted in diagnostics are
 //! shortened, so what a breaker group keeps is small whatever the log holds.
 //!
 //! **Counters** (tokens, requests, tokens lost) saturate at `u64::MAX` instead of wrapping;
 //! reported usage is summed by [`SessionUsage`], which sets aside a response it cannot add.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::io::{self, BufRead};
@@ -32,9 +40,9 @@ use std::path::{Path, PathBuf};
 use prompt_core::PrefixCheck;
 use prompt_core::divergence::{Divergence, Excerpt, check_prefix, message_index_at};
 use prompt_core::raw_json::canonical;
+use prompt_wire::{BodyParts, GuardError, Shape, body_parts, without_cache_control};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::meter::{Provider, SessionUsage, Usage};
 use super::sim::{
@@ -77,10 +85,13 @@ impl Classification {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Part {
-    /// The `messages` array.
+    /// The messages array (Responses `input`, Gemini `contents`).
     Messages,
     /// The `tools` array.
     Tools,
+    /// The system field of the APIs that keep it beside the messages (Anthropic `system`,
+    /// Responses `instructions`, Gemini `systemInstruction`).
+    System,
 }
 
 /// Where a request diverged from the best earlier one, what changed there, and what it cost.
@@ -129,6 +140,8 @@ pub struct Reported {
 pub struct RequestAudit {
     /// Line in the log, from 1.
     pub line: u64,
+    /// The request body's shape, as the wire's guard reads it.
+    pub shape: Shape,
     /// Input tokens by the audit's tokenizer.
     pub tokens: u64,
     /// Messages.
@@ -154,12 +167,13 @@ pub enum LineProblem {
     /// Not JSON, or not an object.
     #[error("not a JSON object: {0}")]
     Json(serde_json::Error),
-    /// No messages.
-    #[error("no \"messages\" array (nor \"request\".\"messages\")")]
-    NoMessages,
-    /// `messages` is not an array.
-    #[error("\"messages\" is not an array: {0}")]
-    MessagesNotArray(serde_json::Error),
+    /// A `request` that is neither a body nor a body's JSON as a string.
+    #[error("\"request\" is {0}: expected the request body (an object, or its JSON as a string)")]
+    NotABody(&'static str),
+    /// A request body the wire's guard cannot read: no known shape (no `messages`,
+    /// `input`/`instructions`, `contents`), a field of the wrong type, over its size limit.
+    #[error("{0}")]
+    Request(GuardError),
     /// Longer than [`AuditConfig::max_line_bytes`]: read through and discarded, not parsed.
     #[error("line {line} is longer than the {limit}-byte limit ({bytes} bytes)")]
     TooLong {
@@ -369,22 +383,13 @@ impl std::fmt::Debug for Auditor<'_> {
     }
 }
 
-#[derive(Deserialize)]
-struct Body<'a> {
-    #[serde(borrow, default)]
-    messages: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tools: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    request: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    response: Option<&'a RawValue>,
-}
-
+/// A message's role, or its `type` (Responses items: `function_call`, `reasoning`, …).
 #[derive(Deserialize)]
 struct RoleOnly {
     #[serde(default)]
     role: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
 }
 
 /// The longest role kept (real ones are `system`, `user`, `assistant`, `tool`, …): what a
@@ -396,7 +401,8 @@ const NAME_BYTES: usize = 64;
 const NAMES_LISTED: usize = 12;
 
 fn role_of(message: &str) -> Option<String> {
-    let role = serde_json::from_str::<RoleOnly>(message).ok()?.role?;
+    let only = serde_json::from_str::<RoleOnly>(message).ok()?;
+    let role = only.role.or(only.kind)?;
     Some(if role.len() > ROLE_BYTES {
         shorten(&role, ROLE_BYTES)
     } else {
@@ -407,6 +413,28 @@ fn role_of(message: &str) -> Option<String> {
 fn is_system(role: Option<&str>) -> bool {
     matches!(role, Some("system" | "developer"))
 }
+
+/// What the model wrote: an assistant message (Gemini's role `model`), a Responses
+/// reasoning item or call (`function_call`, `web_search_call`, …).
+fn is_assistant(role: Option<&str>) -> bool {
+    role.is_some_and(|r| matches!(r, "assistant" | "model" | "reasoning") || r.ends_with("_call"))
+}
+
+/// The segments a request's tokens are counted over: the tools field, the system field
+/// (of the APIs that keep it beside the messages), each empty (no tokens) when absent, then
+/// the messages. Chat Completions' system messages are among its messages.
+fn segments<'b>(parts: &BodyParts<'b>) -> Vec<&'b str> {
+    let mut texts = Vec::with_capacity(LEAD + parts.messages.len());
+    texts.push(parts.tools.unwrap_or(""));
+    texts.push(parts.system.unwrap_or(""));
+    texts.extend(parts.messages.iter().copied());
+    texts
+}
+
+/// The segments before the messages ([`segments`]): the tools field, then the system field.
+const LEAD: usize = 2;
+/// Where the system field is in the lead.
+const SYSTEM_SEGMENT: usize = 1;
 
 impl<'t> Auditor<'t> {
     /// An auditor counting tokens with `tokenizer`.
@@ -464,52 +492,36 @@ impl<'t> Auditor<'t> {
     }
 
     fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
-        let outer: Body<'_> = serde_json::from_str(text).map_err(LineProblem::Json)?;
-        let (body, response) = match (outer.messages, outer.request) {
-            (Some(_), _) => (outer, None),
-            (None, Some(request)) => {
-                let inner: Body<'_> =
-                    serde_json::from_str(request.get()).map_err(LineProblem::Json)?;
-                (inner, outer.response)
-            }
-            (None, None) => return Err(LineProblem::NoMessages),
-        };
-        let messages: Vec<&RawValue> = match body.messages {
-            Some(m) => serde_json::from_str(m.get()).map_err(LineProblem::MessagesNotArray)?,
-            None => return Err(LineProblem::NoMessages),
-        };
-        let tools = body.tools.map(RawValue::get).filter(|t| *t != "null");
-
-        let lead = usize::from(tools.is_some());
-        let mut texts: Vec<&str> = Vec::with_capacity(lead + messages.len());
-        texts.extend(tools);
-        texts.extend(messages.iter().map(|m| m.get()));
-        let breakpoints = breakpoints(&texts, lead);
+        let logged = super::logged::read_line(text)?;
+        let parts = body_parts(logged.request.as_bytes()).map_err(LineProblem::Request)?;
+        let sent = segments(&parts);
+        let breakpoints = breakpoints(&sent, LEAD);
+        // Counted as the provider's cache keys them: without the breakpoints, which move.
+        let compared: Vec<Cow<'_, str>> = sent.iter().map(|t| without_cache_control(t)).collect();
+        let texts: Vec<&str> = compared.iter().map(|t| t.as_ref()).collect();
         let request = self
             .cache
             .request(&texts, breakpoints)
-            .with_lead(lead)
+            .with_lead(LEAD)
             .with_tag(line);
         let later = request.clone();
         let seen = self.sim.observe(request);
 
-        let (reported, reported_error) =
-            match response.map(|r| serde_json::from_str::<Value>(r.get())) {
-                None => (None, None),
-                Some(Err(e)) => (None, Some(format!("response is not JSON: {e}"))),
-                Some(Ok(Value::Null)) => (None, None),
-                Some(Ok(v)) => match Usage::detect(&v) {
-                    Ok((provider, usage)) => (
-                        Some(Reported {
-                            provider,
-                            usage,
-                            hit_rate: usage.hit_rate(),
-                        }),
-                        None,
-                    ),
-                    Err(e) => (None, Some(e.to_string())),
-                },
-            };
+        let (reported, reported_error) = match logged
+            .response
+            .map(|r| super::logged::reported_usage(parts.shape, r))
+        {
+            None | Some(Ok(None)) => (None, None),
+            Some(Ok(Some((provider, usage)))) => (
+                Some(Reported {
+                    provider,
+                    usage,
+                    hit_rate: usage.hit_rate(),
+                }),
+                None,
+            ),
+            Some(Err(e)) => (None, Some(e)),
+        };
 
         let tokens = seen.tokens as u64;
         self.requests = self.requests.saturating_add(1);
@@ -544,8 +556,9 @@ impl<'t> Auditor<'t> {
         }
         Ok(RequestAudit {
             line,
+            shape: parts.shape,
             tokens,
-            messages: messages.len(),
+            messages: parts.messages.len(),
             cached: seen.outcomes().map(|(r, o)| (r, o.read)).collect(),
             anthropic_write: seen.outcome(Rule::Anthropic).write,
             reported,
@@ -732,7 +745,7 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
     let new_conversation = !later
         .messages()
         .iter()
-        .any(|m| role_of(m.text()).as_deref() == Some("assistant"));
+        .any(|m| is_assistant(role_of(m.text()).as_deref()));
     let tokens_lost = if new_conversation {
         0
     } else {
@@ -756,14 +769,36 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
             tokens_lost,
             new_conversation,
         };
-    if earlier.lead() != later.lead() || common.segment < earlier.lead() {
+    if common.segment == SYSTEM_SEGMENT {
         let (e, l) = (
-            earlier.segments()[..earlier.lead()]
-                .first()
-                .map_or("", |s| s.text()),
-            later.segments()[..later.lead()]
-                .first()
-                .map_or("", |s| s.text()),
+            earlier.segments()[SYSTEM_SEGMENT].text(),
+            later.segments()[SYSTEM_SEGMENT].text(),
+        );
+        let offset = match check_prefix(e.as_bytes(), l.as_bytes()) {
+            PrefixCheck::Diverged(d) => d.byte_offset,
+            PrefixCheck::Prefix => e.len(),
+        };
+        let detail = match (e.is_empty(), l.is_empty()) {
+            (true, _) => "a system field was added".to_owned(),
+            (_, true) => "the system field was removed".to_owned(),
+            _ => "the system field was rewritten".to_owned(),
+        };
+        let mut d = base(
+            Classification::HeadRewrite,
+            Part::System,
+            None,
+            offset,
+            Excerpt::around(e.as_bytes(), l.as_bytes(), offset),
+            detail,
+        );
+        d.role = Some("system".to_owned());
+        d.earlier_role = d.role.clone();
+        return d;
+    }
+    if common.segment < LEAD {
+        let (e, l) = (
+            earlier.segments().first().map_or("", |s| s.text()),
+            later.segments().first().map_or("", |s| s.text()),
         );
         let (offset, detail) = tools_change(e, l);
         return base(
@@ -777,7 +812,7 @@ fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common)
     }
     let em = earlier.messages();
     let lm = later.messages();
-    let i = common.segment - earlier.lead();
+    let i = common.segment - LEAD;
     let earlier_len = message_offset(em, em.len()) + usize::from(em.is_empty());
     if i >= em.len() {
         // The earlier request is a prefix of this one.

@@ -7,8 +7,9 @@
 //! - [`sim`]: a provider-rule simulator. Given a sequence of tokenized requests it computes
 //!   per request the tokens each backend would serve from cache ([`Rule`]), against the
 //!   physical limit (every token already sent as a prefix of an earlier request);
-//! - [`audit`]: the same rules over a JSONL log of real requests, streamed in bounded
-//!   memory, naming where each request diverged from the best earlier one and why;
+//! - [`audit`]: the same rules over a JSONL log of real requests of any API (read by the
+//!   wire's guard), their responses whole or streamed, read in bounded memory, naming where
+//!   each request diverged from the best earlier one and why;
 //! - [`simulate()`]: whole sessions, composed several ways ([`Arm`]s), through the simulator,
 //!   with costs relative to one of them (`cacheline simulate`).
 //!
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod fleet;
+mod logged;
 pub mod meter;
 pub mod sim;
 pub mod simulate;
@@ -53,13 +55,14 @@ pub mod synthetic;
 mod tokenizer;
 
 pub use audit::{AuditConfig, AuditError, Auditor, CacheBreak, RequestAudit};
-pub use meter::{MeterError, Provider, SessionUsage, Usage};
+pub use meter::{CacheWrites, MeterError, Provider, SessionUsage, Usage};
 pub use sim::{
     AnthropicRule, CacheSim, Observation, RuleOutcome, Segment, SimConfig, TokenCache,
     TokenizedRequest,
 };
 pub use simulate::{
-    Arm, RequestText, RuleParams, RuleReport, SimulateReport, StrategyReport, simulate,
+    ANTHROPIC_1H_WRITE, Arm, GapOutcome, GapReport, RequestText, RuleParams, RuleReport,
+    SimulateReport, StrategyReport, gap_profiles, simulate, simulate_idle_gap,
     simulate_with_progress,
 };
 pub use tokenizer::{O200kBase, Tokenizer, TokenizerError};
@@ -77,7 +80,8 @@ pub enum Rule {
     /// OpenAI: nothing below 1,024 tokens, then 128-token increments.
     #[serde(rename = "openai")]
     OpenAi,
-    /// DeepSeek: 64-token units.
+    /// DeepSeek: whole cache prefix units (an earlier request's input, a prefix two
+    /// requests shared), in 64-token units.
     #[serde(rename = "deepseek")]
     DeepSeek,
     /// Anthropic: explicit breakpoints (at most 4), 20-block lookback, per-model minimum;
@@ -113,6 +117,20 @@ impl Rule {
     /// Parses a JSON key back.
     pub fn from_key(key: &str) -> Option<Rule> {
         Rule::ALL.into_iter().find(|r| r.as_str() == key)
+    }
+
+    /// The provider whose cache the rule simulates (whose profile gives its lifetime);
+    /// `None` for the physical limit.
+    pub fn provider(self) -> Option<prompt_core::profile::Provider> {
+        use prompt_core::profile::Provider;
+        match self {
+            Rule::LlamaCpp => Some(Provider::LlamaCpp),
+            Rule::Vllm => Some(Provider::Vllm),
+            Rule::OpenAi => Some(Provider::OpenAi),
+            Rule::DeepSeek => Some(Provider::DeepSeek),
+            Rule::Anthropic => Some(Provider::Anthropic),
+            Rule::Limit => None,
+        }
     }
 
     fn index(self) -> usize {

@@ -61,6 +61,76 @@ pub enum Provider {
     LlamaCpp,
 }
 
+impl Provider {
+    /// Every backend, in display order.
+    pub const ALL: [Provider; 5] = [
+        Provider::OpenAi,
+        Provider::Anthropic,
+        Provider::DeepSeek,
+        Provider::Gemini,
+        Provider::LlamaCpp,
+    ];
+
+    /// The backend of that name (`openai`, `anthropic`, `deepseek`, `gemini`,
+    /// `llama_cpp`): the names the wire's usage reports carry.
+    ///
+    /// ```
+    /// use prompt_measure::Provider;
+    /// assert_eq!(Provider::from_name("deepseek"), Some(Provider::DeepSeek));
+    /// assert_eq!(Provider::from_name("nope"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.to_string() == name)
+    }
+
+    /// How long its cache entries live, as its profile has it
+    /// ([`prompt_core::profile::PROFILES`]): Anthropic 5 minutes, OpenAI 5–10 minutes in
+    /// memory, DeepSeek and Gemini not documented, llama.cpp until evicted.
+    pub fn lifetime(self) -> prompt_core::profile::Lifetime {
+        use prompt_core::profile::{Profile, Provider as Host};
+        let host = match self {
+            Provider::OpenAi => Host::OpenAi,
+            Provider::Anthropic => Host::Anthropic,
+            Provider::DeepSeek => Host::DeepSeek,
+            Provider::Gemini => Host::Gemini,
+            Provider::LlamaCpp => Host::LlamaCpp,
+        };
+        Profile::for_provider(host, "", None).lifetime()
+    }
+}
+
+/// Anthropic's cache writes split by lifetime (`usage.cache_creation`): a write at the
+/// 1-hour TTL costs more than one at 5 minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct CacheWrites {
+    /// `ephemeral_5m_input_tokens`.
+    pub five_minutes: u64,
+    /// `ephemeral_1h_input_tokens`.
+    pub one_hour: u64,
+    /// Written at a lifetime the split does not name (or with no split given).
+    pub other: u64,
+}
+
+impl CacheWrites {
+    /// Reads the split of an Anthropic `usage` (a whole response, or its usage object),
+    /// checked as [`Usage::from_provider`] checks it.
+    ///
+    /// ```
+    /// use prompt_measure::meter::CacheWrites;
+    /// let body = serde_json::json!({"usage": {"input_tokens": 10, "cache_creation_input_tokens": 1500,
+    ///     "cache_creation": {"ephemeral_5m_input_tokens": 300, "ephemeral_1h_input_tokens": 1200}}});
+    /// let writes = CacheWrites::from_anthropic(&body)?;
+    /// assert_eq!((writes.five_minutes, writes.one_hour, writes.other), (300, 1200, 0));
+    /// # Ok::<(), prompt_measure::MeterError>(())
+    /// ```
+    pub fn from_anthropic(body: &Value) -> Result<CacheWrites, MeterError> {
+        let u = inner(object(body)?, "usage");
+        let p = Provider::Anthropic;
+        let total = optional(u, p, "cache_creation_input_tokens")?;
+        anthropic_split(u, total)
+    }
+}
+
 impl fmt::Display for Provider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -482,32 +552,46 @@ fn anthropic(u: &Object) -> Result<Usage, MeterError> {
             ("output_tokens", usage.output),
         ],
     )?;
-    // The writes split by lifetime; other lifetimes may come, so the known ones must only
-    // not exceed the whole.
-    if let Some(split) = u.get("cache_creation").and_then(Value::as_object) {
-        let parts = [
-            (
-                "cache_creation.ephemeral_5m_input_tokens",
-                optional(split, p, "ephemeral_5m_input_tokens")?,
-            ),
-            (
-                "cache_creation.ephemeral_1h_input_tokens",
-                optional(split, p, "ephemeral_1h_input_tokens")?,
-            ),
-        ];
-        let known = checked_sum(p, &parts)?;
-        if known > usage.cache_write {
-            return Err(MeterError::Inconsistent {
-                provider: p,
-                field: "cache_creation",
-                detail: format!(
-                    "`cache_creation` {} + {} = {known} exceeds `cache_creation_input_tokens` {}",
-                    parts[0].1, parts[1].1, usage.cache_write
-                ),
-            });
-        }
-    }
+    anthropic_split(u, usage.cache_write)?;
     Ok(usage)
+}
+
+/// The writes split by lifetime; other lifetimes may come, so the known ones must only not
+/// exceed the whole.
+fn anthropic_split(u: &Object, total: u64) -> Result<CacheWrites, MeterError> {
+    let p = Provider::Anthropic;
+    let Some(split) = u.get("cache_creation").and_then(Value::as_object) else {
+        return Ok(CacheWrites {
+            other: total,
+            ..CacheWrites::default()
+        });
+    };
+    let parts = [
+        (
+            "cache_creation.ephemeral_5m_input_tokens",
+            optional(split, p, "ephemeral_5m_input_tokens")?,
+        ),
+        (
+            "cache_creation.ephemeral_1h_input_tokens",
+            optional(split, p, "ephemeral_1h_input_tokens")?,
+        ),
+    ];
+    let known = checked_sum(p, &parts)?;
+    let other = total
+        .checked_sub(known)
+        .ok_or_else(|| MeterError::Inconsistent {
+            provider: p,
+            field: "cache_creation",
+            detail: format!(
+                "`cache_creation` {} + {} = {known} exceeds `cache_creation_input_tokens` {total}",
+                parts[0].1, parts[1].1
+            ),
+        })?;
+    Ok(CacheWrites {
+        five_minutes: parts[0].1,
+        one_hour: parts[1].1,
+        other,
+    })
 }
 
 fn deepseek(u: &Object) -> Result<Usage, MeterError> {

@@ -13,12 +13,22 @@
 //! | [`Rule::LlamaCpp`] | exact token LCP against the best request in the window (the prompts still cached) |
 //! | [`Rule::Vllm`] | leading 16-token blocks whose chained hash is in the block store; never the last token |
 //! | [`Rule::OpenAi`] | 0 below 1,024 tokens of shared prefix, else 1,024 + whole 128-token increments |
-//! | [`Rule::DeepSeek`] | whole 64-token units of shared prefix |
+//! | [`Rule::DeepSeek`] | the longest *cache prefix unit* the request matches whole: the input of an earlier request, or a prefix two earlier requests shared; in 64-token units |
 //! | [`Rule::Anthropic`] | the longest prefix ending at a breakpoint or one of the 20 segment boundaries before it that an earlier request wrote at a breakpoint; breakpoints past it (≥ the per-model minimum) are written |
 //! | [`Rule::Limit`] | the longest prefix already sent: the maximum of the exact window LCP, the block-store match and the Anthropic hit |
 //!
-//! OpenAI and DeepSeek quantize the physical limit; every rule is therefore at most the limit,
-//! and the limit at most the request.
+//! OpenAI quantizes the physical limit; DeepSeek's units are prefixes of earlier requests;
+//! every rule is therefore at most the limit, and the limit at most the request.
+//!
+//! **DeepSeek's units** follow its context-caching guide
+//! (<https://api-docs.deepseek.com/guides/kv_cache>): a request hits only a cache prefix unit
+//! it matches *whole*; units are persisted at the end of each request's input, at the end of
+//! the model's output, at a common prefix detected between requests, and at fixed token
+//! intervals of long inputs. The simulator sees requests only, so it persists the first and
+//! the third (the common prefix with the best earlier request, usable from the next request
+//! on), for the requests of the window; the output's unit and the interval (the guide gives
+//! none) are not modelled. A request that drops its predecessor's per-request tail therefore
+//! hits only what the two requests before it shared.
 //!
 //! **Memory.** The window keeps at most [`SimConfig::window`] requests and
 //! [`SimConfig::window_tokens`] tokens (segments are shared through [`TokenCache`], so a
@@ -88,6 +98,9 @@ pub struct TokenizedRequest {
     breakpoints: Vec<usize>,
     lead: usize,
     tag: u64,
+    /// DeepSeek's cache prefix units this request persisted once observed: its input, and
+    /// the prefix it shared with its best earlier request (length, prefix key).
+    units: [(usize, u64); 2],
 }
 
 /// Where two requests stop sharing tokens.
@@ -116,6 +129,7 @@ impl TokenizedRequest {
             breakpoints,
             lead: 0,
             tag: 0,
+            units: [(0, 0); 2],
         }
     }
 
@@ -424,8 +438,10 @@ pub struct SimConfig {
     pub openai_minimum: usize,
     /// OpenAI: increment above the minimum.
     pub openai_increment: usize,
-    /// DeepSeek: cache unit.
+    /// DeepSeek: storage granularity (hits are whole multiples of it; 64 tokens in the
+    /// earlier version of its guide).
     pub deepseek_unit: usize,
+
     /// Anthropic's rule.
     pub anthropic: AnthropicRule,
     /// Anthropic cache entries per generation.
@@ -476,7 +492,7 @@ pub struct RuleOutcome {
 }
 
 impl RuleOutcome {
-    fn new(tokens: usize, read: usize, write: usize) -> Self {
+    pub(crate) fn new(tokens: usize, read: usize, write: usize) -> Self {
         let read = read.min(tokens);
         let write = write.min(tokens - read);
         Self {
@@ -605,7 +621,30 @@ impl CacheSim {
         }
         let exact = best.map_or(0, |(_, b)| b.tokens);
 
-        let (block_keys, segment_keys) = prefix_keys(&request, block);
+        // DeepSeek: the units of the requests in the window (each one's input, and what it
+        // shared with its best earlier request), by length; the longest one this request
+        // matches whole. Its own shared prefix becomes a unit for the next requests.
+        let mut units: Vec<(usize, u64)> = self
+            .window
+            .iter()
+            .flat_map(|r| r.units)
+            .filter(|&(len, _)| len > 0 && len <= n)
+            .collect();
+        units.sort_unstable();
+        let mut next_unit = 0;
+        let mut unit_hit = 0;
+        let mut shared = (0, 0);
+        let (block_keys, segment_keys) = prefix_keys(&request, block, &mut |at, key| {
+            while let Some(&(len, unit)) = units.get(next_unit).filter(|(len, _)| *len <= at) {
+                if len == at && unit == key {
+                    unit_hit = at;
+                }
+                next_unit += 1;
+            }
+            if at == exact {
+                shared = (at, key);
+            }
+        });
         let matched_blocks = block_keys
             .iter()
             .take_while(|&&k| self.blocks.touch(k))
@@ -662,7 +701,7 @@ impl CacheSim {
             RuleOutcome::new(n, exact, 0),
             RuleOutcome::new(n, vllm, 0),
             RuleOutcome::new(n, openai, 0),
-            RuleOutcome::new(n, limit / unit * unit, 0),
+            RuleOutcome::new(n, unit_hit.min(limit) / unit * unit, 0),
             RuleOutcome::new(n, anthropic_read, written_to - anthropic_read),
             RuleOutcome::new(n, limit, 0),
         ];
@@ -670,6 +709,7 @@ impl CacheSim {
         for k in block_keys {
             self.blocks.insert(k);
         }
+
         let best = best.and_then(|(i, common)| {
             self.window.get(i).map(|earlier| Best {
                 earlier: earlier.clone(),
@@ -677,6 +717,8 @@ impl CacheSim {
             })
         });
         self.window_tokens = self.window_tokens.saturating_add(n);
+        let mut request = request;
+        request.units = [(n, segment_keys.last().copied().unwrap_or(0)), shared];
         self.window.push_back(request);
         while self.window.len() > 1
             && (self.window.len() > c.window || self.window_tokens > c.window_tokens)
@@ -694,8 +736,14 @@ impl CacheSim {
 }
 
 /// One pass over the tokens: the chained hash at the end of each full block, and the key of
-/// the prefix ending at each segment end (hash and length).
-fn prefix_keys(request: &TokenizedRequest, block: usize) -> (Vec<u64>, Vec<u64>) {
+/// the prefix ending at each segment end (hash and length). `at_token` gets the key of the
+/// prefix ending at every token (its length and key), as a segment end's key would be.
+fn prefix_keys(
+    request: &TokenizedRequest,
+    block: usize,
+    at_token: &mut dyn FnMut(usize, u64),
+) -> (Vec<u64>, Vec<u64>) {
+    let key = |h: u64, at: usize| mix(h ^ (at as u64).rotate_left(32));
     let mut blocks = Vec::with_capacity(request.len() / block);
     let mut segments = Vec::with_capacity(request.segments.len());
     let mut h: u64 = 0x6a09_e667_f3bc_c908;
@@ -707,8 +755,9 @@ fn prefix_keys(request: &TokenizedRequest, block: usize) -> (Vec<u64>, Vec<u64>)
             if at.is_multiple_of(block) {
                 blocks.push(h);
             }
+            at_token(at, key(h, at));
         }
-        segments.push(mix(h ^ (at as u64).rotate_left(32)));
+        segments.push(key(h, at));
     }
     (blocks, segments)
 }

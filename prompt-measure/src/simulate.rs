@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use prompt_core::profile::{CacheTtl, GapFate, Lifetime, Profile, Retention};
 use serde::Serialize;
 
 use super::sim::{AnthropicRule, CacheSim, RuleOutcome, SimConfig, TokenCache};
@@ -205,4 +206,170 @@ pub fn simulate_with_progress(
         rules: RuleParams::from(&config),
         strategies,
     }
+}
+
+/// Anthropic's price of a 1-hour cache write, relative to an uncached input token (a
+/// 5-minute write is [`crate::Prices::write`], 1.25 by default): the prompt-caching guide's
+/// pricing, 2x base input.
+pub const ANTHROPIC_1H_WRITE: f64 = 2.0;
+
+/// What an idle gap did to one rule's cache, for the request after it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GapOutcome {
+    /// The rule.
+    pub rule: Rule,
+    /// The provider's name (`openai`, `anthropic`, …).
+    pub provider: &'static str,
+    /// How long the history's entries live (the whole prompt's, but Anthropic's).
+    pub lifetime: Lifetime,
+    /// How long the prefix's entries live (Anthropic's tools and system breakpoints, with
+    /// the TTL asked for).
+    pub prefix_lifetime: Lifetime,
+    /// What the gap did to the history's entries.
+    pub fate: GapFate,
+    /// The request without the gap.
+    pub warm: RuleOutcome,
+    /// The request after the gap (the worst case when the entries only *may* be gone);
+    /// `None` when the provider documents no lifetime.
+    pub after_gap: Option<RuleOutcome>,
+    /// The request's cost without the gap, in uncached-token units.
+    pub warm_cost: f64,
+    /// Its cost after the gap.
+    pub after_gap_cost: Option<f64>,
+    /// What the gap adds.
+    pub extra_cost: Option<f64>,
+    /// Paid once per session for a longer lifetime (Anthropic's 1-hour TTL: the prefix is
+    /// written at [`ANTHROPIC_1H_WRITE`] instead of the 5-minute write price), in
+    /// uncached-token units; 0 otherwise.
+    pub lifetime_premium: f64,
+}
+
+/// What an idle gap before one request of an arm costs, per provider.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GapReport {
+    /// The arm.
+    pub arm: String,
+    /// The gap, in seconds.
+    pub gap_seconds: u64,
+    /// The request after the gap (its index in the arm, from 0).
+    pub request: usize,
+    /// Its tokens.
+    pub tokens: usize,
+    /// Its prefix's tokens (up to Anthropic's first breakpoint, when it has two).
+    pub prefix_tokens: usize,
+    /// Per rule with a provider.
+    pub providers: Vec<GapOutcome>,
+}
+
+/// The profile whose lifetimes each rule's cache has: the provider's row, with Anthropic's
+/// `ttl` and OpenAI's `prompt_cache_retention` when given.
+pub fn gap_profiles(ttl: Option<CacheTtl>, retention: Option<Retention>) -> Vec<(Rule, Profile)> {
+    Rule::ALL
+        .into_iter()
+        .filter_map(|rule| {
+            let mut profile = Profile::for_provider(rule.provider()?, "", None);
+            if let Some(ttl) = ttl {
+                profile = profile.with_ttl(ttl);
+            }
+            if let Some(retention) = retention {
+                profile = profile.with_retention(retention);
+            }
+            Some((rule, profile))
+        })
+        .collect()
+}
+
+/// Replays `arm` through a fresh [`CacheSim`] up to its request `at`, and says, per rule
+/// of `profiles`, what that request costs when `gap_seconds` passed before it without a
+/// request: nothing for a cache that lives longer (or until evicted), the cold request for
+/// one that expired — but for Anthropic's prefix when its 1-hour TTL outlives the gap, read
+/// while the rest is written again. `None` when the arm has no request `at`.
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_idle_gap(
+    arm: &Arm<'_>,
+    at: usize,
+    gap_seconds: u64,
+    tokenizer: &dyn Tokenizer,
+    prices: &PriceTable,
+    config: SimConfig,
+    profiles: &[(Rule, Profile)],
+) -> Option<GapReport> {
+    let mut cache = TokenCache::new(tokenizer, usize::MAX);
+    let mut sim = CacheSim::new(config);
+    let mut seen = None;
+    for (i, r) in arm.requests.iter().enumerate().take(at.saturating_add(1)) {
+        let texts: Vec<&str> = r.messages.iter().map(String::as_str).collect();
+        let request = cache.request(&texts, r.breakpoints.to_vec());
+        let ends = request.segment_ends().to_vec();
+        let breakpoints = request.breakpoints().to_vec();
+        let observed = sim.observe(request);
+        if i == at {
+            seen = Some((observed, ends, breakpoints));
+        }
+    }
+    let (observed, ends, breakpoints) = seen?;
+    // The prefix ends at the first of two breakpoints (the prefix, then the history).
+    let prefix_tokens = match breakpoints.as_slice() {
+        [first, _, ..] => first
+            .checked_sub(1)
+            .and_then(|k| ends.get(k))
+            .copied()
+            .unwrap_or(0),
+        _ => 0,
+    };
+    let n = observed.tokens;
+    let providers = profiles
+        .iter()
+        .map(|(rule, profile)| {
+            let rule = *rule;
+            let warm = observed.outcome(rule);
+            let price = prices.get(rule);
+            let fate = profile.lifetime().after_gap(gap_seconds);
+            let prefix_fate = profile.prefix_lifetime().after_gap(gap_seconds);
+            let after_gap = match fate {
+                GapFate::Kept => Some(warm),
+                GapFate::Unknown => None,
+                GapFate::Expired | GapFate::MaybeExpired if rule == Rule::Anthropic => {
+                    let reached =
+                        usize::try_from(warm.read.saturating_add(warm.write)).unwrap_or(usize::MAX);
+                    let survives = if prefix_fate == GapFate::Kept {
+                        prefix_tokens.min(reached)
+                    } else {
+                        0
+                    };
+                    Some(RuleOutcome::new(n, survives, reached - survives))
+                }
+                GapFate::Expired | GapFate::MaybeExpired => Some(RuleOutcome::new(n, 0, 0)),
+            };
+            let warm_cost = price.cost(&warm);
+            let after_gap_cost = after_gap.map(|o| price.cost(&o));
+            let lifetime_premium =
+                if rule == Rule::Anthropic && profile.ttl() == Some(CacheTtl::OneHour) {
+                    prefix_tokens as f64 * (ANTHROPIC_1H_WRITE - price.write)
+                } else {
+                    0.0
+                };
+            GapOutcome {
+                rule,
+                provider: profile.provider_name(),
+                lifetime: profile.lifetime(),
+                prefix_lifetime: profile.prefix_lifetime(),
+                fate,
+                warm,
+                after_gap,
+                warm_cost,
+                after_gap_cost,
+                extra_cost: after_gap_cost.map(|c| c - warm_cost),
+                lifetime_premium,
+            }
+        })
+        .collect();
+    Some(GapReport {
+        arm: arm.name.to_owned(),
+        gap_seconds,
+        request: at,
+        tokens: n,
+        prefix_tokens,
+        providers,
+    })
 }

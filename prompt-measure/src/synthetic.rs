@@ -8,9 +8,14 @@
 //! | 2 | a per-turn context message injected before the user message, dropped the next turn |
 //! | 3 | tools re-sorted every ten turns (a tool-schema change) |
 //!
-//! Every second line is `{"request": …, "response": …}`; the responses carry no usage (a
-//! generator cannot know what a provider would have counted), so an audit of this log
-//! reports the configured rule's figures.
+//! By default every second line is `{"request": …, "response": …}`; the responses carry no
+//! usage (a generator cannot know what a provider would have counted), so an audit of this
+//! log reports the configured rule's figures. [`Responses::Whole`] and
+//! [`Responses::Streamed`] log every request with the same reply — a text streamed a word per
+//! chunk, then a tool call whose arguments come in fragments — whole, or as the Chat
+//! Completions stream's server-sent events, with placeholder usage (the request's bytes / 4
+//! as its prompt tokens, none cached): for the throughput of reading either, not for figures
+//! of a cache.
 
 use std::io::{self, Write};
 
@@ -27,6 +32,20 @@ pub struct SyntheticLog {
     pub target_bytes: u64,
     /// Seed of the filler text.
     pub seed: u64,
+    /// How responses are logged.
+    pub responses: Responses,
+}
+
+/// How a [`SyntheticLog`] logs responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Responses {
+    /// Every second line carries a response without usage.
+    #[default]
+    WithoutUsage,
+    /// Every line carries its reply whole, with usage.
+    Whole,
+    /// Every line carries its reply as the text of its Chat Completions stream, with usage.
+    Streamed,
 }
 
 impl Default for SyntheticLog {
@@ -36,6 +55,7 @@ impl Default for SyntheticLog {
             turns: 30,
             target_bytes: 8 << 20,
             seed: 1,
+            responses: Responses::WithoutUsage,
         }
     }
 }
@@ -142,7 +162,23 @@ pub fn write_log(out: &mut dyn Write, spec: &SyntheticLog) -> io::Result<Written
             messages.push(user.clone());
             let body =
                 json!({"model": "gpt-4.1", "messages": messages, "tools": tools(*session, *turn)});
-            let line = if written.lines % 2 == 1 {
+            let call = format!("call_{session}_{turn}");
+            let arguments = format!("{{\"path\":\"src/m{turn}.rs\"}}");
+            let line = if spec.responses != Responses::WithoutUsage {
+                let body = body.to_string();
+                let (whole, stream) = reply(
+                    written.lines,
+                    &rng.words(40),
+                    &call,
+                    &arguments,
+                    body.len() as u64 / 4,
+                );
+                let response = match spec.responses {
+                    Responses::Streamed => Value::String(stream),
+                    _ => whole,
+                };
+                format!(r#"{{"request":{body},"response":{response}}}"#)
+            } else if written.lines % 2 == 1 {
                 json!({"request": body, "response": {"id": format!("chatcmpl-{}", written.lines), "object": "chat.completion",
                     "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null}}]}})
                 .to_string()
@@ -155,8 +191,7 @@ pub fn write_log(out: &mut dyn Write, spec: &SyntheticLog) -> io::Result<Written
             written.bytes += line.len() as u64 + 1;
 
             history.push(user);
-            let call = format!("call_{session}_{turn}");
-            history.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": call, "type": "function", "function": {"name": "read_file", "arguments": format!("{{\"path\":\"src/m{turn}.rs\"}}")}}]}));
+            history.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": call, "type": "function", "function": {"name": "read_file", "arguments": arguments}}]}));
             history.push(json!({"role": "tool", "tool_call_id": call, "content": rng.words(260)}));
             history.push(json!({"role": "assistant", "content": rng.words(50)}));
             *turn += 1;
@@ -172,4 +207,59 @@ pub fn write_log(out: &mut dyn Write, spec: &SyntheticLog) -> io::Result<Written
         }
     }
     Ok(written)
+}
+
+/// A Chat Completions reply — `text`, then a call of `read_file` — whole, and as the
+/// server-sent events of its stream (a word per chunk, the arguments in four fragments, the
+/// usage chunk, `[DONE]`), both with the same placeholder usage.
+fn reply(
+    line: u64,
+    text: &str,
+    call: &str,
+    arguments: &str,
+    prompt_tokens: u64,
+) -> (Value, String) {
+    let words: Vec<&str> = text.split_inclusive(' ').collect();
+    let completion_tokens = words.len() as u64 + 8;
+    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0}});
+    let id = format!("chatcmpl-{line}");
+    let whole = json!({"id": id, "object": "chat.completion", "created": 1, "model": "gpt-4.1",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": text,
+            "tool_calls": [{"id": call, "type": "function", "function": {"name": "read_file", "arguments": arguments}}]}}],
+        "usage": usage});
+    let mut stream = String::new();
+    let mut event = |choices: Value, usage: Option<&Value>| {
+        let mut chunk = json!({"id": id, "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1", "choices": choices});
+        if let (Some(usage), Some(chunk)) = (usage, chunk.as_object_mut()) {
+            chunk.insert("usage".to_owned(), usage.clone());
+        }
+        stream.push_str(&format!("data: {chunk}\n\n"));
+    };
+    let delta = |delta: Value| json!([{"index": 0, "delta": delta, "finish_reason": null}]);
+    event(delta(json!({"role": "assistant", "content": ""})), None);
+    for word in words {
+        event(delta(json!({"content": word})), None);
+    }
+    event(
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": call, "type": "function", "function": {"name": "read_file", "arguments": ""}}]}),
+        ),
+        None,
+    );
+    let quarter = arguments.len().div_ceil(4).max(1);
+    for fragment in arguments.as_bytes().chunks(quarter) {
+        let fragment = String::from_utf8_lossy(fragment);
+        event(
+            delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]})),
+            None,
+        );
+    }
+    event(
+        json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+        None,
+    );
+    event(json!([]), Some(&usage));
+    stream.push_str("data: [DONE]\n\n");
+    (whole, stream)
 }

@@ -27,13 +27,14 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use prompt_core::PromptPolicy;
 use prompt_core::input::{self, CONFIG_LIMIT};
 use prompt_core::placement::Placement;
-use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
+use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PolicyProblem};
+use prompt_core::profile::{LoadedProvider, ProviderDiagnostic, ProviderErrors, ProviderSection};
 use prompt_core::tools::ToolSet;
 use serde::Serialize;
 
 use crate::lock::{self, Before, LockError, LockMode, LockOutcome, error_chain};
 use crate::policy::SourcePosition;
-use crate::{Registry, STATUS_SCHEMA_VERSION};
+use crate::{ProviderStatus, Registry, STATUS_SCHEMA_VERSION};
 
 /// Who the program is: shown by `--help` and `--version`, and the built-in `agent.toml`
 /// used when none is given.
@@ -333,6 +334,18 @@ pub fn load_policy(
     default_config: Option<DefaultConfig>,
     err: &mut dyn Write,
 ) -> Result<Option<PromptPolicy>, Box<dyn Error>> {
+    Ok(load_agent_toml(config, registry, default_config, err)?.map(|(policy, _)| policy))
+}
+
+/// Loads the policy and the `[provider]` section `status` (and `demo`) use, from `config`,
+/// else the built-in one, else nothing (the empty policy, no section). Diagnostics of both
+/// sections are printed in source order; `None` when either failed.
+pub fn load_agent_toml(
+    config: Option<&Path>,
+    registry: &Registry,
+    default_config: Option<DefaultConfig>,
+    err: &mut dyn Write,
+) -> Result<Option<(PromptPolicy, ProviderSection)>, Box<dyn Error>> {
     let (name, text) = match (config, default_config) {
         (Some(path), _) => match read_config(path) {
             Ok(read) => read,
@@ -342,23 +355,81 @@ pub fn load_policy(
             }
         },
         (None, Some(d)) => (d.name.to_owned(), d.text.to_owned()),
-        (None, None) => return Ok(Some(PromptPolicy::default())),
+        (None, None) => return Ok(Some((PromptPolicy::default(), ProviderSection::default()))),
     };
-    match registry.load_policy(&text, &name) {
-        Ok(loaded) => {
-            let (policy, warnings) = loaded.into_parts();
-            for w in &warnings {
-                write_diagnostic(err, Severity::Warning, w)?;
-            }
-            Ok(Some(policy))
-        }
-        Err(PolicyErrors(errors)) => {
-            for e in &errors {
-                write_diagnostic(err, Severity::Error, e)?;
-            }
-            Ok(None)
-        }
+    let loaded = Loaded::of(registry, &text, &name);
+    loaded.print(err)?;
+    Ok(loaded.sections())
+}
+
+/// Both sections of one agent.toml, loaded, with every diagnostic.
+struct Loaded {
+    policy: Result<LoadedPolicy, PolicyErrors>,
+    provider: Option<Result<LoadedProvider, ProviderErrors>>,
+}
+
+impl Loaded {
+    fn of(registry: &Registry, text: &str, name: &str) -> Self {
+        let policy = registry.load_policy(text, name);
+        // A file that does not parse is reported once, by the `[prompt]` loader.
+        let unreadable = policy.as_ref().is_err_and(|PolicyErrors(errors)| {
+            errors.iter().any(|e| {
+                matches!(
+                    e.problem,
+                    PolicyProblem::Syntax(_) | PolicyProblem::TooLarge { .. }
+                )
+            })
+        });
+        let provider = (!unreadable).then(|| ProviderSection::from_agent_toml(text, name));
+        Self { policy, provider }
     }
+
+    /// Errors then warnings, each in source order: `file:line:col: severity: message`.
+    fn diagnostics(&self) -> Vec<(Severity, &SourcePosition, String)> {
+        let mut errors: Vec<(&SourcePosition, String)> = Vec::new();
+        let mut warnings: Vec<(&SourcePosition, String)> = Vec::new();
+        match &self.policy {
+            Ok(loaded) => warnings.extend(policy_lines(loaded.warnings())),
+            Err(PolicyErrors(e)) => errors.extend(policy_lines(e)),
+        }
+        match &self.provider {
+            Some(Ok(loaded)) => warnings.extend(provider_lines(loaded.warnings())),
+            Some(Err(ProviderErrors(e))) => errors.extend(provider_lines(e)),
+            None => {}
+        }
+        let order = |(p, _): &(&SourcePosition, String)| (p.line, p.column);
+        errors.sort_by_key(order);
+        warnings.sort_by_key(order);
+        errors
+            .into_iter()
+            .map(|(p, m)| (Severity::Error, p, m))
+            .chain(warnings.into_iter().map(|(p, m)| (Severity::Warning, p, m)))
+            .collect()
+    }
+
+    fn print(&self, err: &mut dyn Write) -> io::Result<()> {
+        for (severity, position, message) in self.diagnostics() {
+            writeln!(err, "{position}: {}: {message}", severity.as_str())?;
+        }
+        Ok(())
+    }
+
+    fn sections(self) -> Option<(PromptPolicy, ProviderSection)> {
+        let policy = self.policy.ok()?.into_parts().0;
+        let provider = match self.provider {
+            Some(Ok(loaded)) => loaded.into_parts().0,
+            Some(Err(_)) | None => return None,
+        };
+        Some((policy, provider))
+    }
+}
+
+fn policy_lines(d: &[PolicyDiagnostic]) -> impl Iterator<Item = (&SourcePosition, String)> {
+    d.iter().map(|d| (&d.position, d.problem.to_string()))
+}
+
+fn provider_lines(d: &[ProviderDiagnostic]) -> impl Iterator<Item = (&SourcePosition, String)> {
+    d.iter().map(|d| (&d.position, d.problem.to_string()))
 }
 
 /// `status`: every component, where it lands and why.
@@ -381,10 +452,12 @@ pub fn status_with_tools(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, Box<dyn Error>> {
-    let Some(policy) = load_policy(args.config.as_deref(), registry, default_config, err)? else {
+    let Some((policy, provider)) =
+        load_agent_toml(args.config.as_deref(), registry, default_config, err)?
+    else {
         return Ok(2);
     };
-    let mut report = registry.status(&policy);
+    let mut report = registry.status(&policy).with_provider(&provider);
     if let Some(tools) = tools {
         report = report.with_tools(tools);
     }
@@ -407,10 +480,6 @@ struct JsonDiagnostic<'a> {
 }
 
 impl<'a> JsonDiagnostic<'a> {
-    fn of(severity: Severity, d: &'a PolicyDiagnostic) -> Self {
-        Self::at(severity, &d.position, d.problem.to_string())
-    }
-
     fn at(severity: Severity, position: &'a SourcePosition, message: String) -> Self {
         Self {
             severity,
@@ -434,6 +503,8 @@ struct CheckReport<'a> {
     /// Exact `skill:`/`mcp:` entries that name no registered component: kept, checked when
     /// the component registers.
     unresolved: Vec<String>,
+    /// The profile of the `[provider]` section (`null` without one).
+    provider: Option<ProviderStatus>,
     /// With `--lock`: the lock's outcome (its differences are in `diagnostics`).
     #[serde(skip_serializing_if = "Option::is_none")]
     lock: Option<LockJson<'a>>,
@@ -605,49 +676,63 @@ pub fn check(
             return Ok(2);
         }
     };
-    let loaded: Result<LoadedPolicy, PolicyErrors> = registry.load_policy(&text, &name);
-    let (errors, warnings, prefix, unresolved, policy) = match loaded {
-        Ok(loaded) => {
-            let unresolved: Vec<String> = loaded
-                .unresolved()
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            let (policy, warnings) = loaded.into_parts();
-            let report = registry.status(&policy);
-            let prefix: Vec<String> = report
+    let loaded = Loaded::of(registry, &text, &name);
+    let diagnostics = loaded.diagnostics();
+    let errors = diagnostics
+        .iter()
+        .filter(|(s, _, _)| *s == Severity::Error)
+        .count();
+    let warnings = diagnostics.len() - errors;
+    let policy = match (&loaded.policy, errors) {
+        (Ok(policy), 0) => Some(policy),
+        _ => None,
+    };
+    let (prefix, unresolved): (Vec<String>, Vec<String>) = match policy {
+        Some(loaded) => {
+            let report = registry.status(&loaded.clone().ignore_warnings());
+            let prefix = report
                 .prompt
                 .components
                 .iter()
                 .filter(|c| c.placement == Placement::Prefix)
                 .map(|c| c.id.clone())
                 .collect();
-            (Vec::new(), warnings, prefix, unresolved, Some(policy))
+            let unresolved = loaded
+                .unresolved()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            (prefix, unresolved)
         }
-        Err(PolicyErrors(errors)) => (errors, Vec::new(), Vec::new(), Vec::new(), None),
+        None => (Vec::new(), Vec::new()),
     };
+    let provider = match &loaded.provider {
+        Some(Ok(section)) if errors == 0 => {
+            let section = section.clone().ignore_warnings();
+            section.is_present().then(|| ProviderStatus::of(&section))
+        }
+        _ => None,
+    };
+    let policy = policy.map(|p| p.clone().ignore_warnings());
     // The lock is compared (or written) only against a policy that loaded: a broken
     // agent.toml says nothing about who lands where.
     let lock_step = match (&policy, &args.lock) {
         (Some(policy), Some(path)) => Some(LockStep::run(args, path, registry, policy)),
         _ => None,
     };
-    let code = if !errors.is_empty() || lock_step.as_ref().is_some_and(|l| !l.ok()) {
+    let code = if errors > 0 || lock_step.as_ref().is_some_and(|l| !l.ok()) {
         2
-    } else if args.strict && !warnings.is_empty() {
+    } else if args.strict && warnings > 0 {
         1
     } else {
         0
     };
     if args.json {
-        let diagnostics = errors
+        let diagnostics = diagnostics
             .iter()
-            .map(|d| JsonDiagnostic::of(Severity::Error, d))
-            .chain(
-                warnings
-                    .iter()
-                    .map(|d| JsonDiagnostic::of(Severity::Warning, d)),
-            )
+            .map(|(severity, position, message)| {
+                JsonDiagnostic::at(*severity, position, message.clone())
+            })
             .chain(lock_step.iter().flat_map(|l| {
                 l.diagnostics().into_iter().map(|(position, message)| {
                     JsonDiagnostic::at(Severity::Error, position, message)
@@ -662,22 +747,17 @@ pub fn check(
             components: registry.len(),
             prefix,
             unresolved,
+            provider,
             lock: lock_step.as_ref().map(LockStep::json),
         };
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(code);
     }
-    for e in &errors {
-        write_diagnostic(err, Severity::Error, e)?;
-    }
-    for w in &warnings {
-        write_diagnostic(err, Severity::Warning, w)?;
-    }
-    if errors.is_empty() {
+    loaded.print(err)?;
+    if errors == 0 {
         writeln!(
             out,
-            "{name}: ok, {} warning(s); {} components, {} in the prefix",
-            warnings.len(),
+            "{name}: ok, {warnings} warning(s); {} components, {} in the prefix",
             registry.len(),
             prefix.len()
         )?;
@@ -688,15 +768,14 @@ pub fn check(
                 unresolved.join(", ")
             )?;
         }
+        if let Some(provider) = &provider {
+            writeln!(out, "provider: {}", provider.text)?;
+        }
         if let Some(lock_step) = &lock_step {
             lock_step.print(out, err)?;
         }
     } else {
-        writeln!(
-            err,
-            "{name}: {} error(s); nothing is promoted",
-            errors.len()
-        )?;
+        writeln!(err, "{name}: {errors} error(s); nothing is promoted")?;
         if let Some(lock) = &args.lock {
             writeln!(
                 err,

@@ -137,7 +137,16 @@ pub use registry::{Namespace, Registry, RegistryError};
 
 // The operator's `[prompt]` section, and what `status` makes of it.
 pub use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PromptPolicy};
-pub use status::{ComponentStatus, PromptStatus, STATUS_SCHEMA_VERSION, StatusReport, ToolsStatus};
+pub use status::{
+    ComponentStatus, PromptStatus, ProviderStatus, STATUS_SCHEMA_VERSION, StatusReport, ToolsStatus,
+};
+
+// The provider behind the API: its profile (what it does with an appended update, its cache
+// lifetime and signals) and the operator's `[provider]` section over it.
+pub use prompt_core::profile::{
+    CacheTtl, LaterSystem, LoadedProvider, Profile, ProviderDiagnostic, ProviderErrors,
+    ProviderSection, Retention,
+};
 
 // A session: composing requests, recording replies and tool results.
 pub use prompt_core::session::{
@@ -166,7 +175,7 @@ pub use prompt_wire::{
 // Everything else of prompt-core, by module.
 pub use prompt_core::{
     adopt, branch, component, context, delivery, divergence, hash, history, id, input, messages,
-    node, placement, policy, raw_json, refresh, request, session, snapshot, tools,
+    node, placement, policy, profile, raw_json, refresh, request, session, snapshot, tools,
 };
 
 /// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use prompt_core::profile::{DeliveryRisk, LaterSystem, Lifetime, Profile, ProviderSection};
 use prompt_core::tools::ToolSet;
 use prompt_core::{
     Component, Persist, Placement, PromptPolicy, placement::Stability, policy::Reason,
@@ -22,6 +23,99 @@ pub struct StatusReport {
     pub prompt: PromptStatus,
     /// The tools field, when the agent sends one (`null` otherwise).
     pub tools: Option<ToolsStatus>,
+    /// The provider profile `agent.toml`'s `[provider]` section gives (`null` without the
+    /// section: each session's profile follows the model the application names).
+    pub provider: Option<ProviderStatus>,
+}
+
+/// The `provider` object: the profile that applies and what it decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderStatus {
+    /// The `[provider]` section as written, in one line.
+    pub section: String,
+    /// The provider (`null`: unknown).
+    pub provider: Option<&'static str>,
+    /// The model named.
+    pub model: String,
+    /// The row of the profile table: a model family, `""` for the provider's row.
+    pub family: &'static str,
+    /// Whether the safe default applies (the provider, or the model, is not in the table).
+    pub fallback: bool,
+    /// Why it does.
+    pub fallback_reason: Option<String>,
+    /// How updates are delivered: `system`, `user_reminder`, `merged_into_user`.
+    pub updates: &'static str,
+    /// Who chose it: `profile` or `agent.toml`.
+    pub updates_from: &'static str,
+    /// Where the first system prompt goes: `system`, `first_user`.
+    pub first_system: &'static str,
+    /// What the provider does with a later `role: "system"` message.
+    pub later_system: LaterSystem,
+    /// Whether a later `role: "system"` message is sent as one.
+    pub sends_later_system: bool,
+    /// When the delivery chosen in agent.toml breaks the cache (or the request), what
+    /// happens (`null`: it does not).
+    pub delivery_risk: Option<DeliveryRisk>,
+    /// The shortest cached prefix, in tokens (`null`: not documented).
+    pub min_cache_tokens: Option<u32>,
+    /// How long the history's cache entries live.
+    pub lifetime: Lifetime,
+    /// How long the prefix's entries live (Anthropic's `ttl`).
+    pub prefix_lifetime: Lifetime,
+    /// Anthropic's `ttl` on the prefix breakpoints (`null`: the default).
+    pub ttl: Option<&'static str>,
+    /// OpenAI's `prompt_cache_retention` (`null`: not written).
+    pub retention: Option<&'static str>,
+    /// Whether the wire asks for the provider's cache diagnostics.
+    pub cache_diagnostics: bool,
+    /// Whether replies must be replayed with their signatures.
+    pub signatures_required: bool,
+    /// Why the base URL changes the row's facts, when it does.
+    pub platform: Option<String>,
+    /// Where the row's facts come from.
+    pub source: &'static str,
+    /// The profile in words, as `status` prints it.
+    #[serde(skip)]
+    pub text: String,
+}
+
+impl ProviderStatus {
+    /// The row of `section`'s profile ([`ProviderSection::operator_profile`]).
+    pub fn of(section: &ProviderSection) -> Self {
+        Self::of_profile(section.to_string(), &section.operator_profile())
+    }
+
+    /// The row of a profile, under the section's one line.
+    pub fn of_profile(section: String, profile: &Profile) -> Self {
+        Self {
+            section,
+            provider: profile.provider().map(|p| p.as_str()),
+            model: profile.model().to_owned(),
+            family: profile.facts().family,
+            fallback: profile.is_fallback(),
+            fallback_reason: profile.fallback_reason().map(str::to_owned),
+            updates: profile.update_role().as_str(),
+            updates_from: if profile.updates_forced() {
+                "agent.toml"
+            } else {
+                "profile"
+            },
+            first_system: profile.first_system().as_str(),
+            later_system: profile.later_system(),
+            sends_later_system: profile.sends_later_system(),
+            delivery_risk: profile.delivery_risk(),
+            min_cache_tokens: profile.min_cache_tokens(),
+            lifetime: profile.lifetime(),
+            prefix_lifetime: profile.prefix_lifetime(),
+            ttl: profile.ttl().map(|t| t.as_str()),
+            retention: profile.retention().map(|r| r.as_str()),
+            cache_diagnostics: profile.cache_diagnostics(),
+            signatures_required: profile.signatures_required(),
+            platform: profile.platform_note().map(str::to_owned),
+            source: profile.facts().source,
+            text: profile.to_string(),
+        }
+    }
 }
 
 /// The `tools` request field: frozen for the session like the prefix, and cached before it.
@@ -116,6 +210,7 @@ impl StatusReport {
         Self {
             schema_version: STATUS_SCHEMA_VERSION,
             tools: None,
+            provider: None,
             prompt: PromptStatus {
                 default: policy.default,
                 prefix_allow: policy
@@ -132,6 +227,13 @@ impl StatusReport {
     /// The same report with the tools field's row.
     pub fn with_tools(mut self, tools: &ToolSet) -> Self {
         self.tools = (!tools.is_empty()).then(|| ToolsStatus::of(tools));
+        self
+    }
+
+    /// The same report with the profile of `agent.toml`'s `[provider]` section (none when
+    /// the file has no such section).
+    pub fn with_provider(mut self, section: &ProviderSection) -> Self {
+        self.provider = section.is_present().then(|| ProviderStatus::of(section));
         self
     }
 
@@ -216,6 +318,13 @@ impl fmt::Display for StatusReport {
                 tools.definitions,
                 tools.sources.join(", ")
             )?;
+        }
+        match &self.provider {
+            Some(provider) => writeln!(f, "provider: {}", provider.text)?,
+            None => writeln!(
+                f,
+                "provider: no [provider] section: each session's profile follows the model the application names"
+            )?,
         }
         write!(
             f,

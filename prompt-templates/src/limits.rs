@@ -23,7 +23,16 @@ use serde::Serialize;
 /// Every render of a [`ChatTemplate`](crate::ChatTemplate) runs with these limits; a
 /// template that exceeds one fails with [`RenderError::Limit`](crate::RenderError::Limit)
 /// naming it, instead of running for minutes, growing without bound or aborting the process.
+///
+/// Built with methods, so a limit added later breaks no caller:
+///
+/// ```
+/// use prompt_template_probe::RenderLimits;
+/// let limits = RenderLimits::PROBE.with_fuel(50_000).with_total_fuel(None);
+/// assert_eq!((limits.fuel, limits.total_fuel), (50_000, None));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct RenderLimits {
     /// minijinja fuel per render: one per instruction executed, one per 64 bytes of data
     /// created or processed (the engine's own accounting, `Environment::set_fuel`).
@@ -59,6 +68,44 @@ impl RenderLimits {
         recursion: 64,
         total_fuel: Some(60_000),
     };
+}
+
+impl RenderLimits {
+    /// The same limits with this much fuel per render.
+    pub const fn with_fuel(mut self, fuel: u64) -> Self {
+        self.fuel = fuel;
+        self
+    }
+
+    /// The same limits with this output cap.
+    pub const fn with_output_bytes(mut self, bytes: usize) -> Self {
+        self.output_bytes = bytes;
+        self
+    }
+
+    /// The same limits with this value cap.
+    pub const fn with_value_bytes(mut self, bytes: usize) -> Self {
+        self.value_bytes = bytes;
+        self
+    }
+
+    /// The same limits with this value nesting cap.
+    pub const fn with_value_depth(mut self, depth: usize) -> Self {
+        self.value_depth = depth;
+        self
+    }
+
+    /// The same limits with this recursion cap.
+    pub const fn with_recursion(mut self, depth: usize) -> Self {
+        self.recursion = depth;
+        self
+    }
+
+    /// The same limits with this budget across renders (`None`: none).
+    pub const fn with_total_fuel(mut self, fuel: Option<u64>) -> Self {
+        self.total_fuel = fuel;
+        self
+    }
 }
 
 impl Default for RenderLimits {

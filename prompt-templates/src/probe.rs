@@ -32,10 +32,19 @@ const NEW_SYSTEM: &str = "probe-new-system-prompt-q7z";
 
 /// Options of a probe.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ProbeOptions {
     /// What the renders see (`bos_token`, `eos_token`, the clock, extra variables) and what
     /// each may cost.
     pub render: RenderOptions,
+}
+
+impl ProbeOptions {
+    /// The same options with these render options.
+    pub fn with_render(mut self, render: RenderOptions) -> Self {
+        self.render = render;
+        self
+    }
 }
 
 impl Default for ProbeOptions {

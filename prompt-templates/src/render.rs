@@ -65,7 +65,17 @@ pub enum RenderError {
 }
 
 /// What a render sees besides `messages` and `add_generation_prompt`.
+///
+/// ```
+/// use prompt_template_probe::{RenderLimits, RenderOptions};
+/// let options = RenderOptions::default()
+///     .with_bos_token("<|begin_of_text|>")
+///     .with_extra("enable_thinking", serde_json::json!(false))
+///     .with_limits(RenderLimits::PROBE);
+/// assert_eq!(options.limits, RenderLimits::PROBE);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct RenderOptions {
     /// `bos_token` (the tokenizer's beginning-of-sequence text).
     pub bos_token: String,
@@ -80,6 +90,44 @@ pub struct RenderOptions {
     pub extra: serde_json::Map<String, Value>,
     /// What one render may cost.
     pub limits: RenderLimits,
+}
+
+impl RenderOptions {
+    /// The same options with this `bos_token`.
+    pub fn with_bos_token(mut self, token: impl Into<String>) -> Self {
+        self.bos_token = token.into();
+        self
+    }
+
+    /// The same options with this `eos_token`.
+    pub fn with_eos_token(mut self, token: impl Into<String>) -> Self {
+        self.eos_token = token.into();
+        self
+    }
+
+    /// The same options with this clock.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The same options with llama.cpp's extra variables defined or not.
+    pub fn with_llama_cpp_extras(mut self, on: bool) -> Self {
+        self.llama_cpp_extras = on;
+        self
+    }
+
+    /// The same options with one more top-level variable.
+    pub fn with_extra(mut self, name: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(name.into(), value);
+        self
+    }
+
+    /// The same options with these limits.
+    pub fn with_limits(mut self, limits: RenderLimits) -> Self {
+        self.limits = limits;
+        self
+    }
 }
 
 impl Default for RenderOptions {

@@ -14,10 +14,7 @@ fn render(src: &str) -> Result<String, RenderError> {
 }
 
 fn render_with(src: &str, limits: RenderLimits) -> Result<String, RenderError> {
-    let options = RenderOptions {
-        limits,
-        ..RenderOptions::default()
-    };
+    let options = RenderOptions::default().with_limits(limits);
     let template = ChatTemplate::with_options(src, options).unwrap_or_else(|e| panic!("{e}"));
     template.render(&[json!({"role": "user", "content": "hi"})], true)
 }
@@ -138,11 +135,9 @@ fn an_output_loop_is_stopped_at_the_output_cap() {
     assert!(matches!(limit(src), Limit::Output | Limit::Fuel));
     assert_probe_reports(src, "exceeds a render limit");
     // With the fuel to spare, the cap alone stops it.
-    let limits = RenderLimits {
-        fuel: 100_000_000,
-        output_bytes: 1000,
-        ..RenderLimits::PROBE
-    };
+    let limits = RenderLimits::PROBE
+        .with_fuel(100_000_000)
+        .with_output_bytes(1000);
     let err = render_with(src, limits);
     assert!(
         matches!(&err, Err(RenderError::Limit { limit: Limit::Output, message }) if message.contains("the output exceeds 1000 bytes")),
@@ -171,10 +166,7 @@ fn string_repetition_is_refused_before_allocating() {
     assert_eq!(limit("{{ 'x' * 10**7 }}"), Limit::Fuel);
     let err = render_with(
         "{{ 'x' * 10**9 }}",
-        RenderLimits {
-            fuel: u64::MAX / 64,
-            ..RenderLimits::PROBE
-        },
+        RenderLimits::PROBE.with_fuel(u64::MAX / 64),
     );
     assert!(
         matches!(&err, Err(RenderError::Engine { message }) if message.contains("repeated string is too large")),
@@ -232,10 +224,7 @@ fn joining_a_huge_range_is_refused() {
             "{src}"
         );
     }
-    let limits = RenderLimits {
-        fuel: 10_000_000,
-        ..RenderLimits::PROBE
-    };
+    let limits = RenderLimits::PROBE.with_fuel(10_000_000);
     assert!(matches!(
         render_with("{{ ' '.join(range(100000)) }}", limits),
         Err(RenderError::Limit {
@@ -528,10 +517,7 @@ fn fuel_is_budgeted_across_the_renders_of_a_probe() {
     // Each render burns fuel, then fails with an engine error that does not say how much it
     // used: it is counted at the full 10 000, so the 60 000 of a probe last six renders.
     let src = "{% for i in range(2000) %}{% endfor %}{{ no_such_function() }}";
-    let options = RenderOptions {
-        limits: RenderLimits::PROBE,
-        ..RenderOptions::default()
-    };
+    let options = RenderOptions::default().with_limits(RenderLimits::PROBE);
     let template = ChatTemplate::with_options(src, options).unwrap_or_else(|e| panic!("{e}"));
     let messages = [json!({"role": "user", "content": "hi"})];
     for _ in 0..6 {
@@ -548,13 +534,7 @@ fn fuel_is_budgeted_across_the_renders_of_a_probe() {
     );
     // Renders that succeed are counted at what they used: a real template probes within
     // budget (the fixtures' tests), and without a budget nothing is refused.
-    let options = RenderOptions {
-        limits: RenderLimits {
-            total_fuel: None,
-            ..RenderLimits::PROBE
-        },
-        ..RenderOptions::default()
-    };
+    let options = RenderOptions::default().with_limits(RenderLimits::PROBE.with_total_fuel(None));
     let template = ChatTemplate::with_options(src, options).unwrap_or_else(|e| panic!("{e}"));
     for _ in 0..10 {
         assert!(matches!(

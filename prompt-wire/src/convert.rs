@@ -21,6 +21,9 @@ pub(crate) enum Role {
     User,
     /// `assistant` (Gemini: `model`).
     Assistant,
+    /// `system` inside Anthropic's `messages` (Claude Opus 4.8): the per-request tail after
+    /// the user message of a native-system profile.
+    System,
 }
 
 /// One array element (OpenAI) or content block / part (Anthropic, Gemini), as sent.
@@ -51,6 +54,18 @@ pub(crate) struct Call {
     pub(crate) native: bool,
 }
 
+/// What the provider's profile asks of a `role: "system"` (or `developer`) message that is
+/// not the first one of the body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Style {
+    /// Chat Completions and Responses: send it as a user message wrapped in
+    /// `<system-reminder>` (a provider that moves system messages to the front, or one
+    /// nobody knows).
+    pub(crate) system_as_user: bool,
+    /// Anthropic: send it as a `role: "system"` message inside `messages` (Claude Opus 4.8).
+    pub(crate) native_system: bool,
+}
+
 /// A message in an API's shape.
 #[derive(Debug)]
 pub(crate) struct Converted {
@@ -61,6 +76,12 @@ pub(crate) struct Converted {
     pub(crate) system_text: Option<String>,
     /// The tool calls an assistant message opens, sorted by id.
     pub(crate) calls: Vec<Call>,
+    /// Anthropic with native system messages: the parts are the blocks of a
+    /// `role: "system"` message (laid out by the wire after the user message of its turn).
+    pub(crate) native_system: bool,
+    /// Gemini: function calls built from an OpenAI-shaped message, so without the
+    /// `thoughtSignature` a replayed reply carries.
+    pub(crate) unsigned_calls: bool,
 }
 
 impl Converted {
@@ -70,6 +91,8 @@ impl Converted {
             parts,
             system_text: None,
             calls: Vec::new(),
+            native_system: false,
+            unsigned_calls: false,
         }
     }
 }
@@ -218,22 +241,58 @@ fn image_url<'a>(part: &Object<'a>) -> Option<(Cow<'a, str>, Option<Cow<'a, str>
 }
 
 /// Converts one stored message to `api`'s shape. `answered` finds the call a tool result
-/// answers (Gemini needs its name).
+/// answers (Gemini needs its name); `style` is what the profile asks of a later system
+/// message.
 pub(crate) fn convert(
     api: ApiKind,
     message: &str,
     answered: &dyn Fn(&str) -> Option<Call>,
+    style: Style,
 ) -> Result<Converted, String> {
     let object = Object::parse(message).map_err(|p| format!("the message is {p}"))?;
     let role = object
         .str("role")
         .ok_or("the message has no string \"role\"")?;
+    if style.system_as_user
+        && matches!(
+            api,
+            ApiKind::OpenAi | ApiKind::LlamaCpp | ApiKind::OpenAiResponses
+        )
+        && matches!(role.as_ref(), "system" | "developer")
+    {
+        return Ok(Converted::new(Role::User, vec![system_reminder(&object)?]));
+    }
     match api {
         ApiKind::OpenAi | ApiKind::LlamaCpp => Ok(chat(&object, &role, message)),
         ApiKind::OpenAiResponses => responses(&object, &role, message),
-        ApiKind::Anthropic => anthropic(&object, &role),
+        ApiKind::Anthropic => {
+            let mut converted = anthropic(&object, &role)?;
+            if style.native_system && converted.system_text.is_some() {
+                converted.native_system = true;
+                // A breakpoint on a trailing system message is never read back
+                // (anthropics/claude-code #96101): none goes on a system message's block.
+                for part in &mut converted.parts {
+                    part.cacheable = false;
+                }
+            }
+            Ok(converted)
+        }
         ApiKind::Gemini => gemini(&object, &role, answered),
     }
+}
+
+/// A later system message as the user message a provider that moves system messages to
+/// the front gets instead: `{"role":"user","content":"<system-reminder>\n…\n</system-reminder>"}`,
+/// the text of its content (parts joined by a newline).
+fn system_reminder(object: &Object<'_>) -> Result<Part, String> {
+    let text = match content_of(object, "content")?.0 {
+        Content::Absent => String::new(),
+        Content::Text(text) => text.into_owned(),
+        Content::Parts(items) => text_of_parts(&items),
+    };
+    let tag = prompt_core::DeliveryStyle::REMINDER_TAG;
+    let wrapped = format!("<{tag}>\n{text}\n</{tag}>");
+    Ok(Part::new(text_message("user", &wrapped)))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -687,6 +746,7 @@ fn gemini(
             }
             let mut converted = Converted::new(Role::Assistant, parts);
             converted.calls = calls_of(&calls, &HashSet::new());
+            converted.unsigned_calls = !calls.is_empty();
             Ok(converted)
         }
         "tool" => {
@@ -740,19 +800,22 @@ mod tests {
     #[test]
     fn chat_drops_is_error_and_keeps_everything_else_byte_for_byte() {
         let m = r#"{"role":"tool","tool_call_id":"c1","content":"x","is_error":true}"#;
-        let c = convert(ApiKind::OpenAi, m, &none).unwrap();
+        let c = convert(ApiKind::OpenAi, m, &none, Style::default()).unwrap();
         assert_eq!(
             texts(&c),
             [r#"{"role":"tool","tool_call_id":"c1","content":"x"}"#]
         );
         let m = r#"{"role":"assistant", "content":null,"x":1e400}"#;
-        assert_eq!(texts(&convert(ApiKind::LlamaCpp, m, &none).unwrap()), [m]);
+        assert_eq!(
+            texts(&convert(ApiKind::LlamaCpp, m, &none, Style::default()).unwrap()),
+            [m]
+        );
     }
 
     #[test]
     fn anthropic_tool_calls_become_tool_use_blocks_with_raw_arguments() {
         let m = r#"{"role":"assistant","content":"Reading.","tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{\"path\": \"a.rs\"}"}}]}"#;
-        let c = convert(ApiKind::Anthropic, m, &none).unwrap();
+        let c = convert(ApiKind::Anthropic, m, &none, Style::default()).unwrap();
         assert_eq!(
             texts(&c),
             [
@@ -773,7 +836,7 @@ mod tests {
             })
         };
         let m = r#"{"role":"tool","tool_call_id":"c1","content":"text"}"#;
-        let c = convert(ApiKind::Gemini, m, &answered).unwrap();
+        let c = convert(ApiKind::Gemini, m, &answered, Style::default()).unwrap();
         assert_eq!(
             texts(&c),
             [r#"{"functionResponse":{"name":"read","response":{"output":"text"}}}"#]

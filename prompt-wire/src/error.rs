@@ -93,6 +93,19 @@ pub enum WireError {
         /// The provider's reason, when it gave one.
         reason: String,
     },
+    /// A function call of the current turn built from an OpenAI-shaped message, so without
+    /// the `thoughtSignature` the provider's profile requires (Gemini 3 answers 400).
+    #[error(
+        "history node {index} holds a function call without its thoughtSignature, which {api} model `{model}` requires (it answers 400): record the model's replies through Wire::record_reply, which keeps their parts as sent"
+    )]
+    UnsignedCalls {
+        /// The node's index in the history.
+        index: usize,
+        /// The API.
+        api: &'static str,
+        /// The model (at most 64 bytes of its name).
+        model: String,
+    },
     /// The session refused the reply's message (its tool calls wait for results, …).
     #[error("the session refused the reply's message")]
     Record(#[source] ComposeError),

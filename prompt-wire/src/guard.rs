@@ -44,7 +44,7 @@ impl fmt::Display for Shape {
     }
 }
 
-/// Which of the two bodies.
+/// Which of the two bodies (or the one body read by [`body_parts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Which {
@@ -52,6 +52,8 @@ pub enum Which {
     Earlier,
     /// The later body.
     Later,
+    /// A body read alone ([`body_parts`]).
+    Request,
 }
 
 impl fmt::Display for Which {
@@ -59,6 +61,7 @@ impl fmt::Display for Which {
         f.write_str(match self {
             Which::Earlier => "earlier",
             Which::Later => "later",
+            Which::Request => "request",
         })
     }
 }
@@ -545,9 +548,19 @@ struct Evidence {
     chat: bool,
 }
 
+/// What a body is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// A comparison: every message is also read as compared, for its hash.
+    Compare,
+    /// Its parts alone ([`body_parts`]): as sent, in order.
+    Parts,
+}
+
 #[derive(Debug)]
 struct Parsed<'a> {
     which: Which,
+    reading: Reading,
     text: &'a str,
     class: Class,
     evidence: Evidence,
@@ -562,9 +575,22 @@ struct Parsed<'a> {
     system_end: usize,
     messages: Vec<Msg<'a>>,
     messages_end: usize,
+    /// The tools field and the system field, as sent.
+    tools_field: Option<&'a RawValue>,
+    system_field: Option<&'a RawValue>,
 }
 
 impl Parsed<'_> {
+    /// The shape `evidence` (this body's, or both bodies' of a comparison) says it has.
+    fn shape(&self, evidence: Evidence) -> Shape {
+        match self.class {
+            Class::Gemini => Shape::Gemini,
+            Class::Responses => Shape::Responses,
+            Class::Messages if evidence.anthropic && !evidence.chat => Shape::Anthropic,
+            Class::Messages => Shape::ChatCompletions,
+        }
+    }
+
     fn content_key(&self) -> ContentKey {
         if self.class == Class::Gemini {
             ContentKey::Parts
@@ -610,25 +636,19 @@ const ANTHROPIC_BLOCKS: [&str; 6] = [
 /// assert!(matches!(b.cause, Cause::Hoisting { .. }));
 /// ```
 pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
-    let mut e = parse(earlier, Which::Earlier)?;
-    let mut l = parse(later, Which::Later)?;
-    let shape_of = |p: &Parsed<'_>, evidence: Evidence| match p.class {
-        Class::Gemini => Shape::Gemini,
-        Class::Responses => Shape::Responses,
-        Class::Messages if evidence.anthropic && !evidence.chat => Shape::Anthropic,
-        Class::Messages => Shape::ChatCompletions,
-    };
+    let mut e = parse(earlier, Which::Earlier, Reading::Compare)?;
+    let mut l = parse(later, Which::Later, Reading::Compare)?;
     if e.class != l.class {
         return Err(GuardError::ShapeMismatch {
-            earlier: shape_of(&e, e.evidence),
-            later: shape_of(&l, l.evidence),
+            earlier: e.shape(e.evidence),
+            later: l.shape(l.evidence),
         });
     }
     let evidence = Evidence {
         anthropic: e.evidence.anthropic || l.evidence.anthropic,
         chat: e.evidence.chat || l.evidence.chat,
     };
-    let shape = shape_of(&e, evidence);
+    let shape = e.shape(evidence);
     if shape == Shape::ChatCompletions {
         // Chat's system field is its leading system messages.
         e.split_leading_system();
@@ -644,6 +664,111 @@ pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
             divergence,
         }),
     })
+}
+
+/// One request body's parts as the guard reads them, each as sent: what a consumer that
+/// measures a body part by part (`cacheline audit`) reads instead of parsing each API again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyParts<'a> {
+    /// The body's shape, from its keys (a `messages` body with nothing only Anthropic sends
+    /// reads as Chat Completions).
+    pub shape: Shape,
+    /// The tools field (`tools`; Gemini's holds `functionDeclarations`), when present and
+    /// not null.
+    pub tools: Option<&'a str>,
+    /// The system field of the APIs that keep it beside the messages (Anthropic `system`,
+    /// Responses `instructions`, Gemini `systemInstruction`), when present and not null.
+    /// Chat Completions' system messages are among [`BodyParts::messages`].
+    pub system: Option<&'a str>,
+    /// Each message in order: Chat and Anthropic `messages`, Responses `input` items (or
+    /// its one string), Gemini `contents`.
+    pub messages: Vec<&'a str>,
+}
+
+/// Reads one request body of any shape [`compare`] knows into its parts, with the checks
+/// `compare` makes of each body (one JSON object of unique keys, at most
+/// [`MAX_AUDIT_BODY_BYTES`], whose strings decode; tools and messages objects); an error
+/// names the body [`Which::Request`]. Messages are read whole only while they may tell the
+/// shape. Linear in the body's size; nothing is copied.
+///
+/// ```
+/// use prompt_wire::{body_parts, Shape};
+/// let body = br#"{"model":"m","instructions":"Be brief.","input":[{"role":"user","content":"hi"}]}"#;
+/// let parts = body_parts(body).unwrap();
+/// assert_eq!(parts.shape, Shape::Responses);
+/// assert_eq!(parts.system, Some(r#""Be brief.""#));
+/// assert_eq!(parts.messages, [r#"{"role":"user","content":"hi"}"#]);
+/// ```
+pub fn body_parts(body: &[u8]) -> Result<BodyParts<'_>, GuardError> {
+    let parsed = parse(body, Which::Request, Reading::Parts)?;
+    Ok(BodyParts {
+        shape: parsed.shape(parsed.evidence),
+        tools: parsed.tools_field.map(RawValue::get),
+        system: parsed.system_field.map(RawValue::get),
+        messages: parsed.messages.iter().map(|m| m.elem.raw).collect(),
+    })
+}
+
+/// How deep [`without_cache_control`] looks: an array of parts, a message, its content, a
+/// `tool_result` block and its own content; past that, blocks are left as sent.
+const CACHE_CONTROL_DEPTH: usize = 6;
+
+/// `part` (a tools or system field, a message, or an array of them, as [`body_parts`] gives
+/// them) without `cache_control`, on it and on the content blocks within it, as the guard
+/// compares bodies: Anthropic's breakpoints move between requests, and its cache does not
+/// key on them. The bytes as sent when it has none; the keys kept in their order, each value
+/// as sent. Linear in the part's size.
+///
+/// ```
+/// use prompt_wire::without_cache_control;
+/// let marked = r#"{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}"#;
+/// assert_eq!(without_cache_control(marked), r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#);
+/// ```
+pub fn without_cache_control(part: &str) -> Cow<'_, str> {
+    strip_cache_control(part, CACHE_CONTROL_DEPTH)
+}
+
+fn strip_cache_control(part: &str, depth: usize) -> Cow<'_, str> {
+    if depth == 0 || !part.contains("\"cache_control\"") {
+        return Cow::Borrowed(part);
+    }
+    if part.starts_with('[') {
+        let Some(items) = serde_json::from_str::<&RawValue>(part)
+            .ok()
+            .and_then(raw::array_of)
+        else {
+            return Cow::Borrowed(part);
+        };
+        let mut out = String::with_capacity(part.len());
+        out.push('[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&strip_cache_control(item.get(), depth - 1));
+        }
+        out.push(']');
+        return Cow::Owned(out);
+    }
+    let Ok(object) = Object::parse(part) else {
+        return Cow::Borrowed(part);
+    };
+    let mut out = String::with_capacity(part.len());
+    out.push('{');
+    for (k, v) in object.fields.iter().filter(|(k, _)| k != "cache_control") {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        raw::push_quoted(&mut out, k);
+        out.push(':');
+        if k == "content" && v.get().starts_with('[') {
+            out.push_str(&strip_cache_control(v.get(), depth - 1));
+        } else {
+            out.push_str(v.get());
+        }
+    }
+    out.push('}');
+    Cow::Owned(out)
 }
 
 type Found = Option<(Place, Cause, Divergence)>;
@@ -1019,6 +1144,31 @@ impl<'a> Parsed<'a> {
         Ok(())
     }
 
+    /// Whether the next message must be read whole: always for a comparison; for its parts
+    /// alone only while it may still tell the shape (a `messages` body not yet known to be
+    /// Chat Completions', since evidence of Chat decides it).
+    fn reads_whole_messages(&self) -> bool {
+        self.reading == Reading::Compare || (self.class == Class::Messages && !self.evidence.chat)
+    }
+
+    /// A message kept as sent, checked to be an object: what [`body_parts`] needs of it.
+    fn push_message_as_sent(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
+        if !raw.get().starts_with('{') {
+            return Err(self.malformed(
+                format!("messages[{index}]"),
+                format!("{}, not an object", raw::kind_of(raw)),
+            ));
+        }
+        let key = self.content_key();
+        self.messages.push(Msg::new(
+            index,
+            Cow::Borrowed(""),
+            Elem::new(raw, Form::Message(key)),
+            "",
+        ));
+        Ok(())
+    }
+
     /// Reads one message (or Responses input item, or Gemini content).
     fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
         let at = format!("messages[{index}]");
@@ -1027,7 +1177,10 @@ impl<'a> Parsed<'a> {
             .str("role")
             .or_else(|| object.str("type"))
             .unwrap_or(Cow::Borrowed("user"));
-        if matches!(role.as_ref(), "system" | "developer" | "tool") || object.has("tool_calls") {
+        // A `role: "system"` message is no evidence either way: Anthropic accepts one inside
+        // `messages` too (Claude Opus 4.8's mid-conversation system messages), and a body
+        // with no evidence at all is read as Chat Completions anyway.
+        if matches!(role.as_ref(), "developer" | "tool") || object.has("tool_calls") {
             self.evidence.chat = true;
         }
         let key = self.content_key();
@@ -1044,7 +1197,11 @@ impl<'a> Parsed<'a> {
                 }
             }
         }
-        let norm = message_norm_of(&object, key);
+        // Only a comparison needs the message as compared (a copy of it).
+        let norm = match self.reading {
+            Reading::Compare => message_norm_of(&object, key),
+            Reading::Parts => String::new(),
+        };
         self.messages.push(Msg::new(
             index,
             role,
@@ -1123,7 +1280,7 @@ fn text_block(text: &str) -> String {
     format!(r#"{{"type":"text","text":{}}}"#, raw::quote(text))
 }
 
-fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
+fn parse(bytes: &[u8], which: Which, reading: Reading) -> Result<Parsed<'_>, GuardError> {
     if bytes.len() > MAX_AUDIT_BODY_BYTES {
         return Err(GuardError::TooLarge {
             body: which,
@@ -1160,6 +1317,7 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
     };
     let mut parsed = Parsed {
         which,
+        reading,
         text,
         class,
         evidence: Evidence::default(),
@@ -1173,6 +1331,8 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
         system_end: 0,
         messages: Vec::new(),
         messages_end: 0,
+        tools_field: None,
+        system_field: None,
     };
     if has("prompt_cache_key") || has("cache_prompt") {
         parsed.evidence.chat = true;
@@ -1187,7 +1347,10 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
             ("thinking", top.get("thinking")),
         ];
     }
-    if let Some(tools) = top.get("tools") {
+    // A null field is an absent one, as providers read it (loggers write `"tools": null`).
+    let field = |key: &str| top.get(key).filter(|v| !raw::is_null(v));
+    if let Some(tools) = field("tools") {
+        parsed.tools_field = Some(tools);
         parsed.read_tools(tools)?;
     }
     let system_key = match class {
@@ -1197,8 +1360,9 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
         Class::Messages => Some("system"),
     };
     if let Some(key) = system_key
-        && let Some(system) = top.get(key)
+        && let Some(system) = field(key)
     {
+        parsed.system_field = Some(system);
         parsed.read_system(system, key)?;
     }
     let array_key = match class {
@@ -1221,11 +1385,15 @@ fn parse(bytes: &[u8], which: Which) -> Result<Parsed<'_>, GuardError> {
             // Sized once: growing by doubling would hold up to three times the messages.
             parsed.messages.reserve_exact(items.len());
             for (i, m) in items.into_iter().enumerate() {
-                parsed.read_message(i, m)?;
+                if parsed.reads_whole_messages() {
+                    parsed.read_message(i, m)?;
+                } else {
+                    parsed.push_message_as_sent(i, m)?;
+                }
             }
         }
     }
-    if class == Class::Responses {
+    if class == Class::Responses && reading == Reading::Compare {
         // Leading system items join `instructions` as the system field.
         let lead = parsed
             .messages

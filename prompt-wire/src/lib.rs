@@ -22,9 +22,18 @@
 //!   later one extends the earlier one, or names the first differing tool, system block,
 //!   message or content block and why (tools changed, system rewritten, hoisting, a
 //!   message edited, inserted, removed, reordered).
+//!   [`body_parts`] reads one body of any shape into its parts as sent (what
+//!   `cacheline audit` counts).
 //!
-//! Key orders, where each API's stable part ends, where Anthropic's breakpoints go and how
-//! updates are delivered: `docs/wire.md`.
+//! - A provider profile ([`WireOptions::profile`], `prompt_core::profile`) makes the bodies
+//!   the provider's: no `role: "system"` message after the first where the provider moves or
+//!   refuses it (DeepSeek), Claude Opus 4.8's system messages inside `messages`, the 1-hour
+//!   TTL and `prompt_cache_retention` in the frozen part, Anthropic's cache diagnostics
+//!   ([`Wire::cache_diagnostics_header`], [`CacheDiagnostics`], [`MissReport`]: the guard's
+//!   verdict under the provider's reason names).
+//!
+//! Key orders, where each API's stable part ends, where Anthropic's breakpoints go, how
+//! updates are delivered and what each profile changes: `docs/wire.md`.
 //!
 //! ```
 //! use prompt_core::{Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext};
@@ -71,6 +80,7 @@
 
 mod conversation;
 mod convert;
+mod diagnostics;
 mod error;
 mod guard;
 mod options;
@@ -83,13 +93,18 @@ pub use conversation::{
     CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
     ConversationSnapshot, Next, RestoredConversation,
 };
+pub use diagnostics::{CacheDiagnostics, GuardReason, MissReason, MissReport};
 pub use error::WireError;
 pub use guard::{
-    Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which, compare,
+    BodyParts, Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which,
+    body_parts, compare, without_cache_control,
 };
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
-pub use wire::{ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, ResumePoint, Wire, prompt_cache_key};
+pub use wire::{
+    ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, ResumePoint, Wire,
+    prompt_cache_key,
+};
 
 use prompt_core::tools::ToolSet;
 use prompt_core::{ApiKind, SessionOptions};

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use prompt_core::ApiKind;
+use prompt_core::profile::Profile;
 use serde_json::Value;
 
 use crate::error::WireError;
@@ -29,6 +30,7 @@ pub struct WireOptions {
     params: BTreeMap<String, String>,
     tail_in_own_message: bool,
     routing_header: Option<String>,
+    profile: Option<Profile>,
 }
 
 /// The routing header sglang-router's `manual` policy pins a request by.
@@ -43,7 +45,32 @@ impl WireOptions {
             params: BTreeMap::new(),
             tail_in_own_message: false,
             routing_header: None,
+            profile: None,
         }
+    }
+
+    /// Options for the profile's model, the profile applied ([`WireOptions::profile`]).
+    pub fn for_profile(profile: &Profile) -> Self {
+        Self::new(profile.model()).profile(profile.clone())
+    }
+
+    /// Applies a provider profile to the bodies: a later `role: "system"` message the
+    /// provider would move or refuse is sent as a user message (`<system-reminder>` for
+    /// Chat Completions and Responses); on Anthropic models that accept them, system
+    /// messages go inside `messages` after the user message of their turn, never with a
+    /// breakpoint; Anthropic's `"ttl": "1h"` on the prefix breakpoints and OpenAI's
+    /// `prompt_cache_retention` are written in the frozen part of the body; Anthropic's
+    /// cache diagnostics are asked for ([`Wire::cache_diagnostics_header`](crate::Wire::cache_diagnostics_header));
+    /// a Gemini 3 function call without its signature is refused. Without a profile the
+    /// bodies are the API's own, as before.
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.profile = Some(profile);
+        self
+    }
+
+    /// The provider profile, if one applies.
+    pub fn provider_profile(&self) -> Option<&Profile> {
+        self.profile.as_ref()
     }
 
     /// The name of the header [`Wire::routing_header`](crate::Wire::routing_header) gives
@@ -109,7 +136,7 @@ impl WireOptions {
         if let Some(key) = self
             .params
             .keys()
-            .find(|k| reserved(api).contains(&k.as_str()))
+            .find(|k| reserved(api).contains(&k.as_str()) || self.profile_writes(api, k))
         {
             return Err(WireError::ReservedParameter {
                 key: key.clone(),
@@ -123,6 +150,22 @@ impl WireOptions {
             });
         }
         Ok(())
+    }
+}
+
+impl WireOptions {
+    /// Whether the profile makes the library write the top-level key `key` for `api`.
+    fn profile_writes(&self, api: ApiKind, key: &str) -> bool {
+        let Some(profile) = &self.profile else {
+            return false;
+        };
+        match key {
+            "prompt_cache_retention" => {
+                crate::wire::writes_retention(api) && profile.retention().is_some()
+            }
+            "diagnostics" => api == ApiKind::Anthropic && profile.cache_diagnostics(),
+            _ => false,
+        }
     }
 }
 

@@ -45,16 +45,21 @@ pub enum UsageProvider {
     Gemini,
     /// llama.cpp `timings`.
     LlamaCpp,
+    /// DeepSeek's OpenAI-shaped `usage` with `prompt_cache_hit_tokens` /
+    /// `prompt_cache_miss_tokens`.
+    #[serde(rename = "deepseek")]
+    DeepSeek,
 }
 
 impl UsageProvider {
-    /// The name: `openai`, `anthropic`, `gemini`, `llama_cpp`.
+    /// The name: `openai`, `anthropic`, `gemini`, `llama_cpp`, `deepseek`.
     pub fn as_str(self) -> &'static str {
         match self {
             UsageProvider::OpenAi => "openai",
             UsageProvider::Anthropic => "anthropic",
             UsageProvider::Gemini => "gemini",
             UsageProvider::LlamaCpp => "llama_cpp",
+            UsageProvider::DeepSeek => "deepseek",
         }
     }
 }
@@ -81,6 +86,14 @@ pub struct Reply {
     pub stop_reason: Option<String>,
     /// The usage, when the reply has one.
     pub usage: Option<UsageReport>,
+    /// The reply's `id` (Gemini's `responseId`), read from a whole reply: Anthropic's cache
+    /// diagnostics name the previous reply by it.
+    pub id: Option<String>,
+    /// The provider's `diagnostics` object, raw, when a whole reply has one (Anthropic's
+    /// cache diagnostics: `cache_miss_reason` with its `type` and
+    /// `cache_missed_input_tokens`); read it with
+    /// [`CacheDiagnostics::parse`](crate::CacheDiagnostics::parse).
+    pub diagnostics: Option<String>,
 }
 
 impl Wire {
@@ -90,8 +103,9 @@ impl Wire {
     ///
     /// Nothing is recorded when the body is refused.
     pub fn record_reply(&self, session: &mut Session, body: &[u8]) -> Result<Reply, WireError> {
-        let reply = parse(self.api(), body, salt(session))?;
-        record(session, reply)
+        let reply = record(session, parse(self.api(), body, salt(session))?)?;
+        self.remember_reply(reply.id.as_deref());
+        Ok(reply)
     }
 }
 
@@ -187,12 +201,25 @@ pub(crate) fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireE
         std::str::from_utf8(body).map_err(|e| ctx.bad("body", format!("not UTF-8 ({e})")))?;
     let top = Object::parse(text).map_err(|p| ctx.bad("body", p.to_string()))?;
     ctx.refuse_error(&top)?;
-    match api {
+    let mut reply = match api {
         ApiKind::OpenAi | ApiKind::LlamaCpp => chat(&ctx, &top, api),
         ApiKind::OpenAiResponses => responses(&ctx, &top),
         ApiKind::Anthropic => anthropic(&ctx, &top),
         ApiKind::Gemini => gemini(&ctx, &top, salt),
-    }
+    }?;
+    // What every shape names alike, read from the whole reply.
+    reply.id = top
+        .str(if api == ApiKind::Gemini {
+            "responseId"
+        } else {
+            "id"
+        })
+        .map(Cow::into_owned);
+    reply.diagnostics = top
+        .get("diagnostics")
+        .filter(|d| d.get().starts_with('{'))
+        .map(|d| d.get().to_owned());
+    Ok(reply)
 }
 
 fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageReport> {
@@ -201,10 +228,17 @@ fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageRe
 }
 
 impl UsageReport {
-    /// `json` as the usage of `provider`, when it is an object.
+    /// `json` as the usage of `provider`, when it is an object. DeepSeek's cache counts ride
+    /// in an OpenAI-shaped usage: with `prompt_cache_hit_tokens` it is DeepSeek's.
     pub(crate) fn of(provider: UsageProvider, json: &str) -> Option<Self> {
+        let deepseek = provider == UsageProvider::OpenAi
+            && Object::parse(json).is_ok_and(|o| o.has("prompt_cache_hit_tokens"));
         json.starts_with('{').then(|| Self {
-            provider,
+            provider: if deepseek {
+                UsageProvider::DeepSeek
+            } else {
+                provider
+            },
             json: json.to_owned(),
         })
     }
@@ -316,6 +350,8 @@ pub(crate) fn chat_reply(
         text,
         stop_reason,
         usage,
+        id: None,
+        diagnostics: None,
     })
 }
 
@@ -395,6 +431,8 @@ pub(crate) fn responses_reply(
         text,
         stop_reason,
         usage,
+        id: None,
+        diagnostics: None,
     })
 }
 
@@ -460,6 +498,8 @@ pub(crate) fn anthropic_reply(
         text,
         stop_reason,
         usage,
+        id: None,
+        diagnostics: None,
     })
 }
 
@@ -556,5 +596,7 @@ pub(crate) fn gemini_reply(
         text,
         stop_reason: finish,
         usage,
+        id: None,
+        diagnostics: None,
     })
 }

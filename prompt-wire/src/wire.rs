@@ -1,19 +1,37 @@
 //! The body each provider receives, as a view over bytes converted once per node.
 
 use std::io::{self, Write};
+use std::sync::{Mutex, PoisonError};
 
 use prompt_core::hash::{Fingerprint, NodeId};
 use prompt_core::node::{Node, NodeKind};
+use prompt_core::profile::{CacheTtl, Profile};
 use prompt_core::tools::ToolSet;
 use prompt_core::{ApiKind, Request};
 
-use crate::convert::{self, Call, Part, Role};
+use crate::convert::{self, Call, Part, Role, Style};
 use crate::error::WireError;
 use crate::options::WireOptions;
 use crate::raw::push_quoted;
 
 /// An Anthropic breakpoint, as written inside the block it marks.
 const CACHE_CONTROL: &str = r#","cache_control":{"type":"ephemeral"}"#;
+
+/// The prefix breakpoints (tools, system) of a profile asking for the 1-hour TTL. Entries
+/// of a longer TTL must come before shorter ones; tools and system come first.
+const CACHE_CONTROL_1H: &str = r#","cache_control":{"type":"ephemeral","ttl":"1h"}"#;
+
+/// The beta header Anthropic's cache diagnostics are asked for with, and its value.
+pub const CACHE_DIAGNOSIS_BETA: (&str, &str) = ("anthropic-beta", "cache-diagnosis-2026-04-07");
+
+/// The longest reply id kept for `diagnostics.previous_message_id`; a longer one is not a
+/// provider's id, and is not sent.
+const MAX_MESSAGE_ID: usize = 256;
+
+/// Whether `api`'s bodies carry OpenAI's `prompt_cache_retention` when the profile asks.
+pub(crate) fn writes_retention(api: ApiKind) -> bool {
+    matches!(api, ApiKind::OpenAi | ApiKind::OpenAiResponses)
+}
 
 /// Anthropic looks for an earlier cache entry at most this many blocks before a breakpoint.
 pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
@@ -76,6 +94,16 @@ struct Item {
     assistant: bool,
     /// A leading system node of an API with one system field: its text goes there.
     system_text: Option<Box<str>>,
+    /// Anthropic with native system messages: the blocks of a later system node, laid out
+    /// after the user message of its turn ([`Wire::release`]), not at its own place.
+    held: Vec<Part>,
+    /// Bytes written before the lead: the system message of the turn this (assistant) item
+    /// closes.
+    release: Option<Box<str>>,
+    /// The user's own message (a turn's start).
+    user_turn: bool,
+    /// Gemini: function calls without their signature.
+    unsigned_calls: bool,
 }
 
 /// What is frozen at the first body: session-constant bytes.
@@ -129,6 +157,8 @@ pub struct Wire {
     leading: usize,
     last_assistant: Option<usize>,
     previous: Option<Previous>,
+    /// The id of the last reply recorded: Anthropic's `diagnostics.previous_message_id`.
+    previous_message: Mutex<Option<Box<str>>>,
 }
 
 fn grouped(api: ApiKind) -> bool {
@@ -141,6 +171,7 @@ fn opener(api: ApiKind, role: Role) -> &'static str {
         (ApiKind::Gemini, Role::Assistant) => r#"{"role":"model","parts":["#,
         (_, Role::User) => r#"{"role":"user","content":["#,
         (_, Role::Assistant) => r#"{"role":"assistant","content":["#,
+        (_, Role::System) => r#"{"role":"system","content":["#,
     }
 }
 
@@ -171,6 +202,7 @@ impl Wire {
             leading: 0,
             last_assistant: None,
             previous: None,
+            previous_message: Mutex::new(None),
         })
     }
 
@@ -221,6 +253,7 @@ impl Wire {
             leading: 0,
             last_assistant: None,
             previous: self.previous,
+            previous_message: Mutex::new(self.previous_message_id().map(Box::from)),
         };
         if let Some(frozen) = &self.frozen {
             wire.frozen = Some(Frozen {
@@ -258,10 +291,18 @@ impl Wire {
                 });
             }
             // The same session after a refresh: a new prefix or tools, in a new epoch. The
-            // converted nodes stay valid (a node's shape does not depend on the prefix).
+            // converted nodes stay valid (a node's shape does not depend on the prefix)…
             Some(frozen) if frozen.fingerprint != request.prefix_fingerprint() => {
+                let had_prefix = frozen.prefix.is_some();
                 self.frozen = Some(self.freeze(request));
                 self.previous = None;
+                // …but for a profile that sends later system messages as user messages,
+                // whether a first system node is the body's first message does.
+                if self.style(false).system_as_user && had_prefix != request.has_prefix() {
+                    self.items.clear();
+                    self.leading = 0;
+                    self.last_assistant = None;
+                }
             }
             Some(_) => {}
             None => self.frozen = Some(self.freeze(request)),
@@ -271,24 +312,38 @@ impl Wire {
             self.previous = None;
         }
         self.refresh_head();
+        self.refuse_unsigned_calls()?;
 
         let api = self.api;
         let mut ephemeral = Vec::new();
+        let mut ephemeral_system = false;
         for (component, message) in request.ephemeral() {
-            let converted =
-                convert::convert(api, message, &|_| None).map_err(|problem| WireError::Node {
+            let converted = convert::convert(api, message, &|_| None, self.style(false)).map_err(
+                |problem| WireError::Node {
                     index: request.nodes().len(),
                     producer: prompt_core::node::Producer::Component(component.clone()),
                     api: crate::api_name(api),
                     problem,
-                })?;
+                },
+            )?;
+            ephemeral_system |= converted.native_system;
             ephemeral.extend(converted.parts);
         }
-        let open_before = self.items.last().and_then(|i| i.open_after);
+        let release = self.release(self.items.len());
+        let open_before = match &release {
+            Some((_, Role::System)) => Some(Role::System),
+            Some(_) => Some(Role::User),
+            None => self.items.last().and_then(|i| i.open_after),
+        };
         let parts_before = self.items.last().map_or(0, |i| i.end_parts);
         let head_element = self.frozen.as_ref().is_some_and(|f| f.head_element);
         let ephemeral_lead = if ephemeral.is_empty() {
             Lead::Nothing
+        } else if open_before == Some(Role::System) {
+            // After a system message only the reply may come: the tail goes into it.
+            Lead::Comma
+        } else if ephemeral_system && open_before == Some(Role::User) {
+            Lead::CloseOpen(Role::System)
         } else if grouped(api)
             && self.options.tail_is_own_message()
             && open_before == Some(Role::User)
@@ -308,32 +363,178 @@ impl Wire {
         } else {
             Vec::new()
         };
+        let trailer = self.diagnostics_trailer();
 
         let (head_len, tail_len) = self
             .frozen
             .as_ref()
             .map_or((0, 0), |f| (f.head.len(), f.tail.len()));
         let section = self.items.last().map_or(0, |i| i.end_len);
-        let stable_len = head_len + section + breakpoints.len() * CACHE_CONTROL.len();
+        let release_len = release.as_ref().map_or(0, |(r, _)| r.len());
+        let stable_len = head_len + section + release_len + breakpoints.len() * CACHE_CONTROL.len();
         let ephemeral_len = if ephemeral.is_empty() {
             0
         } else {
             lead_len(api, ephemeral_lead) + parts_len(&ephemeral)
         };
         let closer = if open_end.is_some() { 2 } else { 0 };
+        let trailer_len = trailer.as_ref().map_or(0, String::len);
         // The tail starts with the array's closing bracket.
-        let len = stable_len + ephemeral_len + closer + tail_len;
+        let len = stable_len + ephemeral_len + closer + tail_len + trailer_len;
         let new_from = request.nodes().len() - request.new_nodes().len();
         Ok(Body {
             wire: self,
             ephemeral,
             ephemeral_lead,
             open_end,
+            release: release.map(|(r, _)| r),
+            trailer,
             breakpoints,
             new_from,
             stable_len,
             len,
         })
+    }
+
+    /// The provider profile the options apply, if any.
+    fn profile(&self) -> Option<&Profile> {
+        self.options.provider_profile()
+    }
+
+    /// What the profile asks of a later system message. `first_message`: the node would be
+    /// the body's first message (no prefix before it), which stays a system message.
+    fn style(&self, first_message: bool) -> Style {
+        let Some(profile) = self.profile() else {
+            return Style::default();
+        };
+        let sends = profile.sends_later_system();
+        Style {
+            system_as_user: !sends
+                && !first_message
+                && matches!(
+                    self.api,
+                    ApiKind::OpenAi | ApiKind::LlamaCpp | ApiKind::OpenAiResponses
+                ),
+            native_system: sends && self.api == ApiKind::Anthropic,
+        }
+    }
+
+    /// The HTTP header to send with every request when the profile asks for Anthropic's
+    /// cache diagnostics ([`CACHE_DIAGNOSIS_BETA`]; add its value to any other
+    /// `anthropic-beta` values, comma-separated); `None` otherwise.
+    pub fn cache_diagnostics_header(&self) -> Option<(&'static str, &'static str)> {
+        self.asks_cache_diagnostics()
+            .then_some(CACHE_DIAGNOSIS_BETA)
+    }
+
+    fn asks_cache_diagnostics(&self) -> bool {
+        self.api == ApiKind::Anthropic && self.profile().is_some_and(Profile::cache_diagnostics)
+    }
+
+    /// The id of the last reply [`Wire::record_reply`] recorded: the next body's
+    /// `diagnostics.previous_message_id` when cache diagnostics are on.
+    pub fn previous_message_id(&self) -> Option<String> {
+        self.previous_message
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_deref()
+            .map(str::to_owned)
+    }
+
+    /// Sets the id the next body names as `diagnostics.previous_message_id` (a wire
+    /// restored in another process: the id of the last reply of the saved session).
+    pub fn set_previous_message_id(&mut self, id: Option<&str>) {
+        let id = id.filter(|id| id.len() <= MAX_MESSAGE_ID).map(Box::from);
+        *self
+            .previous_message
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = id;
+    }
+
+    /// Remembers a recorded reply's id (from [`Wire::record_reply`], which borrows the wire
+    /// shared).
+    pub(crate) fn remember_reply(&self, id: Option<&str>) {
+        let id = id.filter(|id| id.len() <= MAX_MESSAGE_ID).map(Box::from);
+        *self
+            .previous_message
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = id;
+    }
+
+    /// `,"diagnostics":{"previous_message_id":…}` when the profile asks for cache
+    /// diagnostics: the body's last key, after every byte of the prompt (`null` before the
+    /// first reply, as Anthropic's opt-in has it).
+    fn diagnostics_trailer(&self) -> Option<String> {
+        if !self.asks_cache_diagnostics() {
+            return None;
+        }
+        let mut out = String::from(r#","diagnostics":{"previous_message_id":"#);
+        match self.previous_message_id() {
+            Some(id) => push_quoted(&mut out, &id),
+            None => out.push_str("null"),
+        }
+        out.push('}');
+        Some(out)
+    }
+
+    /// The system message of the open turn (the items after the last laid-out assistant
+    /// item, before `upto`) when a native-system profile holds system nodes in it: after
+    /// the turn's user message, as Anthropic's placement rules require (a system message
+    /// follows a user message and is the last one or followed by the reply). A turn with
+    /// no user message gets its system text as a user message instead. The bytes, and the
+    /// role of the message they leave open.
+    fn release(&self, upto: usize) -> Option<(Box<str>, Role)> {
+        let before = &self.items[..upto];
+        let start = before
+            .iter()
+            .rposition(|i| i.role == Role::Assistant && !i.parts.is_empty())
+            .map_or(0, |at| at + 1);
+        let run = &before[start..];
+        if run.iter().all(|i| i.held.is_empty()) {
+            return None;
+        }
+        let user = run
+            .iter()
+            .any(|i| i.role == Role::User && !i.parts.is_empty());
+        let open = before.last().and_then(|i| i.open_after);
+        let (role, mut out) = if user {
+            (Role::System, String::from("]},"))
+        } else if open.is_some() {
+            (Role::User, String::from("]},"))
+        } else {
+            (Role::User, String::new())
+        };
+        out.push_str(opener(self.api, role));
+        for (k, part) in run.iter().flat_map(|i| &i.held).enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            out.push_str(&part.text);
+        }
+        Some((out.into(), role))
+    }
+
+    /// Gemini 3 answers 400 to a function call of the current turn replayed without its
+    /// `thoughtSignature`: with a profile that requires signatures, a body whose current
+    /// turn (since the user's last message) holds calls the wire built from an
+    /// OpenAI-shaped message is refused.
+    fn refuse_unsigned_calls(&self) -> Result<(), WireError> {
+        if !self.profile().is_some_and(Profile::signatures_required) {
+            return Ok(());
+        }
+        let current = self
+            .items
+            .iter()
+            .rposition(|i| i.user_turn)
+            .map_or(0, |at| at + 1);
+        match self.items[current..].iter().position(|i| i.unsigned_calls) {
+            Some(at) => Err(WireError::UnsignedCalls {
+                index: current + at,
+                api: crate::api_name(self.api),
+                model: excerpt(self.options.model()),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn lead(
@@ -401,22 +602,34 @@ impl Wire {
                 let at = calls.binary_search_by(|c| c.id.as_str().cmp(id)).ok()?;
                 calls.get(at).cloned()
             };
-            convert::convert(api, node.bytes(), &answered).map_err(|problem| WireError::Node {
-                index,
-                producer: node.producer().clone(),
-                api: crate::api_name(api),
-                problem,
-            })?
+            let first_message =
+                index == 0 && self.frozen.as_ref().is_some_and(|f| f.prefix.is_none());
+            convert::convert(api, node.bytes(), &answered, self.style(first_message)).map_err(
+                |problem| WireError::Node {
+                    index,
+                    producer: node.producer().clone(),
+                    api: crate::api_name(api),
+                    problem,
+                },
+            )?
         };
         let leading = grouped(api)
             && self.leading == self.items.len()
             && converted.system_text.is_some()
             && matches!(node.kind(), NodeKind::System | NodeKind::CompactionSummary);
-        let (parts, system_text) = if leading {
+        let (parts, system_text, held) = if leading {
             self.leading += 1;
-            (Vec::new(), converted.system_text.map(Box::from))
+            (Vec::new(), converted.system_text.map(Box::from), Vec::new())
+        } else if converted.native_system {
+            (Vec::new(), None, converted.parts)
         } else {
-            (converted.parts, None)
+            (converted.parts, None, Vec::new())
+        };
+        // An assistant message closes its turn: the turn's system message goes before it.
+        let release = if converted.role == Role::Assistant && !parts.is_empty() {
+            self.release(self.items.len()).map(|(r, _)| r)
+        } else {
+            None
         };
         let before = self.items.last();
         let open_before = before.and_then(|i| i.open_after);
@@ -426,9 +639,18 @@ impl Wire {
         let (lead, open_after, len) = if parts.is_empty() {
             (Lead::Nothing, open_before, 0)
         } else {
-            let lead = self.lead(converted.role, open_before, parts_before, head_element);
+            let lead = if release.is_some() {
+                Lead::CloseOpen(converted.role)
+            } else {
+                self.lead(converted.role, open_before, parts_before, head_element)
+            };
             let open = grouped(api).then_some(converted.role);
-            (lead, open, lead_len(api, lead) + parts_len(&parts))
+            let released = release.as_ref().map_or(0, |r| r.len());
+            (
+                lead,
+                open,
+                released + lead_len(api, lead) + parts_len(&parts),
+            )
         };
         let assistant = matches!(node.kind(), NodeKind::Assistant);
         self.items.push(Item {
@@ -442,6 +664,10 @@ impl Wire {
             calls: converted.calls,
             assistant,
             system_text,
+            held,
+            release,
+            user_turn: matches!(node.kind(), NodeKind::User),
+            unsigned_calls: api == ApiKind::Gemini && converted.unsigned_calls,
         });
         if assistant {
             self.last_assistant = Some(self.items.len() - 1);
@@ -455,7 +681,7 @@ impl Wire {
         let prefix = request
             .has_prefix()
             .then(|| request.prefix_text().to_owned());
-        let tools = tools_field(self.api, request.tools());
+        let tools = tools_field(self.api, request.tools(), self.prefix_cache_control());
         let key = prompt_cache_key(request);
         let mut tail = String::from("]");
         if matches!(
@@ -464,6 +690,15 @@ impl Wire {
         ) {
             tail.push_str(r#","prompt_cache_key":"#);
             push_quoted(&mut tail, &key);
+        }
+        // Frozen with the session, after the messages: it never moves a stable byte.
+        if let Some(retention) = self
+            .profile()
+            .and_then(Profile::retention)
+            .filter(|_| writes_retention(self.api))
+        {
+            tail.push_str(r#","prompt_cache_retention":"#);
+            push_quoted(&mut tail, retention.as_str());
         }
         if self.api == ApiKind::LlamaCpp {
             tail.push_str(r#","cache_prompt":true"#);
@@ -488,8 +723,23 @@ impl Wire {
         };
         frozen.head_element =
             matches!(self.api, ApiKind::OpenAi | ApiKind::LlamaCpp) && frozen.prefix.is_some();
-        (frozen.head, frozen.head_system) = head(self.api, &self.options, &frozen, &[]);
+        (frozen.head, frozen.head_system) = head(
+            self.api,
+            &self.options,
+            &frozen,
+            &[],
+            self.prefix_cache_control(),
+        );
         frozen
+    }
+
+    /// The breakpoint of the tools and the system field: with the 1-hour TTL when the
+    /// profile asks for it.
+    fn prefix_cache_control(&self) -> &'static str {
+        match self.profile().and_then(Profile::ttl) {
+            Some(CacheTtl::OneHour) => CACHE_CONTROL_1H,
+            Some(CacheTtl::FiveMinutes) | None => CACHE_CONTROL,
+        }
     }
 
     /// Rewrites the head when the leading system nodes changed (only at the first body of
@@ -499,6 +749,7 @@ impl Wire {
             return;
         }
         let key = self.leading.checked_sub(1).map(|i| self.items[i].id);
+        let control = self.prefix_cache_control();
         let Some(frozen) = self.frozen.as_mut() else {
             return;
         };
@@ -509,7 +760,7 @@ impl Wire {
             .iter()
             .filter_map(|i| i.system_text.as_deref())
             .collect();
-        (frozen.head, frozen.head_system) = head(self.api, &self.options, frozen, &texts);
+        (frozen.head, frozen.head_system) = head(self.api, &self.options, frozen, &texts, control);
         frozen.head_leading = key;
     }
 
@@ -560,7 +811,7 @@ impl Wire {
 }
 
 /// The tools field's value for `api`, written once; `None` without tools.
-fn tools_field(api: ApiKind, tools: &ToolSet) -> Option<String> {
+fn tools_field(api: ApiKind, tools: &ToolSet, control: &str) -> Option<String> {
     if tools.is_empty() {
         return None;
     }
@@ -594,7 +845,7 @@ fn tools_field(api: ApiKind, tools: &ToolSet) -> Option<String> {
                 out.push_str(r#","input_schema":"#);
                 out.push_str(&d.parameters);
                 if i + 1 == defs.len() {
-                    out.push_str(CACHE_CONTROL);
+                    out.push_str(control);
                 }
                 out.push('}');
             }
@@ -622,7 +873,13 @@ fn tools_field(api: ApiKind, tools: &ToolSet) -> Option<String> {
 
 /// Everything before the first history message, in the documented key order, and whether
 /// it has a system field.
-fn head(api: ApiKind, options: &WireOptions, frozen: &Frozen, leading: &[&str]) -> (String, bool) {
+fn head(
+    api: ApiKind,
+    options: &WireOptions,
+    frozen: &Frozen,
+    leading: &[&str],
+    control: &str,
+) -> (String, bool) {
     let mut out = String::from("{");
     let mut system = false;
     let tools = frozen.tools.as_deref();
@@ -679,7 +936,7 @@ fn head(api: ApiKind, options: &WireOptions, frozen: &Frozen, leading: &[&str]) 
                     out.push_str(r#"{"type":"text","text":"#);
                     push_quoted(&mut out, text);
                     if i + 1 == texts.len() {
-                        out.push_str(CACHE_CONTROL);
+                        out.push_str(control);
                     }
                     out.push('}');
                 }
@@ -727,6 +984,10 @@ pub struct Body<'w> {
     ephemeral: Vec<Part>,
     ephemeral_lead: Lead,
     open_end: Option<Role>,
+    /// The open turn's system message (native-system profiles), after its last node.
+    release: Option<Box<str>>,
+    /// The body's last key, after the prompt: Anthropic's `diagnostics`.
+    trailer: Option<String>,
     /// Global indices of the message blocks carrying an Anthropic breakpoint.
     breakpoints: Vec<usize>,
     new_from: usize,
@@ -799,6 +1060,9 @@ impl<'w> Body<'w> {
             if item.parts.is_empty() {
                 continue;
             }
+            if let Some(release) = &item.release {
+                out(release.as_bytes());
+            }
             lead(item.lead, out);
             let first = item.end_parts - item.parts.len();
             for (j, part) in item.parts.iter().enumerate() {
@@ -816,6 +1080,9 @@ impl<'w> Body<'w> {
                 }
             }
         }
+        if let Some(release) = &self.release {
+            out(release.as_bytes());
+        }
         let open_end = if ephemeral && !self.ephemeral.is_empty() {
             lead(self.ephemeral_lead, out);
             for (j, part) in self.ephemeral.iter().enumerate() {
@@ -825,6 +1092,8 @@ impl<'w> Body<'w> {
                 out(part.text.as_bytes());
             }
             self.open_end
+        } else if self.release.is_some() {
+            Some(Role::System)
         } else {
             self.wire.items.last().and_then(|i| i.open_after)
         };
@@ -832,7 +1101,15 @@ impl<'w> Body<'w> {
             out(b"]}");
         }
         if let Some(f) = frozen {
-            out(f.tail.as_bytes());
+            // The tail ends with the body's closing brace; the trailer goes before it.
+            match (ephemeral, &self.trailer, f.tail.as_bytes().split_last()) {
+                (true, Some(trailer), Some((close, tail))) => {
+                    out(tail);
+                    out(trailer.as_bytes());
+                    out(std::slice::from_ref(close));
+                }
+                _ => out(f.tail.as_bytes()),
+            }
         }
     }
 
@@ -898,6 +1175,7 @@ impl<'w> Body<'w> {
                 (_, Role::User) => "user",
                 (ApiKind::Gemini, Role::Assistant) => "model",
                 (_, Role::Assistant) => "assistant",
+                (_, Role::System) => "system",
             })
         };
         self.wire

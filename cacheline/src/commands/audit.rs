@@ -16,8 +16,9 @@ use crate::output::{load_prices, pct, progress, thousands};
 /// Arguments of `audit`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AuditArgs {
-    /// JSONL file: one chat request body (or {"request", "response"}) per line; `-` reads
-    /// standard input. A directory of request bodies (`*.json`, in name order, as
+    /// JSONL file: one request body of any API (or {"request", "response"}) per line, the
+    /// response whole or streamed (its server-sent events as a string); `-` reads standard
+    /// input. A directory of request bodies (`*.json`, in name order, as
     /// `demo --write-bodies` writes them) is read with the guard: see --guard.
     file: PathBuf,
     /// Read FILE as request bodies of any API (OpenAI Chat Completions or Responses,
@@ -71,6 +72,7 @@ fn divergence_text(r: &RequestAudit) -> String {
         return "first request".to_owned();
     };
     let at = match (d.part, d.at.message_index) {
+        (Part::System, _) => "the system field".to_owned(),
         (Part::Tools, Some(i)) => format!("tools[{i}]"),
         (Part::Tools, None) => "tools".to_owned(),
         (_, Some(i)) => format!(
@@ -164,6 +166,7 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
     )?;
     for (i, b) in s.top_breakers.iter().enumerate() {
         let at = match (b.part, b.classification, b.message_index) {
+            (Part::System, _, _) => "the system field".to_owned(),
             (Part::Tools, _, Some(t)) => format!("tools[{t}]"),
             (Part::Tools, _, None) => "tools".to_owned(),
             (_, Classification::HeadRewrite, Some(m)) => {

@@ -9,7 +9,7 @@ use prompt_core::input;
 use prompt_reference::demo::{self, DemoOptions, DemoState, DemoTurn};
 use prompt_reference::scenario::ScenarioSize;
 use prompt_registry::wire::{ResumePoint, Wire, WireOptions};
-use prompt_registry::{ApiKind, DeliveryStyle, Registry, cli};
+use prompt_registry::{ApiKind, DeliveryStyle, Profile, Registry, cli};
 use serde::{Deserialize, Serialize};
 
 use super::DEFAULT_CONFIG;
@@ -34,9 +34,17 @@ pub(crate) struct DemoArgs {
     /// request is its messages array and the tools are text in the prefix.
     #[arg(long, value_parser = parse_api)]
     api: Option<ApiKind>,
-    /// The model named in the bodies (with --api).
-    #[arg(long, default_value = "demo-model", requires = "api")]
-    model: String,
+    /// The model the bodies are for (with --api): its provider profile decides how updates
+    /// travel, which system messages may follow the first, the TTL and retention fields
+    /// (see docs/wire.md, Provider profiles); the agent.toml's `[provider]` section applies
+    /// over it. Without it (and without a `[provider]` section) the bodies name `demo-model`
+    /// and updates travel the --api's way.
+    #[arg(long, requires = "api")]
+    model: Option<String>,
+    /// The base URL the model is served at (with --model): a host the profile table knows
+    /// (`api.deepseek.com`, a Bedrock endpoint for Claude, …) picks its row.
+    #[arg(long, value_name = "URL", requires = "model")]
+    base_url: Option<String>,
     /// Write the session after the last turn to FILE (resume it with --resume).
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
@@ -90,9 +98,16 @@ struct SavedDemo {
     wire: Option<ResumePoint>,
 }
 
-/// The body parameters each API needs besides the model (Anthropic requires `max_tokens`).
-fn wire_options(api: ApiKind, model: &str) -> WireOptions {
-    let options = WireOptions::new(model);
+/// The model the bodies name without --model.
+const DEMO_MODEL: &str = "demo-model";
+
+/// The body parameters each API needs besides the model (Anthropic requires `max_tokens`),
+/// and the profile, when one applies.
+fn wire_options(api: ApiKind, profile: Option<&Profile>) -> WireOptions {
+    let options = match profile {
+        Some(profile) => WireOptions::for_profile(profile),
+        None => WireOptions::new(DEMO_MODEL),
+    };
     match api {
         ApiKind::Anthropic => options.param("max_tokens", &serde_json::json!(1024)),
         _ => options,
@@ -132,10 +147,19 @@ pub(crate) fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, Box<dyn Error>> {
-    let Some(policy) =
-        cli::load_policy(args.config.as_deref(), registry, Some(DEFAULT_CONFIG), err)?
+    let Some((policy, provider)) =
+        cli::load_agent_toml(args.config.as_deref(), registry, Some(DEFAULT_CONFIG), err)?
     else {
         return Ok(2);
+    };
+    // The profile of the model asked for, the operator's [provider] section over it.
+    let profile = match args.api {
+        Some(api) if args.model.is_some() || provider.is_present() => Some(provider.profile(
+            api,
+            args.model.as_deref().unwrap_or(DEMO_MODEL),
+            args.base_url.as_deref(),
+        )),
+        _ => None,
     };
     let resume = match &args.resume {
         None => None,
@@ -175,7 +199,7 @@ pub(crate) fn run(
     let mut wire = match args.api {
         None => None,
         Some(api) => {
-            let mut wire = Wire::new(api, wire_options(api, &args.model))?;
+            let mut wire = Wire::new(api, wire_options(api, profile.as_ref()))?;
             if let Some(point) = resume.as_ref().and_then(|r| r.wire) {
                 wire.resume_from(point);
             }
@@ -206,10 +230,11 @@ pub(crate) fn run(
             }
         };
     let mut options = DemoOptions::new(args.turns);
-    options.delivery = match (&args.delivery, args.api) {
-        (Some(delivery), _) => delivery.clone(),
-        (None, Some(api)) => api.delivery(),
-        (None, None) => DeliveryStyle::system(),
+    options.delivery = match (&args.delivery, &profile, args.api) {
+        (Some(delivery), _, _) => delivery.clone(),
+        (None, Some(profile), _) => profile.delivery(),
+        (None, None, Some(api)) => api.delivery(),
+        (None, None, None) => DeliveryStyle::system(),
     };
     if args.api.is_some() {
         options.tools = Some(ScenarioSize::Full.tools()?);
@@ -249,6 +274,9 @@ pub(crate) fn run(
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         print(&report, out)?;
+        if let Some(profile) = &profile {
+            writeln!(out, "profile: {profile}")?;
+        }
         print_lifecycle(&lifecycle, out)?;
     }
     Ok(0)

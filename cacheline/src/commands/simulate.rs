@@ -5,7 +5,11 @@ use std::error::Error;
 use std::io::Write;
 use std::path::PathBuf;
 
-use prompt_measure::{Arm, O200kBase, RequestText, Rule, SimConfig, simulate_with_progress};
+use prompt_core::profile::{CacheTtl, GapFate, Retention, duration};
+use prompt_measure::{
+    Arm, GapReport, O200kBase, RequestText, Rule, SimConfig, gap_profiles, simulate_idle_gap,
+    simulate_with_progress,
+};
 use prompt_reference::scenario::{self, McpArrival, Strategy};
 use prompt_registry::Registry;
 
@@ -31,6 +35,56 @@ pub(crate) struct SimulateArgs {
     /// refreshed at the next compaction (`mcp_refresh_deferred`).
     #[arg(long, value_name = "K")]
     mcp_connects_at: Option<u64>,
+    /// Also say what an idle gap of this long (`10m`, `600s`, `1h`) before a turn costs
+    /// each provider, by its cache lifetime (`cacheline` strategy).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_gap: Option<u64>,
+    /// The turn the idle gap comes before (default: the middle turn).
+    #[arg(long, value_name = "K", requires = "idle_gap")]
+    gap_before_turn: Option<u64>,
+    /// Anthropic's cache TTL on the prefix breakpoints for the idle gap: 5m or 1h.
+    #[arg(long, value_parser = parse_ttl, requires = "idle_gap")]
+    anthropic_ttl: Option<CacheTtl>,
+    /// OpenAI's prompt_cache_retention for the idle gap: in_memory or 24h.
+    #[arg(long, value_parser = parse_retention, requires = "idle_gap")]
+    openai_retention: Option<Retention>,
+}
+
+/// `10m`, `600s`, `1h`, `90` (seconds) → seconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => s.split_at(at),
+        None => (s, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a duration such as 10m, 600s or 1h"))?;
+    let factor = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        _ => return Err(format!("`{s}`: the unit is s, m or h")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("`{s}`: too long"))
+}
+
+fn parse_ttl(s: &str) -> Result<CacheTtl, String> {
+    match s {
+        "5m" => Ok(CacheTtl::FiveMinutes),
+        "1h" => Ok(CacheTtl::OneHour),
+        other => Err(format!("unknown ttl `{other}`: expected 5m or 1h")),
+    }
+}
+
+fn parse_retention(s: &str) -> Result<Retention, String> {
+    match s {
+        "in_memory" => Ok(Retention::InMemory),
+        "24h" => Ok(Retention::TwentyFourHours),
+        other => Err(format!(
+            "unknown retention `{other}`: expected in_memory or 24h"
+        )),
+    }
 }
 
 pub(crate) fn run(
@@ -84,8 +138,42 @@ pub(crate) fn run(
         |n| bar.set_position(n as u64),
     );
     bar.finish_and_clear();
+    let gap = match args.idle_gap {
+        None => None,
+        Some(seconds) => {
+            let turn = args.gap_before_turn.unwrap_or(args.turns / 2 + 1);
+            let Some((arm, at)) = composed
+                .iter()
+                .zip(&arms)
+                .find_map(|((name, requests), arm)| {
+                    (name == Strategy::Cacheline.as_str())
+                        .then(|| {
+                            requests
+                                .iter()
+                                .position(|r| r.turn == turn && !r.continuation)
+                        })
+                        .flatten()
+                        .map(|at| (arm, at))
+                })
+            else {
+                writeln!(
+                    err,
+                    "error: --gap-before-turn {turn}: the session has no turn {turn} (--turns {})",
+                    args.turns
+                )?;
+                return Ok(2);
+            };
+            let profiles = gap_profiles(args.anthropic_ttl, args.openai_retention);
+            simulate_idle_gap(arm, at, seconds, tokenizer, &prices, config, &profiles)
+                .map(|gap| (turn, gap))
+        }
+    };
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        let mut json = serde_json::to_value(&report)?;
+        if let (Some(object), Some((_, gap))) = (json.as_object_mut(), &gap) {
+            object.insert("idle_gap".to_owned(), serde_json::to_value(gap)?);
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(0);
     }
     writeln!(
@@ -136,5 +224,58 @@ pub(crate) fn run(
             )?;
         }
     }
+    if let Some((turn, gap)) = &gap {
+        print_gap(*turn, gap, out)?;
+    }
     Ok(0)
+}
+
+/// The idle gap's table: per provider, its lifetime, what the gap did, and the cost of the
+/// request after it.
+fn print_gap(turn: u64, gap: &GapReport, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nidle gap of {} before turn {turn} (request {} of the cacheline strategy, {} tokens, {} in the prefix); cost in uncached-token units",
+        duration(gap.gap_seconds),
+        gap.request + 1,
+        thousands(gap.tokens as u64),
+        thousands(gap.prefix_tokens as u64)
+    )?;
+    writeln!(
+        out,
+        "{:<10} {:<62} {:<14} {:>10} {:>10} {:>10}",
+        "backend", "cache lifetime", "after the gap", "warm", "after gap", "extra"
+    )?;
+    for p in &gap.providers {
+        let lifetime = if p.prefix_lifetime == p.lifetime {
+            p.lifetime.to_string()
+        } else {
+            format!("{}; prefix {}", p.lifetime, p.prefix_lifetime)
+        };
+        let fate = match p.fate {
+            GapFate::Kept => "kept",
+            GapFate::Expired => "expired",
+            GapFate::MaybeExpired => "may expire",
+            GapFate::Unknown => "not documented",
+        };
+        let cost = |c: Option<f64>| c.map_or_else(|| "-".to_owned(), |c| format!("{c:.0}"));
+        writeln!(
+            out,
+            "{:<10} {:<62} {:<14} {:>10.0} {:>10} {:>10}",
+            p.rule.as_str(),
+            lifetime,
+            fate,
+            p.warm_cost,
+            cost(p.after_gap_cost),
+            cost(p.extra_cost)
+        )?;
+        if p.lifetime_premium > 0.0 {
+            writeln!(
+                out,
+                "{:<10} (the 1-hour TTL writes the prefix at 2x once: {:.0} more per session)",
+                "", p.lifetime_premium
+            )?;
+        }
+    }
+    Ok(())
 }

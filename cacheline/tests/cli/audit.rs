@@ -32,7 +32,13 @@ fn malformed_lines_are_reported_with_their_line_number_and_skipped() {
         "{err}"
     );
     assert!(
-        err.contains(":3: warning: line skipped: \"messages\" is not an array"),
+        err.contains(
+            ":3: warning: line skipped: the request body's messages is a number, not an array"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(":5: warning: line skipped: the request body has none of `messages`"),
         "{err}"
     );
     assert!(
@@ -66,6 +72,7 @@ fn audit_json_has_the_documented_shape() {
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(requests.len(), 3);
     assert!(requests[0]["divergence"].is_null());
+    assert_eq!(requests[0]["shape"], "chat_completions");
     assert_eq!(requests[2]["line"], 3);
     assert!(requests[2]["tokens"].as_u64().unwrap_or(0) > 0);
     let d = &requests[2]["divergence"];
@@ -279,4 +286,23 @@ fn audit_of_a_directory_without_bodies_is_an_error() {
         err.contains("no .json request bodies in the directory"),
         "{err}"
     );
+}
+
+#[test]
+fn audit_of_streamed_replies_prints_what_their_whole_replies_print() {
+    // llama.cpp's captured requests and replies, each logged whole and as its stream.
+    let whole = std::fs::read(fixture("llama_cpp_whole.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let streamed =
+        std::fs::read(fixture("llama_cpp_streamed.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    for args in [&["audit", "-"][..], &["audit", "-", "--json"]] {
+        let (code, whole_out, err) = cacheline_with_stdin(args, &whole);
+        assert_eq!(code, 0, "{err}");
+        let (code, streamed_out, err) = cacheline_with_stdin(args, &streamed);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(streamed_out, whole_out, "{args:?}");
+        assert!(
+            whole_out.contains("reported usage (9 requests)"),
+            "{whole_out}"
+        );
+    }
 }

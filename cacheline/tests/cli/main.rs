@@ -12,6 +12,7 @@ mod defects;
 mod demo;
 mod lock;
 mod probe_template;
+mod profiles;
 mod simulate;
 mod status_check;
 

@@ -46,7 +46,9 @@ static CHUNKS: Chunks = Chunks;
 
 /// Streams `data` as a JSONL log (lines split on `\n`) through an [`Auditor`] with a small
 /// window, small stores and a 1 KiB line cap, read in 7-byte chunks, tokenized by
-/// `Chunks`.
+/// `Chunks`. Lines may hold any API's request body and a response whole or streamed (the
+/// corpus has seeds of each: `stream_*.jsonl`, `logged_as_text.jsonl`), so the guard's
+/// reading of a body and the stream readers run under it too.
 /// Invariants: no panic; the line reader yields exactly `data`'s lines, the ones over the cap
 /// as skipped with their full length, and its buffer stays within the cap; every audited
 /// request has each rule's cached tokens ≤ the physical limit's ≤ its tokens, Anthropic's

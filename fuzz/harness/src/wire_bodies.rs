@@ -2,8 +2,9 @@
 //! every API, recorded into a session whose next body must still compose and extend the
 //! previous one.
 
+use prompt_core::profile::Profile;
 use prompt_core::session::ToolResult;
-use prompt_core::{ApiKind, Extensions, PromptPolicy, Session, SessionContext};
+use prompt_core::{ApiKind, Extensions, PromptPolicy, Session, SessionContext, SessionOptions};
 use prompt_wire::{Verdict, Wire, WireOptions, compare, read_reply};
 use serde_json::json;
 
@@ -47,8 +48,20 @@ pub fn wire_bodies(data: &[u8]) {
     }
     for api in APIS {
         match read_reply(api, data) {
-            Ok(_) => record(api, data),
+            Ok(_) => record(api, data, None),
             Err(e) => short(&e.to_string()),
+        }
+    }
+    // The profiles that change the layout: Opus 4.8's system messages, DeepSeek's later
+    // system messages as user messages, Gemini 3's signatures; with diagnostics on.
+    for (api, model) in [
+        (ApiKind::Anthropic, "claude-opus-4-8"),
+        (ApiKind::OpenAi, "deepseek-chat"),
+        (ApiKind::Gemini, "gemini-3-pro-preview"),
+    ] {
+        if read_reply(api, data).is_ok() {
+            let profile = Profile::lookup(api, model, None).with_cache_diagnostics();
+            record(api, data, Some(&profile));
         }
     }
 }
@@ -61,10 +74,10 @@ fn short(message: &str) {
     );
 }
 
-/// Records `reply` into a fresh session of `api`, answers its tool calls, and checks the
-/// next body.
-fn record(api: ApiKind, reply: &[u8]) {
-    let (mut session, mut wire, first) = fresh(api);
+/// Records `reply` into a fresh session of `api` (under `profile`), answers its tool calls,
+/// and checks the next body.
+fn record(api: ApiKind, reply: &[u8], profile: Option<&Profile>) {
+    let (mut session, mut wire, first) = fresh_with(api, profile);
     let Ok(read) = wire.record_reply(&mut session, reply) else {
         // The session may refuse what the parser accepts (a role it does not take).
         return;
@@ -74,15 +87,26 @@ fn record(api: ApiKind, reply: &[u8]) {
 
 /// A fresh session of `api` after its first turn, its wire, and that turn's stable body.
 pub(crate) fn fresh(api: ApiKind) -> (Session, Wire, Vec<u8>) {
-    let options = WireOptions::new("m").param("max_tokens", &json!(16));
-    let Ok(mut wire) = Wire::new(api, options) else {
+    fresh_with(api, None)
+}
+
+/// [`fresh`], under `profile` when one is given.
+fn fresh_with(api: ApiKind, profile: Option<&Profile>) -> (Session, Wire, Vec<u8>) {
+    let (options, session_options) = match profile {
+        Some(p) => (WireOptions::for_profile(p), SessionOptions::for_profile(p)),
+        None => (
+            WireOptions::new("m"),
+            prompt_wire::session_options(api, prompt_core::tools::ToolSet::empty()),
+        ),
+    };
+    let Ok(mut wire) = Wire::new(api, options.param("max_tokens", &json!(16))) else {
         panic!("valid options refused");
     };
     let Ok(mut session) = Session::start(
         Vec::new(),
         &PromptPolicy::default(),
         SessionContext::default(),
-        prompt_wire::session_options(api, prompt_core::tools::ToolSet::empty()),
+        session_options,
     ) else {
         panic!("an empty session refused");
     };

@@ -12,11 +12,11 @@ use std::ops::Range;
 use std::path::Path;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeValue;
 
 use super::{IdPattern, PatternError, PromptPolicy};
 use crate::component::Component;
-use crate::diagnostic::{self, describe_value, excerpt, floor_char_boundary};
+use crate::diagnostic::{self, Unreadable, describe_value, distance_within, excerpt};
 use crate::id::ComponentId;
 use crate::id_grammar::{IdError, IdProblem, NAMESPACES, normalize_name};
 use crate::input::{self, CONFIG_LIMIT, InputError};
@@ -344,27 +344,7 @@ const PROMPT_KEYS: [&str; 4] = ["default", "prefix_allow", "prefix_deny", "place
 type Found = diagnostic::Found<PolicyProblem>;
 
 /// The diagnostics of one load.
-#[derive(Default)]
-struct Findings {
-    errors: Vec<Found>,
-    warnings: Vec<Found>,
-}
-
-impl Findings {
-    fn error(&mut self, span: Range<usize>, problem: PolicyProblem) {
-        self.errors.push(Found {
-            offset: span.start,
-            problem,
-        });
-    }
-
-    fn warning(&mut self, span: Range<usize>, problem: PolicyProblem) {
-        self.warnings.push(Found {
-            offset: span.start,
-            problem,
-        });
-    }
-}
+type Findings = diagnostic::Findings<PolicyProblem>;
 
 /// A pattern entry as written, before it is checked against the components.
 struct RawEntry<'a> {
@@ -394,22 +374,14 @@ impl PromptPolicy {
         components: impl IntoIterator<Item = &'a Component>,
     ) -> Result<LoadedPolicy, PolicyErrors> {
         let mut findings = Findings::default();
-        if src.len() as u64 > CONFIG_LIMIT {
-            let limit = usize::try_from(CONFIG_LIMIT).unwrap_or(usize::MAX);
-            findings.error(
-                floor_char_boundary(src, limit)..src.len(),
-                PolicyProblem::TooLarge {
-                    len: src.len(),
-                    limit: CONFIG_LIMIT,
-                },
-            );
-            return Err(finish_errors(src, origin, findings));
-        }
-        let doc = match DeTable::parse(src) {
+        let doc = match diagnostic::parse_toml(src, CONFIG_LIMIT) {
             Ok(doc) => doc,
-            Err(e) => {
-                let span = e.span().or_else(|| key_past_the_limit(src)).unwrap_or(0..0);
-                findings.error(span, PolicyProblem::Syntax(e));
+            Err((span, why)) => {
+                let problem = match why {
+                    Unreadable::TooLarge { len, limit } => PolicyProblem::TooLarge { len, limit },
+                    Unreadable::Syntax(e) => PolicyProblem::Syntax(e),
+                };
+                findings.error(span, problem);
                 return Err(finish_errors(src, origin, findings));
             }
         };
@@ -482,36 +454,6 @@ impl PromptPolicy {
         };
         Ok(Self::from_agent_toml(&text, &origin, components)?)
     }
-}
-
-/// The most parts a dotted key (`a.b.c`, in a key/value line, a table header or an inline
-/// table) may have: toml 1.x refuses a key with 80 parts or more before its last one (its
-/// `LIMIT`) as a "recursion limit".
-const TOML_KEY_PARTS: usize = 80;
-
-/// Where the first key of too many dotted parts crosses toml's limit: the span of its part
-/// after the [`TOML_KEY_PARTS`]th. toml reports that error without a span; the file is
-/// lexed again with toml's own parser (linear), so quoted parts and spacing count as toml
-/// counts them.
-fn key_past_the_limit(src: &str) -> Option<Range<usize>> {
-    use toml_parser::parser::{Event, EventKind};
-    let source = toml_parser::Source::new(src);
-    let tokens = source.lex().into_vec();
-    let (mut parts, mut continued, mut found) = (0usize, false, None);
-    let mut receiver = |event: Event| match event.kind() {
-        EventKind::SimpleKey => {
-            parts = if continued { parts + 1 } else { 1 };
-            continued = false;
-            if parts == TOML_KEY_PARTS + 1 && found.is_none() {
-                found = Some(event.span().start()..event.span().end());
-            }
-        }
-        EventKind::KeySep => continued = true,
-        EventKind::Whitespace => {}
-        _ => (parts, continued) = (0, false),
-    };
-    toml_parser::parser::parse_document(&tokens, &mut receiver, &mut ());
-    found
 }
 
 /// `[promt]`, `[Prompt]`, `[prompts]`: a top-level name that is not `prompt` but close to it.
@@ -877,42 +819,6 @@ impl<'k> Suggestions<'k> {
         self.memo.insert(id.clone(), best.clone());
         best
     }
-}
-
-/// The edit distance between `a` and `b` if it is at most 2, in `O(len)`: only the band of
-/// the dynamic-programming table within 2 of the diagonal is computed.
-fn distance_within(a: &str, b: &str) -> Option<usize> {
-    const K: usize = 2;
-    const FAR: usize = usize::MAX / 2;
-    // Byte lengths bound character counts from above; a long input is rejected unread.
-    if a.len().abs_diff(b.len()) > K * 4 || a.len().min(b.len()) > 4 * 1024 {
-        return None;
-    }
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > K {
-        return None;
-    }
-    let n = b.len();
-    let mut prev = vec![FAR; n + 1];
-    let mut cur = vec![FAR; n + 1];
-    for (j, slot) in prev.iter_mut().enumerate().take(K.min(n) + 1) {
-        *slot = j;
-    }
-    for i in 1..=a.len() {
-        let lo = i.saturating_sub(K).max(1);
-        let hi = (i + K).min(n);
-        cur[lo - 1] = if lo == 1 { i } else { FAR };
-        for j in lo..=hi {
-            let substitute = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = substitute.min(prev[j] + 1).min(cur[j - 1] + 1);
-        }
-        if hi < n {
-            cur[hi + 1] = FAR;
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    (prev[n] <= K).then_some(prev[n])
 }
 
 fn finish_errors(src: &str, origin: &str, findings: Findings) -> PolicyErrors {

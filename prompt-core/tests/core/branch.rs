@@ -81,6 +81,17 @@ fn three_turns(s: &mut Session) -> Vec<Vec<u8>> {
     sent
 }
 
+/// The node indices of the user messages.
+fn user_messages(s: &Session) -> Vec<usize> {
+    s.history()
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind() == NodeKind::User)
+        .map(|(i, _)| i)
+        .collect()
+}
+
 fn count(haystack: &[u8], needle: &str) -> usize {
     String::from_utf8_lossy(haystack).matches(needle).count()
 }
@@ -278,14 +289,7 @@ fn an_edit_of_user_message_k_branches_with_every_earlier_byte_as_sent() {
         let style = style();
         let mut s = start(&style, "You are Jan.");
         let sent = three_turns(&mut s);
-        let users: Vec<usize> = s
-            .history()
-            .nodes()
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.kind() == NodeKind::User)
-            .map(|(i, _)| i)
-            .collect();
+        let users = user_messages(&s);
         // Edit the second question.
         let k = users[1];
         let mut branch = s.edit_user_message(k).unwrap_or_else(|e| panic!("{e}"));
@@ -385,14 +389,7 @@ fn branches_are_saved_and_restored_like_any_session() {
         let style = style();
         let mut s = start(&style, "You are Jan.");
         three_turns(&mut s);
-        let users: Vec<usize> = s
-            .history()
-            .nodes()
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.kind() == NodeKind::User)
-            .map(|(i, _)| i)
-            .collect();
+        let users = user_messages(&s);
         let mut branch = s
             .edit_user_message(users[2])
             .unwrap_or_else(|e| panic!("{e}"));

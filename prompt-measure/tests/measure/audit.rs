@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use prompt_measure::audit::{
     AuditSummary, Classification, Event, Line, LineReader, Part, RequestAudit, audit_reader,
 };
-use prompt_measure::synthetic::{SyntheticLog, write_log};
+use prompt_measure::synthetic::{Responses, SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule, SimConfig};
 use proptest::prelude::*;
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/audit")
         .join(name)
@@ -21,13 +21,13 @@ fn tokenizer() -> &'static O200kBase {
     O200kBase::shared().unwrap_or_else(|e| panic!("{e}"))
 }
 
-struct Audited {
-    requests: Vec<RequestAudit>,
-    skipped: Vec<u64>,
-    summary: AuditSummary,
+pub(crate) struct Audited {
+    pub(crate) requests: Vec<RequestAudit>,
+    pub(crate) skipped: Vec<u64>,
+    pub(crate) summary: AuditSummary,
 }
 
-fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
+pub(crate) fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
     let mut auditor = Auditor::new(tokenizer(), config);
     let (mut requests, mut skipped) = (Vec::new(), Vec::new());
     audit_reader(
@@ -50,7 +50,7 @@ fn audit_bytes(name: &str, bytes: &[u8], config: AuditConfig) -> Audited {
     }
 }
 
-fn audit(name: &str) -> Audited {
+pub(crate) fn audit(name: &str) -> Audited {
     let path = fixture(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     audit_bytes(name, &bytes, AuditConfig::default())
@@ -230,6 +230,7 @@ fn a_long_log_streams_in_bounded_memory() {
         turns: 12,
         target_bytes: 1 << 20,
         seed: 7,
+        ..SyntheticLog::default()
     };
     let written = write_log(&mut log, &spec).unwrap_or_else(|e| panic!("{e}"));
     let config = AuditConfig {
@@ -300,7 +301,8 @@ proptest! {
 
 /// Writes the generated log used for the figures in docs/measurements.md:
 /// `CACHELINE_SYNTHETIC_LOG=/tmp/log.jsonl CACHELINE_SYNTHETIC_MB=100 cargo test -p
-/// prompt-measure --test measure -- --ignored write_synthetic_log`.
+/// prompt-measure --test measure -- --ignored write_synthetic_log`
+/// (`CACHELINE_SYNTHETIC_RESPONSES=whole` or `streamed`: every request with its reply).
 #[test]
 #[ignore = "writes a large file; run by hand"]
 fn write_synthetic_log() {
@@ -312,8 +314,14 @@ fn write_synthetic_log() {
         .unwrap_or(100);
     let file = std::fs::File::create(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut out = std::io::BufWriter::new(file);
+    let responses = match std::env::var("CACHELINE_SYNTHETIC_RESPONSES").as_deref() {
+        Ok("whole") => Responses::Whole,
+        Ok("streamed") => Responses::Streamed,
+        _ => Responses::WithoutUsage,
+    };
     let spec = SyntheticLog {
         target_bytes: mb << 20,
+        responses,
         ..SyntheticLog::default()
     };
     let written = write_log(&mut out, &spec).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -1,6 +1,7 @@
 //! prompt-measure's integration tests, as one test binary: the usage meter, the
-//! provider-rule simulator and the request-log audit.
+//! provider-rule simulator and the request-log audit (streamed replies included).
 
 mod audit;
+mod audit_stream;
 mod meter;
 mod sim;

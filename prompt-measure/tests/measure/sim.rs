@@ -20,14 +20,10 @@ impl Tokenizer for Bytes {
     }
 }
 
-#[test]
-fn the_tokenizer_is_a_parameter() {
-    let first = vec![r#"{"role":"system","content":"Be brief."}"#.to_owned()];
-    let mut second = first.clone();
-    second.push(r#"{"role":"user","content":"hi"}"#.to_owned());
-    let requests = [(first, vec![1]), (second, vec![1, 2])];
-    let arm = Arm {
-        name: "append_only",
+/// An arm of `requests`: each one's messages and breakpoints.
+fn arm<'a>(name: &'a str, requests: &'a [(Vec<String>, Vec<usize>)]) -> Arm<'a> {
+    Arm {
+        name,
         requests: requests
             .iter()
             .map(|(messages, breakpoints)| RequestText {
@@ -35,7 +31,16 @@ fn the_tokenizer_is_a_parameter() {
                 breakpoints,
             })
             .collect(),
-    };
+    }
+}
+
+#[test]
+fn the_tokenizer_is_a_parameter() {
+    let first = vec![r#"{"role":"system","content":"Be brief."}"#.to_owned()];
+    let mut second = first.clone();
+    second.push(r#"{"role":"user","content":"hi"}"#.to_owned());
+    let requests = [(first, vec![1]), (second, vec![1, 2])];
+    let arm = arm("append_only", &requests);
     let report = simulate(
         &[arm],
         "append_only",
@@ -116,6 +121,27 @@ fn vllm_rule_serves_whole_16_token_blocks_and_never_the_last_token() {
     sim.observe(req(&[(1, 96)], &[]));
     assert_eq!(read(&mut sim, req(&[(1, 96)], &[]), Rule::Vllm), 80);
     assert_eq!(read(&mut sim, req(&[(1, 96)], &[]), Rule::LlamaCpp), 96);
+}
+
+#[test]
+fn deepseek_rule_hits_only_whole_prefix_units_as_its_guide_says() {
+    // The guide's example 2: A + B, then A + C misses (A + C does not match the unit
+    // A + B whole), but the common prefix A is persisted, so A + D hits A.
+    let a = (1, 640);
+    let mut sim = CacheSim::new(SimConfig::unbounded());
+    sim.observe(req(&[a, (2, 300)], &[]));
+    let second = sim.observe(req(&[a, (3, 300)], &[]));
+    assert_eq!(second.outcome(Rule::DeepSeek).read, 0);
+    // Every other rule serves the shared 640 tokens (OpenAI: below its minimum).
+    assert_eq!(second.outcome(Rule::LlamaCpp).read, 640);
+    assert_eq!(second.outcome(Rule::OpenAi).read, 0);
+    let third = sim.observe(req(&[a, (4, 300)], &[]));
+    assert_eq!(third.outcome(Rule::DeepSeek).read, 640);
+    // Example 1: A + B, then A + B + C hits A + B.
+    let mut sim = CacheSim::new(SimConfig::unbounded());
+    sim.observe(req(&[a, (2, 300)], &[]));
+    let next = sim.observe(req(&[a, (2, 300), (5, 10)], &[]));
+    assert_eq!(next.outcome(Rule::DeepSeek).read, 940 / 64 * 64);
 }
 
 #[test]
@@ -328,4 +354,92 @@ proptest! {
             earlier.push(tokens);
         }
     }
+}
+
+#[test]
+fn profile_idle_gap_longer_than_the_ttl_costs_each_provider_what_its_lifetime_says() {
+    use prompt_core::profile::{CacheTtl, GapFate, Retention};
+    use prompt_measure::{gap_profiles, simulate_idle_gap};
+    let tools = "t".repeat(2000);
+    let prefix = "p".repeat(3000);
+    let first: Vec<String> = vec![tools.clone(), prefix.clone(), "u".repeat(200)];
+    let mut second = first.clone();
+    second.extend(["a".repeat(100), "v".repeat(200)]);
+    let requests = [(first, vec![2, 3]), (second, vec![2, 5])];
+    let arm = arm("cacheline", &requests);
+    let prices = PriceTable::default();
+    let gap = |seconds, ttl, retention| {
+        simulate_idle_gap(
+            &arm,
+            1,
+            seconds,
+            &Bytes,
+            &prices,
+            SimConfig::unbounded(),
+            &gap_profiles(ttl, retention),
+        )
+        .unwrap()
+    };
+    let of = |report: &prompt_measure::GapReport, rule| {
+        report
+            .providers
+            .iter()
+            .find(|p| p.rule == rule)
+            .cloned()
+            .unwrap_or_else(|| panic!("{rule}"))
+    };
+    // A 10-minute pause.
+    let ten = gap(600, None, None);
+    assert_eq!((ten.tokens, ten.prefix_tokens), (5500, 5000));
+    for rule in [Rule::LlamaCpp, Rule::Vllm] {
+        let o = of(&ten, rule);
+        assert_eq!(o.fate, GapFate::Kept, "{rule}: until evicted");
+        assert_eq!(o.extra_cost, Some(0.0));
+    }
+    let openai = of(&ten, Rule::OpenAi);
+    assert_eq!(openai.fate, GapFate::Expired);
+    assert_eq!(openai.after_gap.map(|o| o.read), Some(0));
+    assert!((openai.extra_cost.unwrap() - openai.warm.read as f64 * 0.9).abs() < 1e-9);
+    let deepseek = of(&ten, Rule::DeepSeek);
+    assert_eq!(
+        (deepseek.fate, deepseek.extra_cost),
+        (GapFate::Unknown, None)
+    );
+    let anthropic = of(&ten, Rule::Anthropic);
+    assert_eq!(anthropic.fate, GapFate::Expired);
+    let cold = anthropic.after_gap.unwrap();
+    assert_eq!(
+        (cold.read, cold.write),
+        (0, anthropic.warm.read + anthropic.warm.write)
+    );
+    assert!(anthropic.extra_cost.unwrap() > 0.0);
+    assert_eq!(anthropic.lifetime_premium, 0.0);
+    // With the 1-hour TTL the prefix outlives the pause; the history is written again.
+    let hour = gap(
+        600,
+        Some(CacheTtl::OneHour),
+        Some(Retention::TwentyFourHours),
+    );
+    let anthropic_1h = of(&hour, Rule::Anthropic);
+    let after = anthropic_1h.after_gap.unwrap();
+    assert_eq!(after.read, 5000);
+    assert!(anthropic_1h.extra_cost.unwrap() < anthropic.extra_cost.unwrap());
+    assert!((anthropic_1h.lifetime_premium - 5000.0 * (2.0 - 1.25)).abs() < 1e-9);
+    // OpenAI's 24-hour retention outlives it.
+    assert_eq!(of(&hour, Rule::OpenAi).extra_cost, Some(0.0));
+    // Four minutes: every documented cache is still there; seven: OpenAI's may be gone.
+    let four = gap(240, None, None);
+    assert!(
+        four.providers
+            .iter()
+            .all(|p| p.extra_cost.is_none_or(|c| c == 0.0))
+    );
+    assert_eq!(
+        of(&gap(420, None, None), Rule::OpenAi).fate,
+        GapFate::MaybeExpired
+    );
+    // No such request: no report.
+    assert!(
+        simulate_idle_gap(&arm, 2, 600, &Bytes, &prices, SimConfig::unbounded(), &[]).is_none()
+    );
 }

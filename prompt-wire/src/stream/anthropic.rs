@@ -95,6 +95,10 @@ pub(crate) struct Anthropic {
     calls: usize,
     stop_reason: Option<String>,
     stopped: bool,
+    /// `message_start`'s message `id`, as the whole reply's `id`.
+    id: Option<String>,
+    /// The cache diagnostics `message_start`'s message (or `message_delta`) carried, raw.
+    diagnostics: Option<String>,
 }
 
 impl Anthropic {
@@ -138,6 +142,8 @@ impl Anthropic {
                     return Err(at.malformed("message.role", "not \"assistant\""));
                 }
                 self.started = true;
+                self.id = message.str("id").map(|id| id.into_owned());
+                self.diagnostics = diagnostics_of(&message).or(self.diagnostics.take());
                 if let Some(usage) = message.get("usage").filter(|u| u.get().starts_with('{')) {
                     self.usage = Some(usage.get().to_owned());
                     self.push_usage(out);
@@ -166,6 +172,9 @@ impl Anthropic {
                 Ok(())
             }
             "message_delta" => {
+                if let Some(diagnostics) = diagnostics_of(&event) {
+                    self.diagnostics = Some(diagnostics);
+                }
                 if let Some(delta) = at.child(&event, "delta", "")?
                     && let Some(reason) = at.text(&delta, "stop_reason", "delta")?
                 {
@@ -400,9 +409,22 @@ impl Anthropic {
             .usage
             .as_deref()
             .and_then(|u| UsageReport::of(UsageProvider::Anthropic, u));
+        let (id, diagnostics) = (self.id, self.diagnostics);
         End::Reply(
             capped(ctx, content)
-                .and_then(|c| reply::anthropic_reply(ctx, &c, self.stop_reason, usage)),
+                .and_then(|c| reply::anthropic_reply(ctx, &c, self.stop_reason, usage))
+                .map(|mut r| {
+                    (r.id, r.diagnostics) = (id, diagnostics);
+                    r
+                }),
         )
     }
+}
+
+/// A `diagnostics` object of `holder`, raw (Anthropic's cache diagnostics).
+fn diagnostics_of(holder: &Object<'_>) -> Option<String> {
+    holder
+        .get("diagnostics")
+        .filter(|d| d.get().starts_with('{'))
+        .map(|d| d.get().to_owned())
 }

@@ -44,6 +44,8 @@ pub(crate) struct Chat {
     usage: Option<String>,
     timings: Option<String>,
     done: bool,
+    /// The chunks' `id`, as the whole reply's.
+    id: Option<String>,
 }
 
 impl Chat {
@@ -63,6 +65,7 @@ impl Chat {
             usage: None,
             timings: None,
             done: false,
+            id: None,
         }
     }
 
@@ -102,6 +105,9 @@ impl Chat {
         }
         let chunk = at.object(data)?;
         at.refuse_error(&chunk)?;
+        if self.id.is_none() {
+            self.id = chunk.str("id").map(|id| id.into_owned());
+        }
         for (i, choice) in at.elements(&chunk, "choices", "")?.into_iter().enumerate() {
             let path = format!("choices[{i}]");
             let choice =
@@ -265,9 +271,14 @@ impl Chat {
             Dialect::OpenAi => self.openai_message(),
             Dialect::LlamaCpp => self.llama_cpp_message(),
         };
+        let id = self.id;
         End::Reply(
             capped(ctx, message)
-                .and_then(|m| reply::chat_reply(ctx, &m, self.finish_reason, usage)),
+                .and_then(|m| reply::chat_reply(ctx, &m, self.finish_reason, usage))
+                .map(|mut r| {
+                    r.id = id;
+                    r
+                }),
         )
     }
 

@@ -56,6 +56,8 @@ pub(crate) struct Gemini {
     finish: Option<String>,
     usage: Option<String>,
     blocked: Option<String>,
+    /// The chunks' `responseId`, as the whole reply's.
+    id: Option<String>,
 }
 
 impl Gemini {
@@ -71,6 +73,9 @@ impl Gemini {
     ) -> Result<(), StreamError> {
         let chunk = at.object(data)?;
         at.refuse_error(&chunk)?;
+        if self.id.is_none() {
+            self.id = chunk.str("responseId").map(|id| id.into_owned());
+        }
         if let Some(feedback) = at.child(&chunk, "promptFeedback", "")?
             && let Some(reason) = at.text(&feedback, "blockReason", "promptFeedback")?
         {
@@ -228,9 +233,14 @@ impl Gemini {
             .usage
             .as_deref()
             .and_then(|u| UsageReport::of(UsageProvider::Gemini, u));
+        let id = self.id;
         End::Reply(
             capped(ctx, format!("[{}]", parts.join(",")))
-                .and_then(|p| reply::gemini_reply(ctx, &p, self.finish, usage, salt)),
+                .and_then(|p| reply::gemini_reply(ctx, &p, self.finish, usage, salt))
+                .map(|mut r| {
+                    r.id = id;
+                    r
+                }),
         )
     }
 }

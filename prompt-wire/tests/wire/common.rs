@@ -280,8 +280,39 @@ pub fn play(api: ApiKind) -> Vec<Sent> {
 
 /// [`play`] through `w`.
 pub fn play_with(api: ApiKind, w: Wire) -> Vec<Sent> {
+    play_in(api, session(api), w)
+}
+
+/// [`play`] for a session and wire of a provider profile: the session delivers updates as
+/// the profile says, the wire applies it; the model is the profile's.
+pub fn play_profile(api: ApiKind, profile: &prompt_core::profile::Profile) -> Vec<Sent> {
+    play_in(api, profile_session(profile), profile_wire(api, profile))
+}
+
+/// A session delivering updates as `profile` says, over the test components and tools.
+pub fn profile_session(profile: &prompt_core::profile::Profile) -> Session {
+    Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        prompt_core::SessionOptions::for_profile(profile).with_tools(tools()),
+    )
+    .unwrap()
+}
+
+/// A wire for `api` with the test parameters and `profile`.
+pub fn profile_wire(api: ApiKind, profile: &prompt_core::profile::Profile) -> Wire {
+    let mut options = WireOptions::for_profile(profile);
+    for (key, value) in self::options(api).params() {
+        options = options.param_raw(key, value).unwrap();
+    }
+    Wire::new(api, options).unwrap()
+}
+
+/// [`play`] of session `s` through `w`.
+pub fn play_in(api: ApiKind, s: Session, w: Wire) -> Vec<Sent> {
     let mut w = w;
-    let mut s = session(api);
+    let mut s = s;
     let mut out: Vec<Sent> = Vec::new();
     let mut n = 0;
     let mut next =

@@ -11,9 +11,14 @@ use serde_json::Value;
 use crate::common::{APIS, folder, json, play};
 
 pub fn fixture(api: ApiKind, file: &str) -> Vec<u8> {
+    fixture_in(folder(api), file)
+}
+
+/// A fixture of a folder that is not an API's (`deepseek`).
+pub fn fixture_in(folder: &str, file: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
-        .join(folder(api))
+        .join(folder)
         .join(file);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -23,7 +28,7 @@ pub fn fixture(api: ApiKind, file: &str) -> Vec<u8> {
 const FREE_FORM: [&str; 4] = ["parameters", "input_schema", "input", "args"];
 
 /// Every path of `v` with the JSON type found there (`.messages[].content:string`).
-fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
+pub fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
     let kind = match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

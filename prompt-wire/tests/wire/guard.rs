@@ -2,7 +2,9 @@
 //! hoists every system message into the one system field is flagged; edits are named.
 
 use prompt_core::ApiKind;
-use prompt_wire::{Cause, GuardError, Place, Shape, Verdict, Which, compare};
+use prompt_wire::{
+    Cause, GuardError, Place, Shape, Verdict, Which, body_parts, compare, without_cache_control,
+};
 use serde_json::{Value, json};
 
 use crate::common::{APIS, play, raw_field, session, values};
@@ -14,15 +16,20 @@ fn broken(verdict: Verdict) -> prompt_wire::Break {
     }
 }
 
+/// The shape of the bodies `api`'s wire writes.
+fn shape_of(api: ApiKind) -> Shape {
+    match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
+        ApiKind::OpenAiResponses => Shape::Responses,
+        ApiKind::Anthropic => Shape::Anthropic,
+        ApiKind::Gemini => Shape::Gemini,
+    }
+}
+
 #[test]
 fn the_guard_says_extends_for_consecutive_library_bodies() {
     for api in APIS {
-        let shape = match api {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
-            ApiKind::OpenAiResponses => Shape::Responses,
-            ApiKind::Anthropic => Shape::Anthropic,
-            ApiKind::Gemini => Shape::Gemini,
-        };
+        let shape = shape_of(api);
         let sent = play(api);
         for w in sent.windows(2).filter(|w| w[0].epoch == w[1].epoch) {
             let (a, b) = (&w[0], &w[1]);
@@ -338,5 +345,116 @@ fn bodies_with_nothing_only_anthropic_has_still_compare_without_cache_control() 
                 block: Some(0)
             }
         )
+    );
+}
+
+#[test]
+fn body_parts_of_every_library_body_are_its_fields_as_sent() {
+    for api in APIS {
+        let shape = shape_of(api);
+        for sent in play(api) {
+            let parts = body_parts(&sent.bytes).unwrap();
+            let body: Value = serde_json::from_slice(&sent.bytes).unwrap();
+            assert_eq!(parts.shape, shape, "{api:?}");
+            let (system_key, messages_key) = match shape {
+                Shape::ChatCompletions => (None, "messages"),
+                Shape::Responses => (Some("instructions"), "input"),
+                Shape::Anthropic => (Some("system"), "messages"),
+                Shape::Gemini => (Some("systemInstruction"), "contents"),
+            };
+            let text = std::str::from_utf8(&sent.bytes).unwrap();
+            // Each part is the body's own bytes, in order.
+            let parsed = |part: &str| {
+                assert!(text.contains(part), "{api:?}: {part}");
+                serde_json::from_str::<Value>(part).unwrap()
+            };
+            assert_eq!(
+                parts.tools.map(parsed),
+                body.get("tools").cloned(),
+                "{api:?}"
+            );
+            assert_eq!(
+                parts.system.map(parsed),
+                system_key.and_then(|k| body.get(k).cloned()),
+                "{api:?}"
+            );
+            let messages: Vec<Value> = parts.messages.iter().map(|m| parsed(m)).collect();
+            assert_eq!(
+                Some(Value::Array(messages)),
+                body.get(messages_key).cloned(),
+                "{api:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn body_parts_read_null_fields_as_absent_and_refuse_what_compare_refuses() {
+    let parts =
+        body_parts(br#"{"model":"m","instructions":null,"tools":null,"input":"hi"}"#).unwrap();
+    assert_eq!(parts.shape, Shape::Responses);
+    assert_eq!((parts.tools, parts.system), (None, None));
+    assert_eq!(parts.messages, [r#""hi""#]);
+    assert!(matches!(
+        body_parts(br#"{"model":"m","prompt":"hi"}"#),
+        Err(GuardError::UnknownShape {
+            body: Which::Request,
+            ..
+        })
+    ));
+    // Read whole (no evidence yet of the shape) or as sent (a system message says Chat):
+    // a message that is not an object is refused the same way.
+    for (body, at) in [
+        (&br#"{"messages":[1]}"#[..], 0),
+        (br#"{"messages":[{"role":"system","content":"s"},1]}"#, 1),
+    ] {
+        assert_eq!(
+            body_parts(body).unwrap_err().to_string(),
+            format!("the request body's messages[{at}] is a number, not an object")
+        );
+    }
+    // Evidence of Anthropic in a later message still tells the shape.
+    let anthropic = br#"{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}]}"#;
+    assert_eq!(body_parts(anthropic).unwrap().shape, Shape::Anthropic);
+    // compare reads null fields the same way.
+    assert!(
+        compare(
+            br#"{"model":"m","tools":null,"messages":[{"role":"user","content":"a"}]}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}]}"#
+        )
+        .unwrap()
+        .extends()
+    );
+}
+
+#[test]
+fn without_cache_control_drops_the_breakpoints_of_parts_and_blocks_and_keeps_the_rest() {
+    let tools =
+        r#"[{"name":"a","input_schema":{"cache_control":1},"cache_control":{"type":"ephemeral"}}]"#;
+    // A tool's own field is dropped; what its schema holds is the tool's, kept.
+    assert_eq!(
+        without_cache_control(tools),
+        r#"[{"name":"a","input_schema":{"cache_control":1}}]"#
+    );
+    let message = r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]},{"type":"text","text":"y"}]}"#;
+    assert_eq!(
+        without_cache_control(message),
+        r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x"}]},{"type":"text","text":"y"}]}"#
+    );
+    let plain = r#"{"role":"user","content":"hi"}"#;
+    assert!(matches!(
+        without_cache_control(plain),
+        std::borrow::Cow::Borrowed(p) if p == plain
+    ));
+    // Deeper than a message's blocks can be, and not JSON: left as sent, never a panic.
+    let deep = format!(
+        "{}{}",
+        r#"{"content":["#.repeat(5000),
+        r#"{"cache_control":1}"#.to_owned() + &"]}".repeat(5000)
+    );
+    assert!(without_cache_control(&deep).len() <= deep.len());
+    assert_eq!(
+        without_cache_control("[\"cache_control\""),
+        "[\"cache_control\""
     );
 }

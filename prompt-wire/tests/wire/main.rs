@@ -7,6 +7,7 @@ mod conversation;
 mod defects;
 mod fixtures;
 mod guard;
+mod profiles;
 mod replies;
 mod stream;
 mod stream_props;

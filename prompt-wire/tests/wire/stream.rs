@@ -235,7 +235,8 @@ fn chat_stream_reads_reasoning_content_as_deepseek_sends_it() {
             "text Hello",
             "text ! ",
             "text Καλημέρα.",
-            "usage openai",
+            // DeepSeek's cache counts: the meter reads them as DeepSeek's.
+            "usage deepseek",
         ]
     );
     assert_eq!(
