@@ -53,18 +53,18 @@ fn async_client(llama: &LlamaClient) -> (tokio::runtime::Runtime, Client) {
 }
 
 /// Composes `next`, streams its reply through the client, which records it; returns the
-/// reply, the body's bytes and its stable part.
+/// reply and the body's stable part.
 fn stream_next(
     runtime: &tokio::runtime::Runtime,
     client: &Client,
     conversation: &mut Conversation,
     next: Next,
-) -> Result<(Reply, Vec<u8>, Vec<u8>), Box<dyn Error>> {
+) -> Result<(Reply, Vec<u8>), Box<dyn Error>> {
     let body = conversation.compose(next)?;
     let (bytes, stable) = (body.to_bytes(), body.stable_body());
-    let stream = client.stream_body(conversation, bytes.clone())?;
+    let stream = client.stream_body(conversation, bytes)?;
     let reply = runtime.block_on(stream.finish())?;
-    Ok((reply, bytes, stable))
+    Ok((reply, stable))
 }
 
 /// The compact script's first [`TURNS`] turns through `api`'s endpoint, every reply
@@ -88,7 +88,7 @@ fn stream_reprocesses_only_new_tokens(api: ApiKind, test: &str) {
             &mut |step, conversation, next| {
                 let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
                 let before = sender.log_offset();
-                let (reply, _, stable) = stream_next(&runtime, &client, conversation, next)?;
+                let (reply, stable) = stream_next(&runtime, &client, conversation, next)?;
                 sent.push(sender.measure(label, &reply, before, &stable));
                 Ok::<(), Box<dyn Error>>(())
             },
