@@ -69,6 +69,8 @@ fn every_document_is_compiled_as_doctests() {
 }
 
 /// The crates a user reaches through the facade, by the name a docs example would use.
+/// (`prompt_client` is not one of them: the facade never depends on an HTTP client or an
+/// async runtime, so a user adds the async client beside it, and the docs name it so.)
 const INNER_CRATES: &[&str] = &[
     "prompt_core",
     "prompt_macros",

@@ -1,12 +1,18 @@
 //! Issue 8's layout, checked with `cargo tree` (offline: the lock file and the crates a
-//! build has fetched): the proc-macro crate needs no JSON, TOML or hashing, and prompt-core's
-//! tests build none of the heavy crates other concerns use.
+//! build has fetched): the proc-macro crate needs no JSON, TOML or hashing, prompt-core's
+//! tests build none of the heavy crates other concerns use, and the facade, with every
+//! feature, has no async runtime or HTTP client (the async client is a crate of its own).
 
 use std::path::Path;
 use std::process::Command;
 
 /// The crates `cargo tree -p package -e edges` lists (names only).
 fn tree(package: &str, edges: &str) -> Vec<String> {
+    tree_with(package, edges, &[])
+}
+
+/// [`tree`] with more arguments (`--all-features`).
+fn tree_with(package: &str, edges: &str, more: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = Command::new(cargo)
         .args([
@@ -19,6 +25,7 @@ fn tree(package: &str, edges: &str) -> Vec<String> {
             "-p",
             package,
         ])
+        .args(more)
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .output()
         .unwrap_or_else(|e| panic!("cargo tree: {e}"));
@@ -55,5 +62,32 @@ fn prompt_core_tests_build_none_of_the_other_concerns_crates() {
         "prompt-registry",
     ] {
         assert!(!crates.iter().any(|c| c == heavy), "{heavy} in {crates:?}");
+    }
+}
+
+#[test]
+fn the_facade_with_every_feature_has_no_async_runtime_or_http_client() {
+    for package in [
+        "prompt-registry",
+        "prompt-core",
+        "prompt-macros",
+        "prompt-wire",
+    ] {
+        let crates = tree_with(package, "normal", &["--all-features"]);
+        assert!(crates.iter().any(|c| c == package), "{crates:?}");
+        for runtime in ["tokio", "reqwest", "hyper", "ureq", "prompt-client"] {
+            assert!(
+                !crates.iter().any(|c| c == runtime),
+                "{package} --all-features depends on {runtime}: {crates:?}"
+            );
+        }
+    }
+    // The check itself sees such crates where they are.
+    let client = tree("prompt-client", "normal");
+    for runtime in ["tokio", "reqwest", "hyper"] {
+        assert!(
+            client.iter().any(|c| c == runtime),
+            "{runtime} in {client:?}"
+        );
     }
 }

@@ -21,7 +21,7 @@ use prompt_reference::components::ToolsField;
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
 use prompt_registry::snapshot::RestoreMode;
 use prompt_registry::tools::ToolSet;
-use prompt_registry::wire::{UsageProvider, Wire, WireOptions, read_reply};
+use prompt_registry::wire::{Reply, UsageProvider, Wire, WireOptions, read_reply};
 use prompt_registry::{
     Component, Conversation, ConversationSnapshot, Extensions, PromptPolicy, Registry, Request,
     Session, SessionContext,
@@ -32,9 +32,10 @@ use crate::live_llama::{SLACK, TURNS, in_ci, say, server};
 
 /// One request as sent and as the server answered it.
 #[derive(Debug)]
-struct Sent {
-    label: String,
-    epoch: u64,
+pub(crate) struct Sent {
+    pub(crate) label: String,
+    /// The cache epoch (`None` when the request is not at hand).
+    epoch: Option<u64>,
     /// The body's tokens, by the server's count.
     total: u64,
     /// Tokens the server re-processed, as the API's usage reports them.
@@ -50,7 +51,7 @@ struct Sent {
 }
 
 /// The endpoint of `api` on llama.cpp's server.
-fn endpoint(api: ApiKind) -> &'static str {
+pub(crate) fn endpoint(api: ApiKind) -> &'static str {
     match api {
         ApiKind::OpenAiResponses => "/v1/responses",
         ApiKind::Anthropic => "/v1/messages",
@@ -59,60 +60,22 @@ fn endpoint(api: ApiKind) -> &'static str {
 }
 
 /// Greedy, four tokens: the replies are not recorded (the script's are), only measured.
-fn options(api: ApiKind) -> WireOptions {
-    let options = WireOptions::new("smollm2").param("temperature", &json!(0));
-    match api {
-        ApiKind::OpenAiResponses => options.param("max_output_tokens", &json!(4)),
-        // The server puts a message's text before its tool results: a tail merged after
-        // them would come first in the prompt.
-        ApiKind::Anthropic => options.param("max_tokens", &json!(4)).tail_in_own_message(),
-        _ => options.param("max_tokens", &json!(4)),
-    }
+pub(crate) fn options(api: ApiKind) -> WireOptions {
+    scenario::llama_cpp_wire_options(api, 4, false)
 }
 
-fn post(client: &LlamaClient, path: &str, body: &[u8]) -> Value {
+pub(crate) fn post(client: &LlamaClient, path: &str, body: &[u8]) -> Value {
     let bytes = client
         .post_body(path, body)
         .unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The server's token count of `body` for `api`, generation prompt included, as its
-/// requests count it.
+/// The server's token count of `body` for `api`, generation prompt included.
 fn count_tokens(client: &LlamaClient, api: ApiKind, body: &[u8]) -> u64 {
-    let count = |v: &Value, key: &str| v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"));
-    match api {
-        ApiKind::OpenAiResponses => count(
-            &post(client, "/v1/responses/input_tokens", body),
-            "input_tokens",
-        ),
-        ApiKind::Anthropic => count(
-            &post(client, "/v1/messages/count_tokens", body),
-            "input_tokens",
-        ),
-        _ => {
-            let prompt = post(client, "/apply-template", body);
-            let prompt = prompt["prompt"].as_str().unwrap_or_default();
-            client
-                .tokenize(prompt)
-                .unwrap_or_else(|e| panic!("tokenize: {e}"))
-                .len() as u64
-        }
-    }
-}
-
-/// Tokens of the generation prompt the template adds after the last message.
-fn generation_prompt_tokens(client: &LlamaClient) -> u64 {
-    let tokens = |generation: bool| {
-        let body = json!({"messages": [{"role": "user", "content": "x"}],
-                          "add_generation_prompt": generation});
-        let prompt = post(client, "/apply-template", body.to_string().as_bytes());
-        client
-            .tokenize(prompt["prompt"].as_str().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("tokenize: {e}"))
-            .len() as u64
-    };
-    tokens(true) - tokens(false)
+    client
+        .count_tokens(api, body)
+        .unwrap_or_else(|e| panic!("counting tokens: {e}"))
 }
 
 /// The "prompt eval time = … / N tokens" counts the server logged after `offset`.
@@ -139,14 +102,14 @@ fn log_len(log: Option<&Path>) -> u64 {
 
 /// What every session of these tests is made of: the reference components under the
 /// built-in agent.toml, the compact script's session values, its tools in the tools field.
-struct Setup {
+pub(crate) struct Setup {
     components: Vec<Component>,
     policy: PromptPolicy,
     tools: ToolSet,
 }
 
 impl Setup {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
         let policy = scenario::default_policy(&registry).unwrap_or_else(|e| panic!("{e}"));
         Self {
@@ -177,6 +140,12 @@ impl Setup {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// A conversation to `api` over a wire with `options`.
+    pub(crate) fn conversation(&self, api: ApiKind, options: WireOptions) -> Conversation {
+        let wire = Wire::new(api, options).unwrap_or_else(|e| panic!("{e}"));
+        Conversation::new(self.start(api), wire)
+    }
+
     fn restore(&self, api: ApiKind, snapshot: &ConversationSnapshot) -> Conversation {
         let restored = Conversation::restore(
             snapshot,
@@ -194,7 +163,7 @@ impl Setup {
 }
 
 /// Sends bodies to the server and measures each.
-struct Sender<'a> {
+pub(crate) struct Sender<'a> {
     client: &'a LlamaClient,
     api: ApiKind,
     log: Option<PathBuf>,
@@ -202,7 +171,7 @@ struct Sender<'a> {
 }
 
 impl<'a> Sender<'a> {
-    fn new(client: &'a LlamaClient, api: ApiKind) -> Self {
+    pub(crate) fn new(client: &'a LlamaClient, api: ApiKind) -> Self {
         let log = default_log_file().filter(|l| l.is_file());
         if log.is_none() {
             let why = "the server log (scripts/llama-server.sh's) is not readable";
@@ -215,7 +184,9 @@ impl<'a> Sender<'a> {
             client,
             api,
             log,
-            generation: generation_prompt_tokens(client),
+            generation: client
+                .generation_prompt_tokens()
+                .unwrap_or_else(|e| panic!("{e}")),
         }
     }
 
@@ -225,15 +196,10 @@ impl<'a> Sender<'a> {
         let path = endpoint(api);
         let body = wire.body(request).unwrap_or_else(|e| panic!("{e}"));
         let (bytes, stable_body) = (body.to_bytes(), body.stable_body());
-        let before = log_len(self.log.as_deref());
+        let before = self.log_offset();
         let answer = client
             .post_body(path, &bytes)
             .unwrap_or_else(|e| panic!("{path}: {e}"));
-        let logged = self
-            .log
-            .as_deref()
-            .and_then(|l| logged_prompt_evals(l, before))
-            .and_then(|counts| counts.last().copied());
         // The reply reads back as the API's reply, and its usage through the meter.
         let reply = read_reply(api, &answer).unwrap_or_else(|e| {
             panic!(
@@ -241,6 +207,33 @@ impl<'a> Sender<'a> {
                 String::from_utf8_lossy(&answer[..answer.len().min(500)])
             )
         });
+        let answer: Value = serde_json::from_slice(&answer).unwrap_or_else(|e| panic!("{e}"));
+        let mut sent = self.measure(label, &reply, before, &stable_body);
+        sent.epoch = Some(request.epoch());
+        sent.timings_cache_n = answer["timings"]["cache_n"].as_u64();
+        sent
+    }
+
+    /// Where the server log ends now: what it logs for the next request comes after.
+    pub(crate) fn log_offset(&self) -> u64 {
+        log_len(self.log.as_deref())
+    }
+
+    /// What the server reported for the request whose body's stable part is `stable_body`:
+    /// `reply`'s usage through the meter, and the log's prompt-eval count after `before`.
+    pub(crate) fn measure(
+        &self,
+        label: String,
+        reply: &Reply,
+        before: u64,
+        stable_body: &[u8],
+    ) -> Sent {
+        let path = endpoint(self.api);
+        let logged = self
+            .log
+            .as_deref()
+            .and_then(|l| logged_prompt_evals(l, before))
+            .and_then(|counts| counts.last().copied());
         let usage = reply
             .usage
             .as_ref()
@@ -254,18 +247,35 @@ impl<'a> Sender<'a> {
         };
         let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
         let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));
-        let answer: Value = serde_json::from_slice(&answer).unwrap_or_else(|e| panic!("{e}"));
         Sent {
             label,
-            epoch: request.epoch(),
+            epoch: None,
             total: metered.input(),
             reprocessed: metered.input_uncached + metered.cache_write,
             cached: metered.cache_read,
-            timings_cache_n: answer["timings"]["cache_n"].as_u64(),
+            timings_cache_n: None,
             logged_prompt_n: logged,
-            stable: count_tokens(client, api, &stable_body).saturating_sub(self.generation),
+            stable: count_tokens(self.client, self.api, stable_body)
+                .saturating_sub(self.generation),
         }
     }
+}
+
+/// Prints the per-request table of `sent`, under `title`.
+pub(crate) fn print_table(title: &str, sent: &[Sent]) {
+    let mut table = format!("{title}:\n  request  tokens  re-processed  cached  new\n");
+    for pair in sent.windows(2) {
+        let (previous, s) = (&pair[0], &pair[1]);
+        table.push_str(&format!(
+            "  {:>7}  {:>6}  {:>12}  {:>6}  {:>3}\n",
+            s.label,
+            s.total,
+            s.reprocessed,
+            s.cached,
+            s.total.saturating_sub(previous.stable)
+        ));
+    }
+    say(&table);
 }
 
 /// Plays the compact script's first [`TURNS`] turns through `api`'s endpoint.
@@ -283,20 +293,7 @@ fn play(client: &LlamaClient, api: ApiKind) -> Vec<Sent> {
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut table =
-        format!("{api:?} through {path}:\n  request  tokens  re-processed  cached  new\n");
-    for pair in sent.windows(2) {
-        let (previous, s) = (&pair[0], &pair[1]);
-        table.push_str(&format!(
-            "  {:>7}  {:>6}  {:>12}  {:>6}  {:>3}\n",
-            s.label,
-            s.total,
-            s.reprocessed,
-            s.cached,
-            s.total.saturating_sub(previous.stable)
-        ));
-    }
-    say(&table);
+    print_table(&format!("{api:?} through {path}"), &sent);
     sent
 }
 
@@ -305,11 +302,18 @@ fn check(api: ApiKind, test: &str) {
         return;
     };
     let sent = play(&client, api);
+    assert_reprocesses_only_new_tokens(api, &sent);
+}
+
+/// What every live session asserts of its requests: the usage adds up, agrees with the
+/// server's timings and log, and each request after the first re-processes only its new
+/// tokens (+ [`SLACK`]).
+pub(crate) fn assert_reprocesses_only_new_tokens(api: ApiKind, sent: &[Sent]) {
     assert!(
         sent.len() > TURNS as usize,
         "{api:?}: tool calls are continuations"
     );
-    for s in &sent {
+    for s in sent {
         assert_eq!(s.reprocessed + s.cached, s.total, "{api:?} {}", s.label);
         if let Some(cache_n) = s.timings_cache_n {
             assert_eq!(
@@ -331,10 +335,9 @@ fn check(api: ApiKind, test: &str) {
     assert!(sent.iter().all(|s| s.reprocessed >= 1), "{api:?}: {sent:?}");
     for pair in sent.windows(2) {
         let (previous, s) = (&pair[0], &pair[1]);
-        assert_eq!(
-            previous.epoch, s.epoch,
-            "no compaction within {TURNS} turns"
-        );
+        if let (Some(before), Some(now)) = (previous.epoch, s.epoch) {
+            assert_eq!(before, now, "no compaction within {TURNS} turns");
+        }
         let new = s.total.saturating_sub(previous.stable);
         assert!(
             s.reprocessed <= new + SLACK,

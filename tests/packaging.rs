@@ -12,6 +12,7 @@ const PUBLISHED: &[&str] = &[
     "prompt-macros",
     "prompt-registry",
     "prompt-wire",
+    "prompt-client",
     "prompt-measure",
     "prompt-template-probe",
     "prompt-llama",

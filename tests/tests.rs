@@ -6,6 +6,7 @@ mod docs;
 mod layout;
 mod live_fleet;
 mod live_llama;
+mod live_stream;
 mod live_wire;
 mod packaging;
 mod scenario;

@@ -1,20 +1,28 @@
-//! The agent loop end to end (docs/lifecycle.md): a turn, a tool call and its continuation,
-//! a compaction, save and resume; against the local llama.cpp server when one is running
-//! (`scripts/llama-server.sh start`), else composing the same requests without sending them.
+//! The agent loop end to end, async (docs/lifecycle.md): a turn whose reply streams and is
+//! printed as it arrives, a tool call and its continuation, a compaction, save and resume;
+//! against the local llama.cpp server when one is running (`scripts/llama-server.sh
+//! start`), through the async client (`prompt-client`), else composing the same requests
+//! without sending them.
 //!
 //! `cargo run -p prompt-llama --example agent_loop`
 
 use std::error::Error;
+use std::io::Write;
 
-use prompt_core::snapshot::{RestoreMode, SessionSnapshot};
+use prompt_client::{Client, Endpoint};
+use prompt_core::snapshot::RestoreMode;
+use prompt_core::tools::ToolSet;
 use prompt_core::{
-    Component, ComponentId, Extensions, Placement, PromptPolicy, Request, Session, SessionContext,
-    SessionOptions,
+    ApiKind, Component, ComponentId, Extensions, Placement, PromptPolicy, SessionContext,
 };
-use prompt_llama::{ChatOptions, LlamaClient, ServerLocation, locate_server};
+use prompt_llama::{LlamaClient, ServerLocation, Timings, locate_server};
+use prompt_wire::stream::StreamEvent;
+use prompt_wire::{Conversation, ConversationSnapshot, Next, WireOptions};
 use serde_json::json;
 
 struct Todo(Vec<String>);
+
+const API: ApiKind = ApiKind::LlamaCpp;
 
 fn components() -> Result<Vec<Component>, Box<dyn Error>> {
     Ok(vec![
@@ -34,32 +42,55 @@ fn todo(items: &[&str]) -> Extensions {
     Extensions::new().with(Todo(items.iter().map(|s| (*s).to_owned()).collect()))
 }
 
-/// Sends `request` when a server is running; returns the reply and what the server reused.
-fn send(
-    server: Option<&LlamaClient>,
-    label: &str,
-    request: &Request<'_>,
-) -> Result<String, Box<dyn Error>> {
-    let bytes = request.to_bytes();
-    let Some(client) = server else {
-        println!("{label}: {} B composed (no server: not sent)", bytes.len());
-        return Ok("(no server)".to_owned());
-    };
-    let reply = client.chat(&bytes, &ChatOptions::cached(24))?;
-    println!(
-        "{label}: {} prompt tokens, {} re-processed, {} reused from the cache",
-        reply.usage.prompt_tokens, reply.timings.prompt_n, reply.timings.cache_n
-    );
-    Ok(reply.content)
+fn wire_options() -> WireOptions {
+    WireOptions::new("smollm2")
+        .param("max_tokens", &json!(24))
+        .param("temperature", &json!(0))
+        .param("stream", &json!(true))
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let server = match locate_server()? {
-        ServerLocation::Found { url, .. } => {
-            let client = LlamaClient::new(url);
-            client.health().ok().map(|()| client)
+/// Sends `next` when a server is running, printing the reply as it streams and what the
+/// server reused; without one, composes it and records a stand-in reply.
+async fn send(
+    server: Option<&Client>,
+    chat: &mut Conversation,
+    label: &str,
+    next: Next,
+) -> Result<(), Box<dyn Error>> {
+    let Some(client) = server else {
+        let bytes = chat.compose(next)?.to_bytes();
+        println!("{label}: {} B composed (no server: not sent)", bytes.len());
+        chat.session_mut()
+            .record_assistant(&json!({"role": "assistant", "content": "(no server)"}))?;
+        return Ok(());
+    };
+    print!("{label}: ");
+    let mut stream = client.stream(chat, next)?;
+    while let Some(event) = stream.next_event().await {
+        if let StreamEvent::TextDelta { text } = event? {
+            print!("{text}");
+            std::io::stdout().flush()?;
         }
-        ServerLocation::Absent { .. } => None,
+    }
+    // Recorded into the conversation when the stream ended.
+    let reply = stream.finish().await?;
+    if let Some(usage) = &reply.usage {
+        let timings: Timings = serde_json::from_str(&usage.json)?;
+        println!(
+            "\n  ({} tokens re-processed, {} reused from the cache)",
+            timings.prompt_n, timings.cache_n
+        );
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let server = match locate_server()? {
+        ServerLocation::Found { url, .. } if LlamaClient::new(url.clone()).health().is_ok() => {
+            Some(Client::new(Endpoint::new(format!("{url}/v1")))?)
+        }
+        _ => None,
     };
     let policy = PromptPolicy::from_agent_toml(
         "[prompt]\nprefix_allow = [\"assistant_instructions\"]\n",
@@ -67,63 +98,70 @@ fn main() -> Result<(), Box<dyn Error>> {
         &components()?,
     )?
     .deny_warnings()?;
-    let mut session = Session::start(
+    let options = || prompt_wire::session_options(API, ToolSet::empty());
+    let mut chat = Conversation::start(
         components()?,
         &policy,
         SessionContext::default(),
-        SessionOptions::default(),
+        options(),
+        API,
+        wire_options(),
     )?;
 
-    // 1. A user turn.
-    let request = session.turn(todo(&["fix the test"]), "Which test fails?")?;
-    let reply = send(server.as_ref(), "turn 1", &request)?;
+    // 1. A user turn, its reply streamed.
+    let question = Next::turn(todo(&["fix the test"]), "Which test fails?");
+    send(server.as_ref(), &mut chat, "turn 1", question).await?;
     // 2. The assistant calls a tool (scripted: a 135M model does not call tools reliably).
-    session.record_assistant(&json!({"role": "assistant", "content": null, "tool_calls": [
+    chat.session_mut().record_assistant(&json!({"role": "assistant", "content": null, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]}))?;
-    session.record_tool_result("call_1", "test deny_wins ... FAILED")?;
+    chat.session_mut()
+        .record_tool_result("call_1", "test deny_wins ... FAILED")?;
     // 3. The continuation carries the result; the todo list changed meanwhile.
-    let request = session.continuation(todo(&["fix the test", "explain the fix"]))?;
-    let reply = send(server.as_ref(), "turn 1, continuation", &request).map(|r| r + &reply)?;
-    session.record_assistant(&json!({"role": "assistant", "content": reply}))?;
+    let next = Next::continuation(todo(&["fix the test", "explain the fix"]));
+    send(server.as_ref(), &mut chat, "turn 1, continuation", next).await?;
     // 4. A second turn, then a compaction that keeps the last two messages.
-    let request = session.turn(todo(&["explain the fix"]), "Fix it.")?;
-    let reply = send(server.as_ref(), "turn 2", &request)?;
-    session.record_assistant(&json!({"role": "assistant", "content": reply}))?;
-    let cut = session.history().safe_cut(0, 2);
-    session.compact(
+    let next = Next::turn(todo(&["explain the fix"]), "Fix it.");
+    send(server.as_ref(), &mut chat, "turn 2", next).await?;
+    let cut = chat.session().history().safe_cut(0, 2);
+    chat.session_mut().compact(
         0..cut,
         "The user asked which test fails: deny_wins; it was fixed.",
     )?;
     // 5. Save at exit, resume at the next start: the next request is the same either way.
-    let file = serde_json::to_string(&session.save())?;
-    let snapshot: SessionSnapshot = serde_json::from_str(&file)?;
-    let prompt_core::Restored {
-        session: mut resumed,
-        changes,
-        ..
-    } = Session::restore(
+    let file = serde_json::to_string(&chat.save())?;
+    let snapshot: ConversationSnapshot = serde_json::from_str(&file)?;
+    let restored = Conversation::restore(
         &snapshot,
         components()?,
         &policy,
         SessionContext::default(),
-        SessionOptions::default(),
+        options(),
+        wire_options(),
         RestoreMode::Strict,
     )?;
-    assert!(changes.is_none(), "nothing changed");
-    let expected = session
-        .turn(todo(&["explain the fix"]), "Thanks.")?
+    assert!(restored.changes.is_none(), "nothing changed");
+    let mut resumed = restored.conversation;
+    let expected = chat
+        .compose(Next::turn(todo(&["explain the fix"]), "Thanks."))?
         .to_bytes();
-    let request = resumed.turn(todo(&["explain the fix"]), "Thanks.")?;
+    let next = Next::turn(todo(&["explain the fix"]), "Thanks.");
+    let composed = resumed.compose(next)?.to_bytes();
     assert_eq!(
-        request.to_bytes(),
-        expected,
-        "a resumed session sends the same bytes"
+        composed, expected,
+        "a resumed conversation sends the same bytes"
     );
-    send(server.as_ref(), "turn 3, after a save and resume", &request)?;
+    // The turn is composed: a resend sends that same request.
+    send(
+        server.as_ref(),
+        &mut resumed,
+        "turn 3, after a save and resume",
+        Next::resend(todo(&["explain the fix"])),
+    )
+    .await?;
     println!(
-        "saved session: {} bytes of JSON, {} history nodes",
+        "saved conversation: {} bytes of JSON, {} history nodes",
         file.len(),
-        resumed.history().len()
+        resumed.session().history().len()
     );
     Ok(())
 }

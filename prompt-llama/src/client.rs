@@ -233,6 +233,11 @@ struct RawTokens {
 }
 
 #[derive(Deserialize)]
+struct RawInputTokens {
+    input_tokens: u64,
+}
+
+#[derive(Deserialize)]
 struct RawPrompt {
     prompt: String,
 }
@@ -458,6 +463,40 @@ impl LlamaClient {
     pub fn prompt_tokens(&self, messages: &[u8]) -> Result<Vec<i64>, LiveError> {
         let prompt = self.apply_template(messages)?;
         self.tokenize(&prompt)
+    }
+
+    /// The server's token count of `body`, a request body of `api` (Chat Completions,
+    /// Responses or Anthropic Messages), generation prompt included, as its requests count
+    /// it: `/apply-template` + `/tokenize`, `/v1/responses/input_tokens`,
+    /// `/v1/messages/count_tokens`.
+    pub fn count_tokens(&self, api: prompt_core::ApiKind, body: &[u8]) -> Result<u64, LiveError> {
+        use prompt_core::ApiKind;
+        let counted = |path: &str| -> Result<u64, LiveError> {
+            let url = self.url(path);
+            let raw: RawInputTokens = self.post_json(&url, body)?;
+            Ok(raw.input_tokens)
+        };
+        match api {
+            ApiKind::OpenAiResponses => counted("/v1/responses/input_tokens"),
+            ApiKind::Anthropic => counted("/v1/messages/count_tokens"),
+            _ => {
+                let url = self.url("/apply-template");
+                let raw: RawPrompt = self.post_json(&url, body)?;
+                Ok(self.tokenize(&raw.prompt)?.len() as u64)
+            }
+        }
+    }
+
+    /// Tokens the chat template's generation prompt adds after the last message.
+    pub fn generation_prompt_tokens(&self) -> Result<u64, LiveError> {
+        let tokens = |generation: bool| -> Result<u64, LiveError> {
+            let body = serde_json::json!({"messages": [{"role": "user", "content": "x"}],
+                                          "add_generation_prompt": generation});
+            let url = self.url("/apply-template");
+            let raw: RawPrompt = self.post_json(&url, body.to_string().as_bytes())?;
+            Ok(self.tokenize(&raw.prompt)?.len() as u64)
+        };
+        Ok(tokens(true)?.saturating_sub(tokens(false)?))
     }
 
     fn post_json<T: for<'de> Deserialize<'de>>(

@@ -53,10 +53,11 @@ use std::fmt;
 
 use prompt_registry::raw_json::canonical;
 use prompt_registry::tools::{ToolSet, ToolSource};
+use prompt_registry::wire::{Next, WireOptions};
 use prompt_registry::{
-    Component, ComponentId, ComposeError, DeliveryStyle, Extensions, PromptPolicy, Registry,
-    Request, Session, SessionContext, SessionOptions, TurnContext, component::Content,
-    policy::PolicyErrors, set_system_prompt,
+    ApiKind, Component, ComponentId, ComposeError, Conversation, ConversationError, DeliveryStyle,
+    Extensions, PromptPolicy, Registry, Request, Session, SessionContext, SessionOptions,
+    TurnContext, component::Content, policy::PolicyErrors, set_system_prompt,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -64,7 +65,7 @@ use serde_json::{Value, json};
 
 use crate::components::{
     ASSISTANT_INSTRUCTIONS, DEFAULT_AGENT_TOML, DEFAULT_TOOLS, Environment, GitState, PlanMode,
-    ProjectMemory, RecalledMemories, SkillList, Today, TodoList, ToolCatalog,
+    ProjectMemory, RecalledMemories, SkillList, Today, TodoList, ToolCatalog, ToolsField,
 };
 
 /// Tool schemas added to the built-in ones, for a tool list the size of a real coding
@@ -155,6 +156,9 @@ pub enum ScenarioError {
     /// A request's body could not be written.
     #[error(transparent)]
     Wire(#[from] prompt_registry::wire::WireError),
+    /// A conversation could not be started or composed.
+    #[error(transparent)]
+    Conversation(#[from] ConversationError),
     /// A composed request is not a JSON array of messages.
     #[error("turn {turn}: the composed request is not a JSON array: {source}")]
     Request {
@@ -888,15 +892,7 @@ impl ScenarioSize {
         for turn in turns {
             let step = self.script(turn);
             before(&step, session)?;
-            if let Some(text) = &step.instructions {
-                session.set_system_prompt(text);
-            }
-            if let Some(summary) = &step.compaction {
-                let cut = session.history().safe_cut(0, KEEP_AFTER_COMPACTION);
-                if cut > 0 {
-                    session.compact(0..cut, summary)?;
-                }
-            }
+            step.prepare(session)?;
             let question = match user {
                 Some(user) => format!("({user}) {}", step.question),
                 None => step.question.clone(),
@@ -910,6 +906,122 @@ impl ScenarioSize {
                 each(&step, &request)?;
             }
             record(session, rest)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a tool call the model made itself gets as its result in [`ScenarioSize::play_live`]:
+/// the script goes on with its own calls.
+pub const NOT_RUN: &str = "(not run: the scripted session goes on)";
+
+impl ScenarioSize {
+    /// Plays turns `turns` of the script through `conversation` with a live model's
+    /// replies: `send` sends each request (`next`, composed with
+    /// [`Conversation::compose`](prompt_registry::Conversation::compose)) and records the
+    /// model's reply into the conversation, as an agent does.
+    ///
+    /// Before each turn's request the edited instructions and the compaction come as in
+    /// [`ScenarioSize::play`]. The script's tool rounds stay scripted (a small model does
+    /// not call tools reliably): after the reply to a request that the script answers with
+    /// tool calls, the script's assistant message with those calls and their results are
+    /// recorded, and the continuation is sent. The script's final assistant messages are
+    /// not recorded: the model's reply to the turn's last request is its answer. A call the
+    /// model made itself is answered with [`NOT_RUN`] before the script goes on.
+    pub fn play_live<E>(
+        self,
+        conversation: &mut Conversation,
+        turns: std::ops::RangeInclusive<u64>,
+        send: &mut dyn FnMut(&ScriptedTurn, &mut Conversation, Next) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<ScenarioError>,
+    {
+        for turn in turns {
+            let step = self.script(turn);
+            step.prepare(conversation.session_mut())?;
+            send(
+                &step,
+                conversation,
+                Next::turn(turn_values(&step), step.question.clone()),
+            )?;
+            let (chunks, _answer) = step.continuations();
+            for chunk in chunks {
+                answer_open_calls(conversation.session_mut())?;
+                record(conversation.session_mut(), chunk)?;
+                send(&step, conversation, Next::continuation(turn_values(&step)))?;
+            }
+            answer_open_calls(conversation.session_mut())?;
+        }
+        Ok(())
+    }
+}
+
+impl ScenarioSize {
+    /// A conversation of the script at this size to `api`: `registry`'s components under
+    /// `policy`, the session's values with the tool schemas in the API's tools field
+    /// ([`ToolsField`]), a wire with `wire`. What [`ScenarioSize::play_live`] plays.
+    pub fn conversation(
+        self,
+        registry: &Registry,
+        policy: &PromptPolicy,
+        api: ApiKind,
+        wire: WireOptions,
+    ) -> Result<Conversation, ScenarioError> {
+        let mut values = self.session_values()?;
+        values.insert(ToolsField);
+        Ok(Conversation::start(
+            registry.components().cloned().collect(),
+            policy,
+            SessionContext::new(values),
+            prompt_registry::wire::session_options(api, self.tools()?),
+            api,
+            wire,
+        )?)
+    }
+}
+
+/// The wire options of a live session on llama.cpp's server: greedy (`temperature: 0`),
+/// `max_tokens` tokens per reply (`max_output_tokens` on Responses), streamed or not. On
+/// `/v1/messages` the per-request tail is a user message of its own
+/// ([`WireOptions::tail_in_own_message`]): the server puts a message's text before its tool
+/// results, so a tail merged after them would come first in the prompt.
+pub fn llama_cpp_wire_options(api: ApiKind, max_tokens: u32, stream: bool) -> WireOptions {
+    let mut options = WireOptions::new("smollm2").param("temperature", &json!(0));
+    options = match api {
+        ApiKind::OpenAiResponses => options.param("max_output_tokens", &json!(max_tokens)),
+        ApiKind::Anthropic => options
+            .param("max_tokens", &json!(max_tokens))
+            .tail_in_own_message(),
+        _ => options.param("max_tokens", &json!(max_tokens)),
+    };
+    if stream {
+        options = options.param("stream", &json!(true));
+    }
+    options
+}
+
+/// Answers the calls the model made itself with [`NOT_RUN`].
+fn answer_open_calls(session: &mut Session) -> Result<(), ScenarioError> {
+    for id in session.history().open_tool_calls() {
+        session.record_tool_result(&id, NOT_RUN)?;
+    }
+    Ok(())
+}
+
+impl ScriptedTurn {
+    /// What the script does before the turn's request: the edited instructions, the
+    /// compaction (keeping at least the last [`KEEP_AFTER_COMPACTION`] messages, never
+    /// separating a tool call from its results).
+    fn prepare(&self, session: &mut Session) -> Result<(), ScenarioError> {
+        if let Some(text) = &self.instructions {
+            session.set_system_prompt(text);
+        }
+        if let Some(summary) = &self.compaction {
+            let cut = session.history().safe_cut(0, KEEP_AFTER_COMPACTION);
+            if cut > 0 {
+                session.compact(0..cut, summary)?;
+            }
         }
         Ok(())
     }

@@ -34,7 +34,7 @@ use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
 use prompt_core::branch::BranchError;
 use prompt_core::hash::Digest128;
 use prompt_core::history::SystemPromptChange;
-use prompt_core::session::ToolResult;
+use prompt_core::session::{ToolResult, UserInput};
 use prompt_core::snapshot::{PrefixChanges, RestoreError};
 use prompt_core::{
     ApiKind, Component, ComposeError, Extensions, PromptPolicy, RestoreMode, Session,
@@ -156,6 +156,50 @@ pub struct RestoredConversation {
     pub changes: Option<PrefixChanges>,
     /// How a system prompt the user edited while the app was closed was taken in.
     pub system_prompt: Option<SystemPromptChange>,
+}
+
+/// What a conversation sends next: a user turn, the continuation after tool results, or the
+/// last request again. [`Conversation::compose`] writes its body; an HTTP client that owns
+/// the conversation while it sends takes one of these instead of a body that borrows it.
+#[derive(Debug)]
+pub enum Next {
+    /// A user turn ([`Conversation::turn`]).
+    Turn {
+        /// The turn's values.
+        values: Extensions,
+        /// The user's message.
+        user: UserInput,
+    },
+    /// The continuation after tool results ([`Conversation::continuation`]).
+    Continuation {
+        /// The turn's values.
+        values: Extensions,
+    },
+    /// The last request again ([`Conversation::resend`]).
+    Resend {
+        /// The turn's values.
+        values: Extensions,
+    },
+}
+
+impl Next {
+    /// A user turn.
+    pub fn turn(values: Extensions, user: impl Into<UserInput>) -> Self {
+        Next::Turn {
+            values,
+            user: user.into(),
+        }
+    }
+
+    /// The continuation after tool results.
+    pub fn continuation(values: Extensions) -> Self {
+        Next::Continuation { values }
+    }
+
+    /// The last request again.
+    pub fn resend(values: Extensions) -> Self {
+        Next::Resend { values }
+    }
 }
 
 /// A session and the wire that writes its bodies, as one value.
@@ -295,7 +339,7 @@ impl Conversation {
     pub fn turn(
         &mut self,
         values: Extensions,
-        user: impl Into<prompt_core::session::UserInput>,
+        user: impl Into<UserInput>,
     ) -> Result<Body<'_>, ConversationError> {
         let request = self.session.turn(values, user)?;
         Ok(self.wire.body(&request)?)
@@ -312,6 +356,16 @@ impl Conversation {
     pub fn resend(&mut self, values: Extensions) -> Result<Body<'_>, ConversationError> {
         let request = self.session.resend(values)?;
         Ok(self.wire.body(&request)?)
+    }
+
+    /// The body of `next`: [`Conversation::turn`], [`Conversation::continuation`] or
+    /// [`Conversation::resend`].
+    pub fn compose(&mut self, next: Next) -> Result<Body<'_>, ConversationError> {
+        match next {
+            Next::Turn { values, user } => self.turn(values, user),
+            Next::Continuation { values } => self.continuation(values),
+            Next::Resend { values } => self.resend(values),
+        }
     }
 
     /// Reads the provider's reply and records it ([`Wire::record_reply`]).

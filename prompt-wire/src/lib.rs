@@ -91,7 +91,7 @@ mod wire;
 
 pub use conversation::{
     CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
-    ConversationSnapshot, RestoredConversation,
+    ConversationSnapshot, Next, RestoredConversation,
 };
 pub use diagnostics::{CacheDiagnostics, GuardReason, MissReason, MissReport};
 pub use error::WireError;

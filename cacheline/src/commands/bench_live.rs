@@ -42,6 +42,14 @@ pub(crate) struct BenchLiveArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Instead of the library-against-replace-at-head table: the session through the wire's
+    /// bodies with `"stream": true`, every reply streamed through the async client and
+    /// recorded, one table per endpoint.
+    #[arg(long, conflicts_with = "probe")]
+    stream: bool,
+    /// With --stream: the endpoints (default: all three).
+    #[arg(long, value_enum, value_delimiter = ',', requires = "stream")]
+    api: Vec<super::bench_stream::StreamApi>,
 }
 
 /// The size of the scripted session on a live server: small enough for SmolLM2-135M's
@@ -71,6 +79,29 @@ pub(crate) fn run(
     };
     let client = LlamaClient::new(url);
     client.health()?;
+    if args.stream {
+        use super::bench_stream::{self, StreamApi};
+        let apis = if args.api.is_empty() {
+            vec![StreamApi::Chat, StreamApi::Responses, StreamApi::Messages]
+        } else {
+            args.api.clone()
+        };
+        let sessions = bench_stream::run(
+            &client,
+            registry,
+            &policy,
+            &apis,
+            args.turns,
+            args.max_tokens,
+        )?;
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string_pretty(&sessions)?)?;
+        } else {
+            writeln!(out, "llama-server: {}", client.base_url())?;
+            bench_stream::write_tables(&sessions, out)?;
+        }
+        return Ok(0);
+    }
     let script: Vec<ComposedTurn> = SIZE
         .paired(registry, &policy, args.turns)?
         .into_iter()

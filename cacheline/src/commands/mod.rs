@@ -15,6 +15,7 @@ mod audit;
 mod audit_bodies;
 mod bench_fleet;
 mod bench_live;
+mod bench_stream;
 mod demo;
 mod probe_template;
 mod simulate;

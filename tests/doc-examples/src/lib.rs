@@ -1,6 +1,7 @@
 //! Every Rust block of README.md and of `docs/*.md`, compiled and run as doctests in a
-//! crate whose only dependencies are the facade (`prompt-registry`, every feature) and
-//! serde_json: an example that names an inner crate (`prompt_core`, `prompt_wire`,
+//! crate whose only dependencies are the facade (`prompt-registry`, every feature),
+//! serde_json, and the async client with its runtime (`prompt-client`, tokio: crates a user
+//! adds beside the facade, which never depends on them): an example that names an inner crate (`prompt_core`, `prompt_wire`,
 //! `prompt_measure`, `prompt_template_probe`) does not compile, so the docs show what a user
 //! who depends on `prompt-registry` can write. `cacheline-tests`' `docs` module checks that
 //! every document is listed below.
