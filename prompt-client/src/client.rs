@@ -438,7 +438,7 @@ impl ReplyStream<'_> {
         self.state = State::Done;
         let api = self.reader.api();
         let reader = std::mem::replace(&mut self.reader, StreamReader::new(api));
-        match reader.finish(self.conversation.session_mut()) {
+        match self.conversation.finish_stream(reader) {
             Ok(reply) => {
                 self.reply = Some(reply);
                 None

@@ -97,9 +97,18 @@ pub struct ConversationSnapshot {
     format: String,
     version: u32,
     api: ApiKind,
-    wire: Option<ResumePoint>,
+    wire: SavedWire,
     session: SessionSnapshot,
     seals: ConversationSeals,
+}
+
+/// The wire's own state: where its last body's stable part ended (Anthropic's second
+/// rolling breakpoint), and the last reply's id (Anthropic's cache diagnostics name it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedWire {
+    resume_point: Option<ResumePoint>,
+    previous_message_id: Option<String>,
 }
 
 /// One seal per part: the API, the wire's point, the session (its own seals).
@@ -254,7 +263,10 @@ impl Conversation {
             format: CONVERSATION_FORMAT.to_owned(),
             version: CONVERSATION_VERSION,
             api: self.wire.api(),
-            wire: self.wire.resume_point(),
+            wire: SavedWire {
+                resume_point: self.wire.resume_point(),
+                previous_message_id: self.wire.previous_message_id(),
+            },
             session: self.session.save(),
             seals: ConversationSeals {
                 api: String::new(),
@@ -305,7 +317,8 @@ impl Conversation {
             mode,
         )?;
         let mut wire = Wire::new(snapshot.api, wire)?;
-        if let Some(point) = snapshot.wire {
+        wire.set_previous_message_id(snapshot.wire.previous_message_id.as_deref());
+        if let Some(point) = snapshot.wire.resume_point {
             wire.resume_from(point);
         }
         Ok(RestoredConversation {
@@ -371,6 +384,14 @@ impl Conversation {
     /// Reads the provider's reply and records it ([`Wire::record_reply`]).
     pub fn record_reply(&mut self, body: &[u8]) -> Result<Reply, WireError> {
         self.wire.record_reply(&mut self.session, body)
+    }
+
+    /// Ends a streamed reply and records it ([`Wire::finish_stream`]).
+    pub fn finish_stream(
+        &mut self,
+        reader: crate::stream::StreamReader,
+    ) -> Result<Reply, crate::stream::StreamError> {
+        self.wire.finish_stream(reader, &mut self.session)
     }
 
     /// Records a tool result ([`Session::record_tool`]).

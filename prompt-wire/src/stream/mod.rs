@@ -559,6 +559,18 @@ impl Wire {
     pub fn stream_reader(&self) -> StreamReader {
         StreamReader::new(self.api())
     }
+
+    /// Ends a streamed reply of this wire: [`StreamReader::finish`], and the wire keeps the
+    /// reply's id as [`Wire::record_reply`] does (the next body's cache diagnostics name it).
+    pub fn finish_stream(
+        &self,
+        reader: StreamReader,
+        session: &mut Session,
+    ) -> Result<Reply, StreamError> {
+        let reply = reader.finish(session)?;
+        self.remember_reply(reply.id.as_deref());
+        Ok(reply)
+    }
 }
 
 impl StreamReader {

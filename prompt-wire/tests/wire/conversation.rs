@@ -174,9 +174,13 @@ fn an_edited_conversation_document_is_refused_naming_the_part() {
     three_turns(&mut c, api);
     let doc: Value = serde_json::to_value(c.save()).unwrap_or_else(|e| panic!("{e}"));
     type Edit = fn(&mut Value);
-    let edits: [(Edit, &str); 3] = [
+    let edits: [(Edit, &str); 4] = [
         (|v| v["api"] = json!("openai"), "api"),
-        (|v| v["wire"]["parts"] = json!(0), "wire"),
+        (|v| v["wire"]["resume_point"]["parts"] = json!(0), "wire"),
+        (
+            |v| v["wire"]["previous_message_id"] = json!("msg_forged"),
+            "wire",
+        ),
         (
             |v| v["session"]["seals"]["history"] = json!("00"),
             "session",
@@ -266,4 +270,75 @@ fn a_regenerated_reply_is_the_last_body_again_and_an_edit_extends_the_body_befor
             .to_bytes();
         assert!(extends(&sent[2], &body), "{api:?}");
     }
+}
+
+#[test]
+fn a_restored_conversation_names_the_last_reply_in_its_cache_diagnostics_streamed_or_whole() {
+    use prompt_core::profile::Profile;
+    let profile =
+        Profile::lookup(ApiKind::Anthropic, "claude-opus-4-8", None).with_cache_diagnostics();
+    let options = || {
+        prompt_core::SessionOptions::for_profile(&profile)
+            .with_tools(tools())
+            .with_session_id("thread-1")
+    };
+    let wire_options = || {
+        prompt_wire::WireOptions::for_profile(&profile)
+            .param("max_tokens", &json!(1024))
+            .param("stream", &json!(true))
+    };
+    let mut c = Conversation::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        options(),
+        ApiKind::Anthropic,
+        wire_options(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    c.turn(values("a", 1), "hi")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A streamed reply: its id is kept by the wire as a whole reply's is.
+    let mut reader = c.wire().stream_reader();
+    reader
+        .feed(
+            concat!(
+                "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_streamed\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-4-8\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+                "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+                "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello.\"}}\n\n",
+                "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+                "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+                "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            )
+            .as_bytes(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    c.finish_stream(reader).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.wire().previous_message_id().as_deref(),
+        Some("msg_streamed")
+    );
+    let snapshot: ConversationSnapshot =
+        serde_json::from_str(&serde_json::to_string(&c.save()).unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let mut restored = Conversation::restore(
+        &snapshot,
+        components(),
+        &policy(),
+        SessionContext::default(),
+        options(),
+        wire_options(),
+        RestoreMode::Strict,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .conversation;
+    let body = restored
+        .turn(values("a", 2), "again")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_bytes();
+    let body: Value = serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        body["diagnostics"],
+        json!({"previous_message_id": "msg_streamed"})
+    );
 }
