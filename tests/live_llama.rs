@@ -84,10 +84,7 @@ fn bench_report(client: &LlamaClient) -> &'static bench::BenchReport {
             })
             .collect();
         // No warm-up: the assertions are on token counts, which a cold server does not change.
-        let options = bench::BenchOptions {
-            warmup: 0,
-            ..bench::BenchOptions::default()
-        };
+        let options = bench::BenchOptions::default().with_warmup(0);
         let report = bench::run(client, script, options).map_err(|e| e.to_string())?;
         let mut table = Vec::new();
         let _ = report.write_table(&mut table);

@@ -208,11 +208,26 @@ impl BenchReport {
 
 /// Options of a bench run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BenchOptions {
     /// Tokens generated per request.
     pub max_tokens: u32,
     /// Uncached warm-up requests before measuring (a cold server is slow at first).
     pub warmup: u32,
+}
+
+impl BenchOptions {
+    /// The same, with `max_tokens` (tokens generated per request).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// The same, with `warmup` (uncached warm-up requests before measuring (a cold server is slow at first)).
+    pub fn with_warmup(mut self, warmup: u32) -> Self {
+        self.warmup = warmup;
+        self
+    }
 }
 
 impl Default for BenchOptions {

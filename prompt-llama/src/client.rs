@@ -86,6 +86,7 @@ pub enum LiveError {
 
 /// Sampling and caching options of one chat request (llama.cpp's names).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ChatOptions {
     /// Tokens to generate at most.
     pub max_tokens: u32,
@@ -101,6 +102,44 @@ pub struct ChatOptions {
     pub cache_prompt: bool,
     /// Stream the reply; the client then measures the time to the first token.
     pub stream: bool,
+}
+
+impl ChatOptions {
+    /// The same, with `max_tokens` (tokens to generate at most).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// The same, with `temperature` (0 for greedy decoding).
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = temperature;
+        self
+    }
+
+    /// The same, with `top_k` ().
+    pub fn with_top_k(mut self, top_k: Option<u32>) -> Self {
+        self.top_k = top_k;
+        self
+    }
+
+    /// The same, with `seed` ().
+    pub fn with_seed(mut self, seed: Option<u64>) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The same, with `cache_prompt` (whether the server may reuse the slot's cached prefix (llama.cpp's `cache_prompt`)).
+    pub fn with_cache_prompt(mut self, cache_prompt: bool) -> Self {
+        self.cache_prompt = cache_prompt;
+        self
+    }
+
+    /// The same, with `stream` (stream the reply; the client then measures the time to the first token).
+    pub fn with_stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
 }
 
 impl ChatOptions {

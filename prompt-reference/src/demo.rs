@@ -184,7 +184,8 @@ pub type Encode<'a> =
 /// Gets each request's sequence number and bytes.
 pub type Sink<'a> = &'a mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>;
 
-/// How to run the demo.
+/// How to run the demo: [`DemoOptions::new`], then set the fields that differ.
+#[non_exhaustive]
 pub struct DemoOptions<'a> {
     /// The last turn to play.
     pub turns: u64,

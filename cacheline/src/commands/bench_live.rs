@@ -120,10 +120,9 @@ pub(crate) fn run(
     let report = bench::run_with_progress(
         &client,
         script,
-        bench::BenchOptions {
-            max_tokens: args.max_tokens,
-            warmup: args.warmup,
-        },
+        bench::BenchOptions::default()
+            .with_max_tokens(args.max_tokens)
+            .with_warmup(args.warmup),
         |n| bar.set_position(n as u64),
     )?;
     bar.finish_and_clear();
