@@ -76,7 +76,9 @@ live_pid() {
     local pid
     pid=$(cat "$1")
     [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$2" || return 1
+    local cmdline
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline") || return 1
+    grep -qF -- "$2" <<<"$cmdline" || return 1
     echo "$pid"
 }
 

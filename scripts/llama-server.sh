@@ -187,7 +187,9 @@ our_pid() {
     pid=$(cat "$PID_FILE")
     [[ $pid =~ ^[0-9]+$ ]] || return 1
     [[ -r /proc/$pid/cmdline ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$SERVER_BIN" || return 1
+    local cmdline
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline") || return 1
+    grep -q -- "$SERVER_BIN" <<<"$cmdline" || return 1
     echo "$pid"
 }
 
