@@ -14,6 +14,33 @@
 //!
 //! The server URL comes from [`locate_server`]: `CACHELINE_LLAMA_URL`, else the file that
 //! `scripts/llama-server.sh start` writes. See `docs/live-llama.md`.
+//!
+//! Every error names the endpoint it was talking to; here nothing listens there:
+//!
+//! ```
+//! use prompt_llama::{read_url_file, ChatOptions, LiveError, LlamaClient};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A port nothing listens on, written as `scripts/llama-server.sh start` writes its URL.
+//! let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+//! let file = std::env::temp_dir().join(format!("prompt-llama-doc-{}.url", std::process::id()));
+//! std::fs::write(&file, format!("http://127.0.0.1:{port}\n"))?;
+//!
+//! let client = LlamaClient::new(read_url_file(&file)?);
+//! std::fs::remove_file(&file)?;
+//! assert_eq!(client.base_url(), format!("http://127.0.0.1:{port}"));
+//!
+//! let messages = br#"[{"role":"user","content":"hi"}]"#;
+//! let Err(error) = client.chat(messages, &ChatOptions::cached(8)) else {
+//!     panic!("nothing listens on port {port}");
+//! };
+//! assert!(matches!(error, LiveError::Transport { .. }));
+//! assert_eq!(
+//!     error.to_string(),
+//!     format!("http://127.0.0.1:{port}/v1/chat/completions: transport failed")
+//! );
+//! # Ok(()) }
+//! ```
 
 #![forbid(unsafe_code)]
 #![cfg_attr(

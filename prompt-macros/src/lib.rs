@@ -5,11 +5,8 @@
 //! compile time, that it can be cache-safe: per-turn content never goes in the prefix, prefix
 //! text is a `&'static str` constant or rendered once per session, and ids are valid.
 //!
-//! ```ignore
-//! // Runs as a doctest of `prompt_registry`; a proc-macro crate cannot use its own
-//! // attribute in doctests, and the expansion names `::prompt_registry`, so this is `ignore`.
-//! // Every form below is compiled and checked by the `cacheline-ui-tests` trybuild suite.
-//! use prompt_registry::{prompt_component, SessionContext, TurnContext};
+//! ```
+//! use prompt_registry::{prompt_component, Registry, SessionContext, TurnContext};
 //!
 //! /// Who the assistant is.
 //! #[prompt_component(placement = "prefix")]
@@ -25,6 +22,16 @@
 //! fn todo_addendum(turn: &TurnContext) -> Option<String> {
 //!     turn.get::<Vec<String>>().map(|todo| todo.join("\n"))
 //! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Every attribute above registered its item with the binary's registry.
+//! let registry = Registry::linked()?;
+//! let policy = registry.load_policy("[prompt]\n", "agent.toml")?.deny_warnings()?;
+//! let status = registry.status(&policy);
+//! for id in ["assistant_instructions", "tool_schemas", "todo_addendum"] {
+//!     assert!(status.component(id).is_some(), "{id} is registered");
+//! }
+//! # Ok(()) }
 //! ```
 //!
 //! # Arguments
