@@ -268,7 +268,11 @@ impl History {
 
     /// Starts a new cache epoch without touching a node: what follows sits on a new prefix.
     pub(crate) fn start_epoch(&mut self) {
-        self.epoch = self.epoch.saturating_add(1);
+        // Saturating: 2^53 epochs are out of reach, and a saved session stays readable.
+        self.epoch = self
+            .epoch
+            .saturating_add(1)
+            .min(crate::session::MAX_COUNTER);
     }
 
     /// Re-appends every node from `from` on, keeping its bytes: after a removal the nodes

@@ -40,6 +40,13 @@ use crate::prefix::{FrozenPrefix, PrefixPart, freeze_prefix};
 use crate::request::Request;
 use crate::tools::ToolSet;
 
+/// The largest value a session's counters (turns, requests, cache epochs) take: 2^53 − 1,
+/// so a saved session kept in a JavaScript app's state (its numbers are doubles) reads
+/// back exactly. A turn or request past it is refused ([`ComposeError::CounterLimit`]); a
+/// new epoch past it stays there; a saved session with a counter past it is refused
+/// ([`RestoreError::Limit`](crate::snapshot::RestoreError::Limit)).
+pub const MAX_COUNTER: u64 = (1 << 53) - 1;
+
 /// Why a session cannot start or a turn cannot be composed.
 #[derive(Debug, thiserror::Error)]
 pub enum ComposeError {
@@ -103,8 +110,8 @@ pub enum ComposeError {
         /// Why: no request yet, or something was recorded after the last one.
         reason: &'static str,
     },
-    /// A counter read from a saved session is at its limit: one more request cannot be
-    /// numbered.
+    /// A counter is at [`MAX_COUNTER`] (a saved session's, read back): one more request
+    /// cannot be numbered.
     #[error("the session's {counter} counter is at its limit ({value}); start a new session")]
     CounterLimit {
         /// `turn` or `requests`.
@@ -673,20 +680,17 @@ impl Session {
         turn_values: Extensions,
         next: Next,
     ) -> Result<Request<'_>, ComposeError> {
+        let next_count = |counter: &'static str, value: u64| {
+            value
+                .checked_add(1)
+                .filter(|next| *next <= MAX_COUNTER)
+                .ok_or(ComposeError::CounterLimit { counter, value })
+        };
         let turn = match next {
-            Next::User(_) => self.turn.checked_add(1).ok_or(ComposeError::CounterLimit {
-                counter: "turn",
-                value: self.turn,
-            })?,
+            Next::User(_) => next_count("turn", self.turn)?,
             Next::Continuation | Next::Resend => self.turn.max(1),
         };
-        let sequence = self
-            .requests
-            .checked_add(1)
-            .ok_or(ComposeError::CounterLimit {
-                counter: "requests",
-                value: self.requests,
-            })?;
+        let sequence = next_count("requests", self.requests)?;
         let ctx = TurnContext::new(&self.context, &turn_values, turn);
 
         // 1. The prefix: freeze it at the first turn, verify it on every later one.

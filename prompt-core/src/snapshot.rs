@@ -36,7 +36,7 @@ use crate::json::RawObject;
 use crate::node::{Node, NodeKind, Producer};
 use crate::policy::PromptPolicy;
 use crate::prefix::{FrozenPrefix, freeze_prefix};
-use crate::session::{Checkpoint, ComposeError, Session, SessionOptions};
+use crate::session::{Checkpoint, ComposeError, MAX_COUNTER, Session, SessionOptions};
 use crate::tools::{ToolDefinition, ToolSet, ToolSetError};
 
 /// The `format` of a saved session.
@@ -201,8 +201,8 @@ pub enum RestoreError {
         /// What is wrong with it.
         problem: &'static str,
     },
-    /// A counter at its limit: the session could not compose one more request.
-    #[error("the saved session's {counter} is {value}, at its limit")]
+    /// A counter past [`MAX_COUNTER`]: no session counts that far.
+    #[error("the saved session's {counter} is {value}, past its limit ({MAX_COUNTER})")]
     Limit {
         /// `counters.turn`, `counters.requests`, `history.epoch`.
         counter: &'static str,
@@ -525,6 +525,25 @@ impl SessionSnapshot {
         }
     }
 
+    /// Recomputes every node id and seal, and every section's seal, from the document's
+    /// fields: what a program forging a document would do (the seals are content-derived,
+    /// not keyed). For the fuzz harness and the tests, whose documents must get past the seals
+    /// to reach the checks behind them; only with the `fuzzing` feature.
+    #[cfg(any(test, feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn reseal(&mut self) {
+        let mut previous_id = None;
+        let mut previous_seal = String::new();
+        for (index, node) in self.history.nodes.iter_mut().enumerate() {
+            let id = History::chained_id(previous_id, &node.message);
+            node.id = id.to_string();
+            node.seal = node_seal(&previous_seal, index, node);
+            previous_id = Some(id);
+            previous_seal.clone_from(&node.seal);
+        }
+        self.seals = self.seals();
+    }
+
     /// Reads a saved session from JSON, at most [`MAX_SNAPSHOT_BYTES`]. (Deserializing it
     /// with serde_json directly reads the same document; [`Session::restore`] checks it
     /// either way.)
@@ -655,7 +674,7 @@ impl SessionSnapshot {
             ("counters.requests", self.counters.requests),
             ("history.epoch", self.history.epoch),
         ] {
-            if value == u64::MAX {
+            if value > MAX_COUNTER {
                 return Err(RestoreError::Limit { counter, value });
             }
         }
@@ -1106,4 +1125,123 @@ fn parse_digest(hex: &str) -> Fingerprint {
             .unwrap_or(0);
     }
     Digest128::from_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Component, ComponentId, Extensions, Placement};
+
+    fn setup() -> (Vec<Component>, PromptPolicy) {
+        let Ok(id) = ComponentId::new("house_rules") else {
+            panic!("a valid id")
+        };
+        let components = vec![Component::constant(id, "Be careful.").placement(Placement::Prefix)];
+        let policy = match PromptPolicy::from_agent_toml(
+            "[prompt]\nprefix_allow = [\"house_rules\"]",
+            "agent.toml",
+            &components,
+        ) {
+            Ok(loaded) => loaded.ignore_warnings(),
+            Err(e) => panic!("{e}"),
+        };
+        (components, policy)
+    }
+
+    fn start() -> Session {
+        let (components, policy) = setup();
+        Session::start(
+            components,
+            &policy,
+            SessionContext::default(),
+            SessionOptions::new(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn restore(snapshot: &SessionSnapshot) -> Result<Restored, RestoreError> {
+        let (components, policy) = setup();
+        Session::restore(
+            snapshot,
+            components,
+            &policy,
+            SessionContext::default(),
+            SessionOptions::new(),
+            RestoreMode::Strict,
+        )
+    }
+
+    /// A saved session with one turn, each counter set as `edit` says, resealed as a program
+    /// forging the document would.
+    fn forged(edit: impl Fn(&mut SessionSnapshot)) -> SessionSnapshot {
+        let mut session = start();
+        if let Err(e) = session.turn(Extensions::new(), "hi") {
+            panic!("{e}");
+        }
+        let mut snapshot = session.save();
+        edit(&mut snapshot);
+        snapshot.reseal();
+        snapshot
+    }
+
+    #[test]
+    fn snapshot_counters_past_the_limit_are_refused_even_when_resealed() {
+        type Edit = fn(&mut SessionSnapshot, u64);
+        let edits: [(&str, Edit); 3] = [
+            ("counters.turn", |s, v| s.counters.turn = v),
+            ("counters.requests", |s, v| s.counters.requests = v),
+            ("history.epoch", |s, v| s.history.epoch = v),
+        ];
+        for (counter, edit) in edits {
+            for value in [MAX_COUNTER + 1, u64::MAX] {
+                match restore(&forged(|s| edit(s, value))) {
+                    Err(RestoreError::Limit {
+                        counter: named,
+                        value: read,
+                    }) => {
+                        assert_eq!((named, read), (counter, value));
+                    }
+                    other => panic!("{counter} = {value}: expected Limit, got {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn snapshot_counters_at_the_limit_restore_and_the_next_request_is_refused_typed() {
+        let snapshot = forged(|s| {
+            s.counters.turn = MAX_COUNTER;
+            s.counters.requests = MAX_COUNTER - 1;
+            s.history.epoch = MAX_COUNTER;
+        });
+        let mut session = restore(&snapshot).unwrap_or_else(|e| panic!("{e}")).session;
+        assert!(matches!(
+            session.turn(Extensions::new(), "one more"),
+            Err(ComposeError::CounterLimit {
+                counter: "turn",
+                value: MAX_COUNTER
+            })
+        ));
+        // A new epoch at the limit stays there, and the session saved again restores.
+        session.history.start_epoch();
+        assert_eq!(session.history.epoch(), MAX_COUNTER);
+        let again = session.save();
+        assert!(
+            restore(&again).is_ok(),
+            "a session at its limits saves and restores"
+        );
+        // The requests counter: one more request reaches the limit, the next is refused.
+        let mut session = restore(&forged(|s| s.counters.requests = MAX_COUNTER - 1))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .session;
+        assert!(session.turn(Extensions::new(), "last").is_ok());
+        assert!(matches!(
+            session.turn(Extensions::new(), "past"),
+            Err(ComposeError::CounterLimit {
+                counter: "requests",
+                value: MAX_COUNTER
+            })
+        ));
+        assert!(restore(&session.save()).is_ok());
+    }
 }

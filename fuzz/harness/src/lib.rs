@@ -10,6 +10,7 @@ mod audit_line;
 mod history_ops;
 mod lock_file;
 mod policy_loader;
+mod saved_session;
 mod shared;
 mod stream;
 mod template_probe;
@@ -21,6 +22,7 @@ pub use audit_line::audit_line;
 pub use history_ops::history_ops;
 pub use lock_file::lock_file;
 pub use policy_loader::policy_loader;
+pub use saved_session::saved_session;
 pub use stream::{
     stream_anthropic, stream_gemini, stream_llama_cpp, stream_openai_chat, stream_openai_responses,
 };
@@ -55,6 +57,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "policy_loader",
         run: policy_loader,
+    },
+    Target {
+        name: "saved_session",
+        run: saved_session,
     },
     Target {
         name: "stream_anthropic",
