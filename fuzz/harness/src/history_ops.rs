@@ -9,27 +9,10 @@ use prompt_core::history::SystemPromptChange;
 use prompt_core::node::{NodeKind, Producer};
 use prompt_core::{ComponentId, DeliveryStyle, History};
 
-/// Reads bytes as a little program of history operations.
-struct Ops<'a> {
-    data: &'a [u8],
-}
+use crate::shared::Program;
 
-impl<'a> Ops<'a> {
-    fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.data.split_first()?;
-        self.data = rest;
-        Some(b)
-    }
-
-    /// A short text: a length byte, then that many bytes (lossy UTF-8).
-    fn text(&mut self) -> String {
-        let len = usize::from(self.byte().unwrap_or(0) % 48);
-        let take = len.min(self.data.len());
-        let (text, rest) = self.data.split_at(take);
-        self.data = rest;
-        String::from_utf8_lossy(text).into_owned()
-    }
-}
+/// The longest text an operation writes.
+const TEXT: u8 = 48;
 
 const STYLES: [fn() -> DeliveryStyle; 4] = [
     DeliveryStyle::system,
@@ -42,7 +25,7 @@ const STYLES: [fn() -> DeliveryStyle; 4] = [
 /// node's bytes changed within an epoch, that the system prompt reads back as set, and that
 /// a compaction keeps the current prompt.
 pub fn history_ops(data: &[u8]) {
-    let mut ops = Ops { data };
+    let mut ops = Program::new(data);
     let style = STYLES[usize::from(ops.byte().unwrap_or(0)) % STYLES.len()]();
     let mut history = History::new(style);
     let mut seen: HashMap<NodeId, String> = HashMap::new();
@@ -50,7 +33,7 @@ pub fn history_ops(data: &[u8]) {
     while let Some(op) = ops.byte() {
         match op % 9 {
             0 => {
-                let _ = history.append_user(&ops.text());
+                let _ = history.append_user(&ops.text(TEXT));
             }
             1 => {
                 // Arbitrary text as a raw message: refused or kept, never a panic.
@@ -61,7 +44,7 @@ pub fn history_ops(data: &[u8]) {
                     NodeKind::Tool => Producer::Tool,
                     _ => Producer::Assistant,
                 };
-                let raw = ops.text();
+                let raw = ops.text(TEXT);
                 if let Ok(id) = history.append_raw(producer, kind, &raw)
                     && kind == NodeKind::Assistant
                 {
@@ -78,13 +61,13 @@ pub fn history_ops(data: &[u8]) {
                 if op / 9 % 2 == 0 {
                     let result = format!(
                         r#"{{"role":"tool","tool_call_id":"c{calls}","content":{}}}"#,
-                        serde_json::Value::String(ops.text())
+                        serde_json::Value::String(ops.text(TEXT))
                     );
                     let _ = history.append_raw(Producer::Tool, NodeKind::Tool, &result);
                 }
             }
             3 | 4 => {
-                let prompt = ops.text();
+                let prompt = ops.text(TEXT);
                 let change = history.set_system_prompt(&prompt);
                 assert_eq!(history.system_prompt().as_deref(), Some(prompt.as_str()));
                 assert_eq!(
@@ -96,7 +79,7 @@ pub fn history_ops(data: &[u8]) {
             5 => {
                 let id = ComponentId::new(["todo_addendum", "date"][usize::from(op / 9) % 2]);
                 if let Ok(id) = id {
-                    history.append_update(Producer::Component(id), &ops.text());
+                    history.append_update(Producer::Component(id), &ops.text(TEXT));
                 }
             }
             6 | 7 => {
@@ -105,7 +88,7 @@ pub fn history_ops(data: &[u8]) {
                 let b = usize::from(ops.byte().unwrap_or(0)) % (len + 1);
                 let span = a.min(b)..a.max(b);
                 let before = history.system_prompt().map(|p| p.into_owned());
-                if history.compact(span, &ops.text()).is_ok() {
+                if history.compact(span, &ops.text(TEXT)).is_ok() {
                     assert_eq!(history.system_prompt().as_deref(), before.as_deref());
                     seen.clear();
                 }

@@ -15,7 +15,7 @@ use prompt_core::{
 };
 use serde_json::{Value, json};
 
-use crate::shared::id;
+use crate::shared::{Program, id};
 
 struct Todo(Vec<String>);
 
@@ -116,22 +116,15 @@ fn base_documents() -> &'static [Value] {
 }
 
 /// Reads bytes as a small program of edits.
-struct Edits<'a> {
-    data: &'a [u8],
-}
+struct Edits<'a>(Program<'a>);
 
 impl Edits<'_> {
     fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.data.split_first()?;
-        self.data = rest;
-        Some(b)
+        self.0.byte()
     }
 
     fn text(&mut self) -> String {
-        let len = usize::from(self.byte().unwrap_or(0) % 64);
-        let (text, rest) = self.data.split_at(len.min(self.data.len()));
-        self.data = rest;
-        String::from_utf8_lossy(text).into_owned()
+        self.0.text(64)
     }
 
     /// A value a counter, index, string or message field might be given.
@@ -300,8 +293,8 @@ pub fn saved_session(data: &[u8]) {
         }
         _ => {
             let mut document = base_documents()[usize::from(mode / 3) % styles.len()].clone();
-            let mut edits = Edits { data: rest };
-            while !edits.data.is_empty() {
+            let mut edits = Edits(Program::new(rest));
+            while !edits.0.is_empty() {
                 edits.apply(&mut document);
             }
             let Ok(mut snapshot) = serde_json::from_value::<SessionSnapshot>(document) else {

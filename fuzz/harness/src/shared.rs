@@ -1,5 +1,5 @@
-//! What the targets share: fixed component ids, and the checks every target reading a
-//! positioned file makes of its diagnostics.
+//! What the targets share: fixed component ids, a reader of bytes as a little program, and
+//! the checks every target reading a positioned file makes of its diagnostics.
 
 use prompt_core::ComponentId;
 use prompt_core::policy::SourcePosition;
@@ -9,6 +9,35 @@ pub(crate) fn id(text: &str) -> ComponentId {
     match ComponentId::new(text) {
         Ok(id) => id,
         Err(e) => panic!("fixed component id {text:?} is invalid: {e}"),
+    }
+}
+
+/// Reads bytes as a little program: single bytes, and short texts.
+pub(crate) struct Program<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Program<'a> {
+    pub(crate) fn new(data: &'a [u8]) -> Self {
+        Self { data }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    pub(crate) fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.data.split_first()?;
+        self.data = rest;
+        Some(b)
+    }
+
+    /// A short text: a length byte (below `max_len`), then that many bytes (lossy UTF-8).
+    pub(crate) fn text(&mut self, max_len: u8) -> String {
+        let len = usize::from(self.byte().unwrap_or(0) % max_len.max(1));
+        let (text, rest) = self.data.split_at(len.min(self.data.len()));
+        self.data = rest;
+        String::from_utf8_lossy(text).into_owned()
     }
 }
 
