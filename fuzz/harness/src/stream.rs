@@ -58,19 +58,25 @@ pub(crate) fn stream(api: ApiKind, data: &[u8]) {
             text, reply.text,
             "{api:?}: the text shown is not the reply's"
         );
-        let finished: Vec<(&str, &str)> = events
+        // By index: blocks a stream keeps open may finish in any order (llama.cpp's
+        // Anthropic stream closes them at the end); each call finishes once.
+        let mut finished: Vec<(usize, &str, &str)> = events
             .iter()
             .filter_map(|e| match e {
                 StreamEvent::ToolCallFinished {
-                    name, arguments, ..
-                } => Some((name.as_str(), arguments.as_str())),
+                    index,
+                    name,
+                    arguments,
+                } => Some((*index, name.as_str(), arguments.as_str())),
                 _ => None,
             })
             .collect();
-        let calls: Vec<(&str, &str)> = reply
+        finished.sort_by_key(|(index, ..)| *index);
+        let calls: Vec<(usize, &str, &str)> = reply
             .tool_calls
             .iter()
-            .map(|c| (c.name.as_str(), c.arguments.as_str()))
+            .enumerate()
+            .map(|(index, c)| (index, c.name.as_str(), c.arguments.as_str()))
             .collect();
         assert_eq!(
             finished, calls,
