@@ -20,8 +20,8 @@
 //! chat.record_reply(br#"{"choices":[{"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}]}"#)?;
 //!
 //! // Closing the app: one document. Starting again: the same conversation.
-//! let file = serde_json::to_string(&chat.save())?;
-//! let saved: ConversationSnapshot = serde_json::from_str(&file)?;
+//! let file = chat.save().to_json();
+//! let saved = ConversationSnapshot::from_json(file.as_bytes())?;
 //! let mut again = Conversation::restore(&saved, vec![], &PromptPolicy::default(),
 //!     SessionContext::default(), options(), wire(), RestoreMode::Strict)?.conversation;
 //! let next = again.turn(Extensions::new(), "and now?")?.to_bytes();
@@ -35,7 +35,7 @@ use prompt_core::branch::BranchError;
 use prompt_core::hash::Digest128;
 use prompt_core::history::SystemPromptChange;
 use prompt_core::session::{ToolResult, UserInput};
-use prompt_core::snapshot::{PrefixChanges, RestoreError};
+use prompt_core::snapshot::{MAX_SNAPSHOT_BYTES, PrefixChanges, RestoreError};
 use prompt_core::{
     ApiKind, Component, ComposeError, Extensions, PromptPolicy, RestoreMode, Session,
     SessionContext, SessionOptions, SessionSnapshot,
@@ -121,6 +121,28 @@ struct ConversationSeals {
 }
 
 impl ConversationSnapshot {
+    /// Reads a saved conversation from JSON, at most
+    /// [`MAX_SNAPSHOT_BYTES`](prompt_core::snapshot::MAX_SNAPSHOT_BYTES), as
+    /// [`SessionSnapshot::from_json`] reads a session. ([`Conversation::restore`] checks the
+    /// document whichever way it was read.)
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ConversationError> {
+        if bytes.len() > MAX_SNAPSHOT_BYTES {
+            return Err(RestoreError::TooLarge {
+                what: "document bytes",
+                len: bytes.len(),
+                max: MAX_SNAPSHOT_BYTES,
+            }
+            .into());
+        }
+        serde_json::from_slice(bytes).map_err(|e| RestoreError::Json(e).into())
+    }
+
+    /// The document as JSON.
+    pub fn to_json(&self) -> String {
+        // Strings, numbers and lists: serializing it cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
     /// The saved session.
     pub fn session(&self) -> &SessionSnapshot {
         &self.session

@@ -168,6 +168,36 @@ fn a_conversation_restored_from_its_document_sends_the_same_bodies_on_every_api(
 }
 
 #[test]
+fn a_conversation_document_reads_back_through_from_json_and_one_over_the_limit_is_refused_unparsed()
+{
+    let mut c = start(ApiKind::OpenAi);
+    three_turns(&mut c, ApiKind::OpenAi);
+    let text = c.save().to_json();
+    assert_eq!(
+        text,
+        serde_json::to_string(&c.save()).unwrap_or_else(|e| panic!("{e}"))
+    );
+    let read = ConversationSnapshot::from_json(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(read, c.save());
+    let big = vec![b' '; prompt_core::snapshot::MAX_SNAPSHOT_BYTES + 1];
+    assert!(matches!(
+        ConversationSnapshot::from_json(&big),
+        Err(ConversationError::Restore(
+            prompt_core::snapshot::RestoreError::TooLarge {
+                what: "document bytes",
+                ..
+            }
+        ))
+    ));
+    assert!(matches!(
+        ConversationSnapshot::from_json(b"{\"format\": 1}"),
+        Err(ConversationError::Restore(
+            prompt_core::snapshot::RestoreError::Json(_)
+        ))
+    ));
+}
+
+#[test]
 fn an_edited_conversation_document_is_refused_naming_the_part() {
     let api = ApiKind::Anthropic;
     let mut c = start(api);
