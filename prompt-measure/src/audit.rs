@@ -31,98 +31,23 @@
 //! **Counters** (tokens, requests, tokens lost) saturate at `u64::MAX` instead of wrapping;
 //! reported usage is summed by [`SessionUsage`], which sets aside a response it cannot add.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
-use prompt_core::PrefixCheck;
-use prompt_core::divergence::{Divergence, Excerpt, check_prefix, message_index_at};
-use prompt_core::raw_json::canonical;
-use prompt_wire::{BodyParts, GuardError, Shape, body_parts, without_cache_control};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use prompt_wire::engine::{Engine, EngineConfig, Exchange, Provider as EngineProvider, ReportedRead};
+use prompt_wire::{GuardError, Shape, body_parts};
+use serde::Serialize;
 
 use super::meter::{Provider, SessionUsage, Usage};
 use super::sim::{
-    CacheSim, Common, Retained, RuleOutcome, SimConfig, TokenCache, TokenizedRequest,
+    CacheSim, Retained, RuleOutcome, Segment, SimConfig, TokenCache, TokenizedRequest,
 };
 use super::tokenizer::Tokenizer;
 use super::{PriceTable, Rule, share, shorten};
 
-/// What changed at the divergence point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Classification {
-    /// The first message, or a leading system message, was rewritten in place.
-    HeadRewrite,
-    /// A message was edited, removed or inserted after the first one (a per-turn injected
-    /// message dropped the next turn is a removal, wherever it sat).
-    HistoryEdit,
-    /// The `tools` array changed (added, removed, edited or reordered tools).
-    ToolSchemaChange,
-    /// The same messages in another order, or the same message serialized differently.
-    Reorder,
-    /// The earlier request is a prefix of this one.
-    AppendOnly,
-}
-
-impl Classification {
-    /// The JSON spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Classification::HeadRewrite => "head_rewrite",
-            Classification::HistoryEdit => "history_edit",
-            Classification::ToolSchemaChange => "tool_schema_change",
-            Classification::Reorder => "reorder",
-            Classification::AppendOnly => "append_only",
-        }
-    }
-}
-
-/// Which part of the request diverged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Part {
-    /// The messages array (Responses `input`, Gemini `contents`).
-    Messages,
-    /// The `tools` array.
-    Tools,
-    /// The system field of the APIs that keep it beside the messages (Anthropic `system`,
-    /// Responses `instructions`, Gemini `systemInstruction`).
-    System,
-}
-
-/// Where a request diverged from the best earlier one, what changed there, and what it cost.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CacheBreak {
-    /// Where (byte offset in the array, message or tool index, excerpts).
-    #[serde(flatten)]
-    pub at: Divergence,
-    /// Log line of the earlier request.
-    pub earlier_line: u64,
-    /// What changed.
-    pub classification: Classification,
-    /// Which array.
-    #[serde(rename = "in")]
-    pub part: Part,
-    /// Role of that message in this request.
-    pub role: Option<String>,
-    /// Role of the message at that index in the earlier request.
-    pub earlier_role: Option<String>,
-    /// A sentence on what happened.
-    pub detail: String,
-    /// Tokens shared with the earlier request.
-    pub common_tokens: u64,
-    /// Tokens of the earlier request past the divergence: reusable had this request only
-    /// appended to it. 0 for a new conversation.
-    pub tokens_lost: u64,
-    /// This request has no assistant message yet: it starts a conversation, so it continues
-    /// no earlier request and loses nothing (it still shares what it can, such as the
-    /// system prompt).
-    pub new_conversation: bool,
-}
+pub use prompt_wire::engine::{Analysis, Cause, CauseKind, Change, Place, Predecessor};
 
 /// Usage a response reported.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -154,8 +79,12 @@ pub struct RequestAudit {
     pub reported: Option<Reported>,
     /// Why a logged response's usage could not be read.
     pub reported_error: Option<String>,
-    /// `None` for the first request.
-    pub divergence: Option<CacheBreak>,
+    /// Whose prices it is priced at: the provider its reported usage came from, else the
+    /// provider its shape and model say it went to.
+    pub priced_as: &'static str,
+    /// The engine's verdict: its session and lane, its predecessor, every change, the cause,
+    /// and tokens lost, expected and short.
+    pub verdict: Analysis,
 }
 
 /// Why a line was skipped.
@@ -245,6 +174,9 @@ pub struct AuditConfig {
     /// [`LineProblem::TooLong`] without ever being held whole. Default
     /// [`DEFAULT_MAX_LINE_BYTES`].
     pub max_line_bytes: usize,
+    /// The comparison engine's bounds (requests and elements held for the predecessor
+    /// search, bodies kept for excerpts).
+    pub engine: EngineConfig,
 }
 
 impl AuditConfig {
@@ -307,30 +239,25 @@ impl Default for AuditConfig {
             top: 5,
             max_breakers: 4096,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            engine: EngineConfig::default(),
         }
     }
 }
 
-/// A group of divergences with the same classification, place and role.
+/// Requests whose verdict has the same cause at the same place, grouped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Breaker {
-    /// What changed.
-    pub classification: Classification,
-    /// Which array.
-    #[serde(rename = "in")]
-    pub part: Part,
-    /// Message (or tool) index, for head rewrites and tool changes; for the other kinds the
-    /// first request's.
-    pub message_index: Option<usize>,
-    /// Role of the earlier request's message there.
-    pub role: Option<String>,
+    /// The cause.
+    pub cause: CauseKind,
+    /// Where (`tools[1]`, `system block 0`, `message 0`, `a user message`, `the request`).
+    pub place: String,
     /// Tokens lost, summed.
     pub tokens_lost: u64,
     /// Requests in the group.
     pub requests: u64,
     /// The first request's line.
     pub first_line: u64,
-    /// The first request's detail.
+    /// The first request's cause, as a sentence.
     pub detail: String,
 }
 
@@ -377,10 +304,12 @@ pub struct AuditSummary {
     pub backends: BTreeMap<Rule, RuleSummary>,
     /// Reported usage, summed.
     pub reported: Option<SessionUsage>,
-    /// Requests per classification (new conversations excepted).
-    pub classifications: BTreeMap<Classification, u64>,
+    /// Requests per verdict cause (cold starts, new conversations among them).
+    pub causes: BTreeMap<CauseKind, u64>,
     /// Requests that start a conversation (no assistant message yet).
     pub new_conversations: u64,
+    /// Requests the engine held for the predecessor search at the end, and dropped.
+    pub engine: prompt_wire::engine::Held,
     /// The cache-breakers that lost the most tokens.
     pub top_breakers: Vec<Breaker>,
     /// What the audit held at the end (its memory bound in action).
@@ -398,16 +327,20 @@ pub enum Event<'a> {
     Skipped(&'a LineError),
 }
 
-/// Breakers are grouped by classification, array and role; head rewrites and tool changes
-/// also by index (message 0 and message 1 are different breakers), history edits not (the
-/// index of an injected message grows with the history).
-type BreakerKey = (Classification, Part, Option<String>, Option<usize>);
+/// Breakers are grouped by cause and place.
+type BreakerKey = (CauseKind, String);
+
+/// The bounded number of lanes simulated apart (caches are per model); past it, the
+/// requests of new lanes share one more simulator.
+const MAX_LANES: usize = 256;
 
 /// Audits requests one line at a time.
 pub struct Auditor<'t> {
     config: AuditConfig,
     cache: TokenCache<'t>,
-    sim: CacheSim,
+    engine: Engine,
+    sims: HashMap<String, CacheSim>,
+    overflow_sim: CacheSim,
     requests: u64,
     malformed: u64,
     tokens: u64,
@@ -415,7 +348,12 @@ pub struct Auditor<'t> {
     reported: SessionUsage,
     reported_limit: u64,
     reported_tokens: u64,
-    classifications: BTreeMap<Classification, u64>,
+    /// Cost of the reported usage at each request's provider's prices, and its ideal.
+    reported_cost: (f64, f64),
+    /// Cost of the backend rule's outcome at each request's provider's prices, and its
+    /// ideal.
+    simulated_cost: (f64, f64),
+    causes: BTreeMap<CauseKind, u64>,
     new_conversations: u64,
     breakers: HashMap<BreakerKey, Breaker>,
 }
@@ -428,65 +366,53 @@ impl std::fmt::Debug for Auditor<'_> {
     }
 }
 
-/// A message's role, or its `type` (Responses items: `function_call`, `reasoning`, …).
-#[derive(Deserialize)]
-struct RoleOnly {
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
+/// The provider whose prices a request is billed at.
+fn provider_of(reported: Option<&Reported>, engine: EngineProvider) -> Provider {
+    match (reported, engine) {
+        (Some(r), _) => r.provider,
+        (None, EngineProvider::Anthropic) => Provider::Anthropic,
+        (None, EngineProvider::OpenAi) => Provider::OpenAi,
+        (None, EngineProvider::DeepSeek) => Provider::DeepSeek,
+        (None, EngineProvider::Gemini) => Provider::Gemini,
+    }
 }
 
-/// The longest role kept (real ones are `system`, `user`, `assistant`, `tool`, …): what a
-/// breaker group and a diagnostic hold stays small.
-const ROLE_BYTES: usize = 64;
-
-/// The longest tool name quoted, and how many are listed, in a diagnostic.
-const NAME_BYTES: usize = 64;
-const NAMES_LISTED: usize = 12;
-
-fn role_of(message: &str) -> Option<String> {
-    let only = serde_json::from_str::<RoleOnly>(message).ok()?;
-    let role = only.role.or(only.kind)?;
-    Some(if role.len() > ROLE_BYTES {
-        shorten(&role, ROLE_BYTES)
-    } else {
-        role
-    })
+fn provider_name(p: Provider) -> &'static str {
+    match p {
+        Provider::OpenAi => "openai",
+        Provider::Anthropic => "anthropic",
+        Provider::DeepSeek => "deepseek",
+        Provider::Gemini => "gemini",
+        Provider::LlamaCpp => "llama_cpp",
+    }
 }
 
-fn is_system(role: Option<&str>) -> bool {
-    matches!(role, Some("system" | "developer"))
+/// Where a change is, as a breaker group names it: tools and system by index, the first
+/// messages by index, later ones by role (an injected message's index grows with the
+/// history).
+fn breaker_place(change: Option<&Change>) -> String {
+    match change.map(|c| &c.place) {
+        None | Some(Place::Request) => "the request".to_owned(),
+        Some(Place::Message { index, .. }) if *index < 2 => format!("message {index}"),
+        Some(Place::Message { .. }) => format!(
+            "a {} message",
+            change
+                .and_then(|c| c.divergence.producer.as_deref())
+                .unwrap_or("?")
+        ),
+        Some(Place::System { .. }) => "the system field".to_owned(),
+        Some(other) => other.to_string(),
+    }
 }
-
-/// What the model wrote: an assistant message (Gemini's role `model`), a Responses
-/// reasoning item or call (`function_call`, `web_search_call`, …).
-fn is_assistant(role: Option<&str>) -> bool {
-    role.is_some_and(|r| matches!(r, "assistant" | "model" | "reasoning") || r.ends_with("_call"))
-}
-
-/// The segments a request's tokens are counted over: the tools field, the system field
-/// (of the APIs that keep it beside the messages), each empty (no tokens) when absent, then
-/// the messages. Chat Completions' system messages are among its messages.
-fn segments<'b>(parts: &BodyParts<'b>) -> Vec<&'b str> {
-    let mut texts = Vec::with_capacity(LEAD + parts.messages.len());
-    texts.push(parts.tools.unwrap_or(""));
-    texts.push(parts.system.unwrap_or(""));
-    texts.extend(parts.messages.iter().copied());
-    texts
-}
-
-/// The segments before the messages ([`segments`]): the tools field, then the system field.
-const LEAD: usize = 2;
-/// Where the system field is in the lead.
-const SYSTEM_SEGMENT: usize = 1;
 
 impl<'t> Auditor<'t> {
     /// An auditor counting tokens with `tokenizer`.
     pub fn new(tokenizer: &'t dyn Tokenizer, config: AuditConfig) -> Self {
         Self {
             cache: TokenCache::new(tokenizer, config.token_cache),
-            sim: CacheSim::new(config.sim),
+            engine: Engine::new(config.engine),
+            sims: HashMap::new(),
+            overflow_sim: CacheSim::new(config.sim),
             config,
             requests: 0,
             malformed: 0,
@@ -495,7 +421,9 @@ impl<'t> Auditor<'t> {
             reported: SessionUsage::new(),
             reported_limit: 0,
             reported_tokens: 0,
-            classifications: BTreeMap::new(),
+            reported_cost: (0.0, 0.0),
+            simulated_cost: (0.0, 0.0),
+            causes: BTreeMap::new(),
             new_conversations: 0,
             breakers: HashMap::new(),
         }
@@ -538,23 +466,24 @@ impl<'t> Auditor<'t> {
 
     fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
         let logged = super::logged::read_line(text)?;
-        let parts = body_parts(logged.request.as_bytes()).map_err(LineProblem::Request)?;
-        let sent = segments(&parts);
-        let breakpoints = breakpoints(&sent, LEAD);
-        // Counted as the provider's cache keys them: without the breakpoints, which move.
-        let compared: Vec<Cow<'_, str>> = sent.iter().map(|t| without_cache_control(t)).collect();
-        let texts: Vec<&str> = compared.iter().map(|t| t.as_ref()).collect();
-        let request = self
-            .cache
-            .request(&texts, breakpoints)
-            .with_lead(LEAD)
-            .with_tag(line);
-        let later = request.clone();
-        let seen = self.sim.observe(request);
-
+        let shape_hint = logged
+            .path
+            .as_deref()
+            .and_then(prompt_wire::engine::shape_of_path);
+        let parts_shape = body_parts(logged.request.as_bytes())
+            .map_err(LineProblem::Request)?
+            .shape;
+        let shape = match shape_hint {
+            Some(s @ (Shape::Anthropic | Shape::ChatCompletions))
+                if matches!(parts_shape, Shape::Anthropic | Shape::ChatCompletions) =>
+            {
+                s
+            }
+            _ => parts_shape,
+        };
         let (reported, reported_error) = match logged
             .response
-            .map(|r| super::logged::reported_usage(parts.shape, r))
+            .map(|r| super::logged::reported_usage(shape, r))
         {
             None | Some(Ok(None)) => (None, None),
             Some(Ok(Some((provider, usage)))) => (
@@ -567,6 +496,57 @@ impl<'t> Auditor<'t> {
             ),
             Some(Err(e)) => (None, Some(e)),
         };
+        let response_id = logged.response.and_then(super::logged::response_id);
+        let exchange = Exchange {
+            path: logged.path.as_deref(),
+            headers: &logged.headers,
+            body: logged.request.as_bytes(),
+            ts: logged.ts,
+            session: logged.session.as_deref(),
+            reported: reported.as_ref().map(|r| ReportedRead {
+                input: r.usage.input(),
+                cached: r.usage.cache_read,
+            }),
+            response_id: response_id.as_deref(),
+        };
+        // Each element tokenized once as the provider caches it (the token cache keyed by
+        // its text), for the engine's counts and the simulator's rules alike.
+        let mut segments: Vec<Segment> = Vec::new();
+        let cache = &mut self.cache;
+        let verdict = self
+            .engine
+            .analyze(&exchange, line, &mut |t: &str| {
+                let segment = cache.segment(t);
+                let n = u32::try_from(segment.len()).unwrap_or(u32::MAX);
+                segments.push(segment);
+                n
+            })
+            .map_err(LineProblem::Request)?;
+        let lead = verdict.lead;
+        let breakpoints = if verdict.breakpoints.is_empty() {
+            // Where the library would place them: after the tools and system, and at the end.
+            let mut b = Vec::with_capacity(2);
+            if lead > 0 {
+                b.push(lead);
+            }
+            if segments.len() > lead {
+                b.push(segments.len());
+            }
+            b
+        } else {
+            verdict.breakpoints.iter().map(|&p| p as usize).collect()
+        };
+        let request = TokenizedRequest::from_segments(segments, breakpoints)
+            .with_lead(lead)
+            .with_tag(line);
+        let sim = if self.sims.contains_key(&verdict.lane) || self.sims.len() < MAX_LANES {
+            self.sims
+                .entry(verdict.lane.clone())
+                .or_insert_with(|| CacheSim::new(self.config.sim))
+        } else {
+            &mut self.overflow_sim
+        };
+        let seen = sim.observe(request);
 
         let tokens = seen.tokens as u64;
         self.requests = self.requests.saturating_add(1);
@@ -574,50 +554,60 @@ impl<'t> Auditor<'t> {
         for (rule, outcome) in seen.outcomes() {
             *self.sums.entry(rule).or_default() += outcome;
         }
+        let provider = provider_of(reported.as_ref(), verdict.profile.provider);
+        let prices = *self.config.prices.of_provider(provider);
+        let limit = seen.outcome(Rule::Limit).read;
+        let limit_share = share(limit, tokens);
         // The limit is compared with the reported usage over the same requests: those the
         // session could add.
         if let Some(r) = &reported
             && self.reported.record(r.usage)
         {
-            self.reported_limit = self
-                .reported_limit
-                .saturating_add(seen.outcome(Rule::Limit).read);
+            self.reported_limit = self.reported_limit.saturating_add(limit);
             self.reported_tokens = self.reported_tokens.saturating_add(tokens);
+            let u = r.usage;
+            let input = u.input() as f64;
+            self.reported_cost.0 += prices.miss * u.input_uncached as f64
+                + prices.read * u.cache_read as f64
+                + prices.write * u.cache_write as f64;
+            self.reported_cost.1 +=
+                input * (prices.miss * (1.0 - limit_share) + prices.read * limit_share);
         }
-        let divergence = seen
-            .best
-            .as_ref()
-            .map(|best| diverge(&best.earlier, &later, best.common));
-        if let Some(d) = &divergence {
-            if d.new_conversation {
-                self.new_conversations = self.new_conversations.saturating_add(1);
-            } else {
-                let n = self.classifications.entry(d.classification).or_default();
-                *n = n.saturating_add(1);
-            }
-            if d.tokens_lost > 0 {
-                self.record_breaker(line, d);
-            }
+        let backend = seen.outcome(self.config.backend);
+        self.simulated_cost.0 += prices.cost(&backend);
+        self.simulated_cost.1 += prices.miss * tokens.saturating_sub(limit) as f64
+            + prices.read * limit as f64;
+
+        if verdict.new_conversation && verdict.predecessor.is_some() {
+            self.new_conversations = self.new_conversations.saturating_add(1);
+        }
+        if let Some(cause) = &verdict.cause {
+            let n = self.causes.entry(cause.kind()).or_default();
+            *n = n.saturating_add(1);
+        }
+        if verdict.tokens_lost > 0 {
+            self.record_breaker(line, &verdict);
         }
         Ok(RequestAudit {
             line,
-            shape: parts.shape,
+            shape,
             tokens,
-            messages: parts.messages.len(),
+            messages: verdict.messages,
             cached: seen.outcomes().map(|(r, o)| (r, o.read)).collect(),
             anthropic_write: seen.outcome(Rule::Anthropic).write,
             reported,
             reported_error,
-            divergence,
+            priced_as: provider_name(provider),
+            verdict,
         })
     }
 
-    fn record_breaker(&mut self, line: u64, d: &CacheBreak) {
-        let index = match d.classification {
-            Classification::HeadRewrite | Classification::ToolSchemaChange => d.at.message_index,
-            _ => None,
+    fn record_breaker(&mut self, line: u64, v: &Analysis) {
+        let Some(cause) = &v.cause else {
+            return;
         };
-        let key = (d.classification, d.part, d.earlier_role.clone(), index);
+        let change = v.changes.iter().find(|c| c.cause == *cause);
+        let key = (cause.kind(), breaker_place(change));
         if !self.breakers.contains_key(&key) && self.breakers.len() >= self.config.max_breakers {
             let smallest = self
                 .breakers
@@ -628,17 +618,15 @@ impl<'t> Auditor<'t> {
                 self.breakers.remove(&k);
             }
         }
-        let b = self.breakers.entry(key).or_insert_with(|| Breaker {
-            classification: d.classification,
-            part: d.part,
-            message_index: d.at.message_index,
-            role: d.earlier_role.clone(),
+        let b = self.breakers.entry(key.clone()).or_insert_with(|| Breaker {
+            cause: key.0,
+            place: key.1.clone(),
             tokens_lost: 0,
             requests: 0,
             first_line: line,
-            detail: d.detail.clone(),
+            detail: shorten(&cause.to_string(), 256),
         });
-        b.tokens_lost = b.tokens_lost.saturating_add(d.tokens_lost);
+        b.tokens_lost = b.tokens_lost.saturating_add(v.tokens_lost);
         b.requests = b.requests.saturating_add(1);
     }
 
@@ -658,18 +646,8 @@ impl<'t> Auditor<'t> {
                 (rule, summary)
             })
             .collect();
-        let prices = self.config.prices.get(self.config.backend);
-        let (hit_rate, source, actual, ideal_share, priced) = if self.reported.requests > 0 {
+        let (hit_rate, source, (actual, ideal), priced) = if self.reported.requests > 0 {
             let u = self.reported.total;
-            let input = u.input() as f64;
-            let actual = if input == 0.0 {
-                0.0
-            } else {
-                (prices.miss * u.input_uncached as f64
-                    + prices.read * u.cache_read as f64
-                    + prices.write * u.cache_write as f64)
-                    / input
-            };
             let set_aside = match self.reported.overflowed {
                 0 => String::new(),
                 n => format!(", {n} more set aside: their counts overflow the sum"),
@@ -680,8 +658,7 @@ impl<'t> Auditor<'t> {
                     "reported usage ({} requests{set_aside})",
                     self.reported.requests
                 ),
-                actual,
-                share(self.reported_limit, self.reported_tokens),
+                self.reported_cost,
                 u.input(),
             )
         } else {
@@ -690,20 +667,13 @@ impl<'t> Auditor<'t> {
                 .get(&self.config.backend)
                 .copied()
                 .unwrap_or_default();
-            let actual = if self.tokens == 0 {
-                0.0
-            } else {
-                prices.cost(&o) / self.tokens as f64
-            };
             (
                 share(o.read, self.tokens),
                 format!("{} rule", self.config.backend),
-                actual,
-                share(limit.read, self.tokens),
+                self.simulated_cost,
                 self.tokens,
             )
         };
-        let ideal = prices.miss * (1.0 - ideal_share) + prices.read * ideal_share;
         let (overspend_pct, overspend_undefined) = if priced == 0 {
             (None, Some(NO_INPUT_TOKENS))
         } else if ideal <= 0.0 {
@@ -731,363 +701,19 @@ impl<'t> Auditor<'t> {
             backends,
             reported: (self.reported.requests > 0 || self.reported.overflowed > 0)
                 .then_some(self.reported),
-            classifications: self.classifications.clone(),
+            causes: self.causes.clone(),
             new_conversations: self.new_conversations,
+            engine: self.engine.held(),
             top_breakers: top,
-            retained: self.sim.retained(),
+            retained: self
+                .sims
+                .values()
+                .chain(std::iter::once(&self.overflow_sim))
+                .map(CacheSim::retained)
+                .fold(Retained::default(), |a, b| a.plus(b)),
             retained_cache_tokens: self.cache.retained_tokens(),
         }
     }
-}
-
-/// Explicit `cache_control` markers (at most the last four count), else after the leading
-/// system messages and after the last message.
-fn breakpoints(texts: &[&str], lead: usize) -> Vec<usize> {
-    let explicit: Vec<usize> = texts
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.contains("\"cache_control\""))
-        .map(|(i, _)| i + 1)
-        .collect();
-    if !explicit.is_empty() {
-        return explicit;
-    }
-    let system = texts[lead..]
-        .iter()
-        .take_while(|m| is_system(role_of(m).as_deref()))
-        .count();
-    let mut out = Vec::with_capacity(2);
-    if system > 0 {
-        out.push(lead + system);
-    } else if lead > 0 {
-        out.push(lead);
-    }
-    if texts.len() > out.last().copied().unwrap_or(0) {
-        out.push(texts.len());
-    }
-    out
-}
-
-/// Byte offset of message `index` in `[m0,m1,…]`.
-fn message_offset(messages: &[super::sim::Segment], index: usize) -> usize {
-    1 + messages[..index.min(messages.len())]
-        .iter()
-        .map(|m| m.text().len() + 1)
-        .sum::<usize>()
-}
-
-fn same_value(a: &str, b: &str) -> bool {
-    match (
-        serde_json::from_str::<Value>(a),
-        serde_json::from_str::<Value>(b),
-    ) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
-
-fn diverge(earlier: &TokenizedRequest, later: &TokenizedRequest, common: Common) -> CacheBreak {
-    let new_conversation = !later
-        .messages()
-        .iter()
-        .any(|m| is_assistant(role_of(m.text()).as_deref()));
-    let tokens_lost = if new_conversation {
-        0
-    } else {
-        (earlier.len() - common.tokens.min(earlier.len())) as u64
-    };
-    let base =
-        |classification, part, message_index, byte_offset, excerpt, detail: String| CacheBreak {
-            at: Divergence {
-                byte_offset,
-                message_index,
-                producer: None,
-                excerpt,
-            },
-            earlier_line: earlier.tag(),
-            classification,
-            part,
-            role: None,
-            earlier_role: None,
-            detail,
-            common_tokens: common.tokens as u64,
-            tokens_lost,
-            new_conversation,
-        };
-    if common.segment == SYSTEM_SEGMENT {
-        let (e, l) = (
-            earlier.segments()[SYSTEM_SEGMENT].text(),
-            later.segments()[SYSTEM_SEGMENT].text(),
-        );
-        let offset = match check_prefix(e.as_bytes(), l.as_bytes()) {
-            PrefixCheck::Diverged(d) => d.byte_offset,
-            PrefixCheck::Prefix => e.len(),
-        };
-        let detail = match (e.is_empty(), l.is_empty()) {
-            (true, _) => "a system field was added".to_owned(),
-            (_, true) => "the system field was removed".to_owned(),
-            _ => "the system field was rewritten".to_owned(),
-        };
-        let mut d = base(
-            Classification::HeadRewrite,
-            Part::System,
-            None,
-            offset,
-            Excerpt::around(e.as_bytes(), l.as_bytes(), offset),
-            detail,
-        );
-        d.role = Some("system".to_owned());
-        d.earlier_role = d.role.clone();
-        return d;
-    }
-    if common.segment < LEAD {
-        let (e, l) = (
-            earlier.segments().first().map_or("", |s| s.text()),
-            later.segments().first().map_or("", |s| s.text()),
-        );
-        let (offset, detail) = tools_change(e, l);
-        return base(
-            Classification::ToolSchemaChange,
-            Part::Tools,
-            message_index_at(l.as_bytes(), offset),
-            offset,
-            Excerpt::around(e.as_bytes(), l.as_bytes(), offset),
-            detail,
-        );
-    }
-    let em = earlier.messages();
-    let lm = later.messages();
-    let i = common.segment - LEAD;
-    let earlier_len = message_offset(em, em.len()) + usize::from(em.is_empty());
-    if i >= em.len() {
-        // The earlier request is a prefix of this one.
-        let offset = earlier_len.saturating_sub(1);
-        let added = lm.len().saturating_sub(em.len());
-        let detail = if added == 0 && lm.len() == em.len() {
-            format!("identical to line {} (a retry?)", earlier.tag())
-        } else {
-            format!("appends {added} message(s) to line {}", earlier.tag())
-        };
-        let mut d = base(
-            Classification::AppendOnly,
-            Part::Messages,
-            Some(em.len()),
-            offset,
-            Excerpt {
-                earlier: em.last().map_or(String::new(), |m| {
-                    Excerpt::of(m.text().as_bytes(), m.text().len())
-                }),
-                later: lm
-                    .get(em.len())
-                    .map_or(String::new(), |m| Excerpt::of(m.text().as_bytes(), 0)),
-            },
-            detail,
-        );
-        d.role = lm.get(em.len()).and_then(|m| role_of(m.text()));
-        // Extending an earlier request is continuing it, assistant message or not.
-        d.new_conversation = false;
-        return d;
-    }
-    let (e, l) = (em[i].text(), lm.get(i).map_or("", |m| m.text()));
-    let within = match check_prefix(e.as_bytes(), l.as_bytes()) {
-        PrefixCheck::Diverged(d) => d.byte_offset,
-        PrefixCheck::Prefix => e.len(),
-    };
-    let offset = message_offset(em, i) + within;
-    let role = lm.get(i).and_then(|m| role_of(m.text()));
-    let earlier_role = role_of(e);
-    let leading_system = em
-        .iter()
-        .take_while(|m| is_system(role_of(m.text()).as_deref()))
-        .count();
-    let find = |list: &[super::sim::Segment], text: &str| {
-        list.iter()
-            .enumerate()
-            .skip(i + 1)
-            .find(|(_, m)| m.text() == text)
-            .map(|(j, _)| j)
-    };
-    let moved_on = find(lm, e);
-    let moved_back = if l.is_empty() { None } else { find(em, l) };
-    let who = |r: &Option<String>| r.clone().unwrap_or_else(|| "?".to_owned());
-    let (classification, detail) = if lm.len() <= i {
-        (
-            Classification::HistoryEdit,
-            format!(
-                "the earlier request's messages from {i} on are gone ({} removed)",
-                em.len() - i
-            ),
-        )
-    } else if same_value(e, l) {
-        (
-            Classification::Reorder,
-            format!(
-                "message {i} has the same content, serialized differently (key order or whitespace)"
-            ),
-        )
-    } else if i == 0 {
-        (
-            Classification::HeadRewrite,
-            format!("message {i} ({}) was rewritten", who(&earlier_role)),
-        )
-    } else if moved_on.is_some() && moved_back.is_some() {
-        (
-            Classification::Reorder,
-            format!(
-                "messages moved: earlier message {i} ({}) is now later in the request",
-                who(&earlier_role)
-            ),
-        )
-    } else if let Some(j) = moved_back {
-        (
-            Classification::HistoryEdit,
-            format!(
-                "earlier message {i} ({}) was removed{}",
-                who(&earlier_role),
-                if j - i > 1 {
-                    format!(" with the {} after it", j - i - 1)
-                } else {
-                    String::new()
-                }
-            ),
-        )
-    } else if let Some(j) = moved_on {
-        (
-            Classification::HistoryEdit,
-            format!(
-                "{} message(s) inserted before earlier message {i} ({})",
-                j - i,
-                who(&earlier_role)
-            ),
-        )
-    } else if i < leading_system {
-        (
-            Classification::HeadRewrite,
-            format!(
-                "message {i} ({}), in the leading system messages, was rewritten",
-                who(&earlier_role)
-            ),
-        )
-    } else {
-        (
-            Classification::HistoryEdit,
-            format!("message {i} ({}) was edited", who(&earlier_role)),
-        )
-    };
-    let detail = if new_conversation {
-        format!(
-            "a new conversation (no assistant message yet) sharing {} tokens with line {}; {detail}",
-            common.tokens,
-            earlier.tag()
-        )
-    } else {
-        detail
-    };
-    let mut d = base(
-        classification,
-        Part::Messages,
-        Some(i),
-        offset,
-        Excerpt::around(e.as_bytes(), l.as_bytes(), within),
-        detail,
-    );
-    d.role = role;
-    d.earlier_role = earlier_role;
-    d
-}
-
-/// Byte offset of the first difference between two `tools` arrays, and what changed.
-/// Linear in the arrays' size (tools are compared as multisets through a canonical
-/// serialization), and the sentence names at most [`NAMES_LISTED`] tools.
-fn tools_change(earlier: &str, later: &str) -> (usize, String) {
-    let offset = match check_prefix(earlier.as_bytes(), later.as_bytes()) {
-        PrefixCheck::Diverged(d) => d.byte_offset,
-        PrefixCheck::Prefix => earlier.len().saturating_sub(1),
-    };
-    let parse = |s: &str| serde_json::from_str::<Vec<Value>>(s).unwrap_or_default();
-    let (e, l) = (parse(earlier), parse(later));
-    let name = |v: &Value| {
-        let n = v
-            .pointer("/function/name")
-            .or_else(|| v.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        shorten(n, NAME_BYTES)
-    };
-    let names = |tools: &mut dyn Iterator<Item = &Value>| {
-        let mut listed: Vec<String> = Vec::new();
-        let mut more = 0usize;
-        for t in tools {
-            if listed.len() < NAMES_LISTED {
-                listed.push(name(t));
-            } else {
-                more += 1;
-            }
-        }
-        if more > 0 {
-            listed.push(format!("… {more} more"));
-        }
-        listed.join(", ")
-    };
-    let detail = if earlier.is_empty() {
-        format!("tools added ({} tools)", l.len())
-    } else if later.is_empty() {
-        "tools removed".to_owned()
-    } else {
-        let (ek, lk): (Vec<String>, Vec<String>) = (
-            e.iter().map(canonical).collect(),
-            l.iter().map(canonical).collect(),
-        );
-        // What each side has that the other lacks, counting duplicates.
-        let mut counts: HashMap<&str, isize> = HashMap::with_capacity(ek.len());
-        for k in &ek {
-            *counts.entry(k).or_default() += 1;
-        }
-        let added: Vec<usize> = lk
-            .iter()
-            .enumerate()
-            .filter_map(|(i, k)| match counts.get_mut(k.as_str()) {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    None
-                }
-                _ => Some(i),
-            })
-            .collect();
-        let mut counts: HashMap<&str, isize> = HashMap::with_capacity(lk.len());
-        for k in &lk {
-            *counts.entry(k).or_default() += 1;
-        }
-        let removed: Vec<usize> = ek
-            .iter()
-            .enumerate()
-            .filter_map(|(i, k)| match counts.get_mut(k.as_str()) {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    None
-                }
-                _ => Some(i),
-            })
-            .collect();
-        if added.is_empty() && removed.is_empty() {
-            if ek == lk {
-                "same tools, serialized differently (key order or whitespace)".to_owned()
-            } else {
-                format!(
-                    "same tools in a different order: [{}] → [{}]",
-                    names(&mut e.iter()),
-                    names(&mut l.iter())
-                )
-            }
-        } else {
-            format!(
-                "tools changed: new or edited [{}], gone or edited [{}]",
-                names(&mut added.iter().map(|&i| &l[i])),
-                names(&mut removed.iter().map(|&i| &e[i]))
-            )
-        }
-    };
-    (offset, detail)
 }
 
 /// One line read by [`LineReader`].

@@ -47,14 +47,14 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod fleet;
-mod logged;
+pub mod logged;
 pub mod meter;
 pub mod sim;
 pub mod simulate;
 pub mod synthetic;
 mod tokenizer;
 
-pub use audit::{AuditConfig, AuditError, Auditor, CacheBreak, RequestAudit};
+pub use audit::{AuditConfig, AuditError, Auditor, RequestAudit};
 pub use meter::{CacheWrites, MeterError, Provider, SessionUsage, Usage};
 pub use sim::{
     AnthropicRule, CacheSim, Observation, RuleOutcome, Segment, SimConfig, TokenCache,
@@ -175,11 +175,12 @@ impl Prices {
     }
 }
 
-/// Price multipliers per rule. Defaults: miss 1, read 0.1, write 1.25 (Anthropic's write
-/// and read factors; OpenAI's GPT-5 and DeepSeek's current cached-input discount is also 0.1;
-/// for self-hosted llama.cpp and vLLM the 0.1 is a convention). Override any of them from a
-/// JSON object such as `{"openai": {"read": 0.5}}`.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+/// Price multipliers per rule and provider. Defaults: miss 1 and read 0.1 everywhere but
+/// Gemini (OpenAI's GPT-5, Anthropic's and DeepSeek's cached-input discount is 0.1; Gemini
+/// 2.5's implicit cache bills 0.25; for self-hosted llama.cpp and vLLM the 0.1 is a
+/// convention); write 1.25 for Anthropic (its 5-minute cache write), 1 (no surcharge) for
+/// the others. Override any of them from a JSON object such as `{"openai": {"read": 0.5}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PriceTable {
     /// llama.cpp.
@@ -192,11 +193,45 @@ pub struct PriceTable {
     pub deepseek: Prices,
     /// Anthropic.
     pub anthropic: Prices,
+    /// Google Gemini (no simulated rule; its reported usage is priced with these).
+    pub gemini: Prices,
     /// The physical limit.
     pub limit: Prices,
 }
 
+impl Default for PriceTable {
+    fn default() -> Self {
+        let no_surcharge = Prices {
+            write: 1.0,
+            ..Prices::default()
+        };
+        Self {
+            llama_cpp: no_surcharge,
+            vllm: no_surcharge,
+            openai: no_surcharge,
+            deepseek: no_surcharge,
+            anthropic: Prices::default(),
+            gemini: Prices {
+                read: 0.25,
+                ..no_surcharge
+            },
+            limit: no_surcharge,
+        }
+    }
+}
+
 impl PriceTable {
+    /// The multipliers of the provider a request went to (its reported usage's shape).
+    pub fn of_provider(&self, provider: meter::Provider) -> &Prices {
+        match provider {
+            meter::Provider::OpenAi => &self.openai,
+            meter::Provider::Anthropic => &self.anthropic,
+            meter::Provider::DeepSeek => &self.deepseek,
+            meter::Provider::Gemini => &self.gemini,
+            meter::Provider::LlamaCpp => &self.llama_cpp,
+        }
+    }
+
     /// The multipliers of `rule`.
     pub fn get(&self, rule: Rule) -> &Prices {
         match rule {

@@ -24,34 +24,158 @@ use serde_json::value::RawValue;
 use super::audit::LineProblem;
 use super::meter::{Provider, Usage};
 
-/// The keys of a line the audit reads itself; the guard reads the body.
+/// The keys of a line the audit reads itself; the engine reads the body.
 #[derive(Deserialize)]
 struct Keys<'a> {
     #[serde(borrow, default)]
     request: Option<&'a RawValue>,
     #[serde(borrow, default)]
     response: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    path: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    headers: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    session: Option<&'a RawValue>,
 }
 
-/// One line: the request body's text and the logged response.
+/// One line: the request body's text, the logged response, and what the log says of the
+/// request besides its body.
 pub(crate) struct Logged<'a> {
     pub(crate) request: Cow<'a, str>,
     pub(crate) response: Option<&'a RawValue>,
+    /// The URL path (Gemini's names the model).
+    pub(crate) path: Option<String>,
+    /// The headers that name a session or an agent or key a cache; every other one (a
+    /// credential among them) is dropped as it is read.
+    pub(crate) headers: Vec<(String, String)>,
+    /// When it was sent, in seconds since the Unix epoch.
+    pub(crate) ts: Option<f64>,
+    /// A session the logger named.
+    pub(crate) session: Option<String>,
 }
 
-/// Splits a line into its request body and its response.
+/// The most headers read from one line.
+const MAX_HEADERS: usize = 64;
+/// The longest path, header value or session read (longer ones are cut).
+const MAX_FIELD_BYTES: usize = 1024;
+
+fn bounded_string(raw: Option<&RawValue>) -> Option<String> {
+    let s = string_of(raw?)?;
+    Some(prompt_core::input::excerpt(&s, MAX_FIELD_BYTES).into_owned())
+}
+
+/// A timestamp: seconds since the epoch as a number, or an RFC 3339 string
+/// (`2026-12-04T23:58:00Z`, `…+01:00`, fractions of a second).
+fn timestamp(raw: &RawValue) -> Option<f64> {
+    if let Ok(n) = serde_json::from_str::<f64>(raw.get()) {
+        return n.is_finite().then_some(n);
+    }
+    rfc3339(&string_of(raw)?)
+}
+
+fn rfc3339(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut frac = 0.0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        frac = format!("0.{}", &r[..digits.min(9)]).parse::<f64>().unwrap_or(0.0);
+        rest = &r[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" | "" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first() {
+                Some(b'+') => 1,
+                Some(b'-') => -1,
+                _ => return None,
+            };
+            let oh = rest.get(1..3)?.parse::<i64>().ok()?;
+            let om = rest.get(4..6)?.parse::<i64>().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + sec - offset) as f64 + frac)
+}
+
+/// Splits a line into its request body, its response and what the log says besides.
 pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
     let keys: Keys<'_> = serde_json::from_str(text).map_err(LineProblem::Json)?;
+    let wrapped = keys.request.is_some();
     let request = match keys.request {
         None => Cow::Borrowed(text),
         Some(body) if body.get().starts_with('{') => Cow::Borrowed(body.get()),
         // A body logged as the text it was sent as.
         Some(body) => string_of(body).ok_or(LineProblem::NotABody(kind_of(body)))?,
     };
+    // Beside a bare body, these keys are the body's own (a Responses `user`…): only a
+    // wrapped line's are the log's.
+    fn side(wrapped: bool, raw: Option<&RawValue>) -> Option<&RawValue> {
+        if wrapped { raw } else { None }
+    }
+    let mut headers = Vec::new();
+    if let Some(object) = side(wrapped, keys.headers).and_then(|h| prompt_core::raw_json::Object::of(h).ok()) {
+        for (name, value) in object.fields.iter().take(MAX_HEADERS) {
+            if !prompt_wire::engine::keep_header(name) {
+                continue;
+            }
+            // A header sent several times is logged as an array: its values joined.
+            let value = match string_of(value) {
+                Some(v) => v.into_owned(),
+                None => prompt_core::raw_json::array_of(value)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|v| string_of(v).map(Cow::into_owned))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            headers.push((
+                name.to_ascii_lowercase(),
+                prompt_core::input::excerpt(&value, MAX_FIELD_BYTES).into_owned(),
+            ));
+        }
+    }
     Ok(Logged {
         request,
         response: keys.response,
+        path: bounded_string(side(wrapped, keys.path)),
+        headers,
+        ts: side(wrapped, keys.ts).and_then(timestamp),
+        session: bounded_string(side(wrapped, keys.session)),
     })
+}
+
+/// The id of a whole response (a later `previous_response_id` names it).
+pub(crate) fn response_id(response: &RawValue) -> Option<String> {
+    let object = prompt_core::raw_json::Object::of(response).ok()?;
+    let id = object.str("id")?;
+    Some(prompt_core::input::excerpt(&id, MAX_FIELD_BYTES).into_owned())
+}
+
+/// The request body of a log line: the line itself, or its `request` (an object, or its
+/// JSON as a string): what `audit --guard` compares.
+pub fn request_body(text: &str) -> Result<Cow<'_, str>, LineProblem> {
+    read_line(text).map(|l| l.request)
 }
 
 /// Pieces a logged stream is fed in: what the reader holds of its events between two

@@ -614,9 +614,9 @@ impl Observation {
 }
 
 /// How much the simulator holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Retained {
-    /// Requests in the window.
+    /// Requests in the window (summed over the lanes' simulators).
     pub requests: usize,
     /// Their total tokens.
     pub request_tokens: usize,
@@ -624,6 +624,18 @@ pub struct Retained {
     pub blocks: usize,
     /// Anthropic cache entries.
     pub anthropic_entries: usize,
+}
+
+impl Retained {
+    /// Both together (two simulators' holdings).
+    pub fn plus(self, other: Retained) -> Retained {
+        Retained {
+            requests: self.requests.saturating_add(other.requests),
+            request_tokens: self.request_tokens.saturating_add(other.request_tokens),
+            blocks: self.blocks.saturating_add(other.blocks),
+            anthropic_entries: self.anthropic_entries.saturating_add(other.anthropic_entries),
+        }
+    }
 }
 
 /// Replays requests in order and applies every [`Rule`] to each.

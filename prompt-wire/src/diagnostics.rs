@@ -18,8 +18,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::engine::{Break, Cause, Place};
 use crate::error::WireError;
-use crate::guard::{Break, Cause, Place, Verdict};
+use crate::guard::Verdict;
 use crate::raw::{self, Object};
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 
@@ -85,26 +86,36 @@ impl fmt::Display for MissReason {
 }
 
 impl Cause {
-    /// The provider's name for this cause: the guard's finer causes folded into Anthropic's
-    /// six (`ToolEdited { name }` is `tools_changed`, `Hoisting` is `system_changed`, a
-    /// message edited, inserted, removed or reordered, or a dropped tail, is
-    /// `messages_changed`; a changed `tool_choice` or `thinking` is what Anthropic answers
-    /// `unavailable` to).
+    /// The provider's name for this cause: the engine's finer causes folded into Anthropic's
+    /// six (an edited tool is `tools_changed`, text hoisted into the system field is
+    /// `system_changed`, a message edited, inserted, removed or reordered, a compaction or a
+    /// dropped tail is `messages_changed`; a changed header or parameter such as
+    /// `tool_choice` or `thinking`, and the causes no byte shows, are what Anthropic answers
+    /// `unavailable` to; a cold start is `previous_message_not_found`).
     pub fn miss_reason(&self) -> MissReason {
         match self {
             Cause::ModelChanged => MissReason::ModelChanged,
             Cause::CacheKeyChanged => MissReason::PromptCacheKeyChanged,
-            Cause::ParameterChanged => MissReason::Unavailable,
-            Cause::ToolAdded { .. }
-            | Cause::ToolRemoved { .. }
-            | Cause::ToolEdited { .. }
-            | Cause::ToolsReordered { .. } => MissReason::ToolsChanged,
-            Cause::SystemRewritten | Cause::Hoisting { .. } => MissReason::SystemChanged,
-            Cause::MessageEdited
-            | Cause::MessageInserted { .. }
-            | Cause::MessageRemoved
-            | Cause::MessagesReordered
+            Cause::ToolsChanged { .. } => MissReason::ToolsChanged,
+            Cause::SystemChanged
+            | Cause::InsertAboveHistory {
+                hoisted: Some(_), ..
+            } => MissReason::SystemChanged,
+            Cause::InsertAboveHistory { .. }
+            | Cause::EditInPlace
+            | Cause::Removed
+            | Cause::Reorder
+            | Cause::Compaction
             | Cause::TailDropped => MissReason::MessagesChanged,
+            Cause::ColdStart => MissReason::PreviousMessageNotFound,
+            Cause::HeaderOrParamChanged { .. }
+            | Cause::SerializationOnly
+            | Cause::BreakpointMoved
+            | Cause::LookbackExceeded
+            | Cause::BelowMinimum
+            | Cause::TtlExpired
+            | Cause::ProviderSide
+            | Cause::Unknown => MissReason::Unavailable,
         }
     }
 }

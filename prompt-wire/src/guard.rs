@@ -2,22 +2,18 @@
 //! earlier one, and if not, where and why not.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
-use prompt_core::input::{EXCERPT_BYTES, excerpt};
+use prompt_core::input::excerpt;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::engine::{Break, Canonical, Context, diff};
 use crate::raw::{self, Object, offset_in};
 
 /// The largest body the guard reads; a longer one is refused before parsing.
 pub const MAX_AUDIT_BODY_BYTES: usize = 32 << 20;
-
-/// Bytes of hoisted text shown in [`Cause::Hoisting`].
-const HOISTED_EXCERPT: usize = 120;
 
 /// The shape of a body, recognised from its keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -117,165 +113,6 @@ pub enum GuardError {
     },
 }
 
-/// Where a later body stops extending the earlier one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "place", rename_all = "snake_case")]
-pub enum Place {
-    /// The `model`.
-    Model,
-    /// The `prompt_cache_key`.
-    CacheKey,
-    /// A parameter that keys the provider's cache (Anthropic's `tool_choice`, `thinking`).
-    Parameter {
-        /// Its name.
-        name: String,
-    },
-    /// The tools field, at this tool (in the later body's order).
-    Tools {
-        /// The tool's index.
-        index: usize,
-    },
-    /// The system field (Anthropic `system`, Gemini `systemInstruction`, Responses
-    /// `instructions`, or Chat's leading system messages), at this block.
-    System {
-        /// The block's index.
-        block: usize,
-    },
-    /// A message (Responses: an input item).
-    Message {
-        /// Its index in the body's messages array.
-        index: usize,
-        /// The content block, for APIs of content blocks.
-        block: Option<usize>,
-    },
-}
-
-impl fmt::Display for Place {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Place::Model => f.write_str("model"),
-            Place::CacheKey => f.write_str("prompt_cache_key"),
-            Place::Parameter { name } => write!(f, "parameter {name}"),
-            Place::Tools { index } => write!(f, "tools[{index}]"),
-            Place::System { block } => write!(f, "system block {block}"),
-            Place::Message {
-                index,
-                block: Some(block),
-            } => write!(f, "message {index}, block {block}"),
-            Place::Message { index, block: None } => write!(f, "message {index}"),
-        }
-    }
-}
-
-/// Why the later body does not extend the earlier one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "cause", rename_all = "snake_case")]
-pub enum Cause {
-    /// Another model: no cache is shared across models.
-    ModelChanged,
-    /// Another `prompt_cache_key`: the request is routed to another cache.
-    CacheKeyChanged,
-    /// A parameter that keys the cache changed.
-    ParameterChanged,
-    /// A tool appears that the earlier body did not have.
-    ToolAdded {
-        /// Its name.
-        name: String,
-    },
-    /// A tool of the earlier body is gone.
-    ToolRemoved {
-        /// Its name.
-        name: String,
-    },
-    /// A tool's definition changed.
-    ToolEdited {
-        /// Its name.
-        name: String,
-    },
-    /// The same tools in another order.
-    ToolsReordered {
-        /// The tool found where another was.
-        name: String,
-    },
-    /// The system field was rewritten.
-    SystemRewritten,
-    /// The later system field is the earlier one plus text that, in an append-only client,
-    /// would have been a later message: an update moved to the head.
-    Hoisting {
-        /// The start of the text added to the system field.
-        hoisted: String,
-    },
-    /// A message the earlier body had was edited in place.
-    MessageEdited,
-    /// Messages were inserted before this one.
-    MessageInserted {
-        /// How many.
-        count: usize,
-    },
-    /// This message of the earlier body is gone; the ones after it moved up.
-    MessageRemoved,
-    /// The earlier body's messages appear in another order.
-    MessagesReordered,
-    /// The earlier body's content from here on is not in the later body (which is shorter,
-    /// or goes on with other content), or comes again only at the later body's very end:
-    /// only the earlier body's end is lost, as with a per-request (ephemeral) tail.
-    TailDropped,
-}
-
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Cause::ModelChanged => f.write_str("the model changed"),
-            Cause::CacheKeyChanged => f.write_str("the prompt_cache_key changed"),
-            Cause::ParameterChanged => f.write_str("a cache-keying parameter changed"),
-            Cause::ToolAdded { name } => write!(f, "tool `{name}` was added"),
-            Cause::ToolRemoved { name } => write!(f, "tool `{name}` was removed"),
-            Cause::ToolEdited { name } => write!(f, "tool `{name}` was edited"),
-            Cause::ToolsReordered { name } => {
-                write!(f, "the tools were reordered (`{name}` moved)")
-            }
-            Cause::SystemRewritten => f.write_str("the system field was rewritten"),
-            Cause::Hoisting { hoisted } => write!(
-                f,
-                "hoisting: text was added to the system field instead of appended as a message ({hoisted:?})"
-            ),
-            Cause::MessageEdited => f.write_str("a message was edited"),
-            Cause::MessageInserted { count } => {
-                write!(f, "{count} message(s) were inserted before it")
-            }
-            Cause::MessageRemoved => f.write_str("a message was removed"),
-            Cause::MessagesReordered => f.write_str("the messages were reordered"),
-            Cause::TailDropped => f.write_str("the earlier body's end is not carried over"),
-        }
-    }
-}
-
-/// The first place where the later body stops extending the earlier one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Break {
-    /// The bodies' shape.
-    pub shape: Shape,
-    /// Where (flattened into the break's JSON: `"place"` and its fields).
-    #[serde(flatten)]
-    pub place: Place,
-    /// Why (flattened into the break's JSON: `"cause"` and its fields).
-    #[serde(flatten)]
-    pub cause: Cause,
-    /// The position in the later body, with both sides' bytes around it (for Anthropic,
-    /// without `cache_control`). `message_index` is set for a message.
-    pub divergence: Divergence,
-}
-
-impl fmt::Display for Break {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {} at {} (byte {} of the later body)",
-            self.shape, self.cause, self.place, self.divergence.byte_offset
-        )
-    }
-}
-
 /// What [`compare`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
@@ -299,7 +136,7 @@ impl Verdict {
 
 /// How an element of a body is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Form {
+pub(crate) enum Form {
     /// As sent.
     Exact,
     /// A content block, a tool or a system block: without `cache_control` (breakpoints, which
@@ -315,7 +152,7 @@ enum Form {
 
 /// Where a message keeps its content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ContentKey {
+pub(crate) enum ContentKey {
     Content,
     Parts,
 }
@@ -333,13 +170,13 @@ impl ContentKey {
 /// and how it is compared. The compared form is computed when needed, never kept: bodies of
 /// a million small messages hold two words and a tag per element.
 #[derive(Debug, Clone, Copy)]
-struct Elem<'a> {
-    raw: &'a str,
-    form: Form,
+pub(crate) struct Elem<'a> {
+    pub(crate) raw: &'a str,
+    pub(crate) form: Form,
 }
 
 impl<'a> Elem<'a> {
-    fn new(raw: &'a RawValue, form: Form) -> Self {
+    pub(crate) fn new(raw: &'a RawValue, form: Form) -> Self {
         Self {
             raw: raw.get(),
             form,
@@ -347,7 +184,7 @@ impl<'a> Elem<'a> {
     }
 
     /// The element as compared.
-    fn norm(&self) -> Cow<'a, str> {
+    pub(crate) fn norm(&self) -> Cow<'a, str> {
         match self.form {
             Form::Exact => Cow::Borrowed(self.raw),
             Form::Text => match serde_json::from_str::<Cow<'_, str>>(self.raw) {
@@ -359,13 +196,8 @@ impl<'a> Elem<'a> {
         }
     }
 
-    /// Whether the two are the same as compared (the same bytes always are).
-    fn same(&self, other: &Elem<'_>) -> bool {
-        self.raw == other.raw || self.norm() == other.norm()
-    }
-
     /// A message without its content: its other fields (empty for other elements).
-    fn rest(&self) -> Cow<'a, str> {
+    pub(crate) fn rest(&self) -> Cow<'a, str> {
         match (self.form, Object::parse(self.raw)) {
             (Form::Message(key), Ok(o)) => o
                 .without(key.as_str())
@@ -435,8 +267,16 @@ fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
             out.push(']');
             out
         });
+    // Keys in sorted order: a message whose keys were sent in another order is the same
+    // message to the provider, which renders it through its template.
+    let mut fields: Vec<_> = object
+        .fields
+        .iter()
+        .filter(|(k, _)| k != "cache_control")
+        .collect();
+    fields.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = String::from("{");
-    for (k, v) in object.fields.iter().filter(|(k, _)| k != "cache_control") {
+    for (k, v) in fields {
         if out.len() > 1 {
             out.push(',');
         }
@@ -452,7 +292,7 @@ fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
 }
 
 /// A message's content blocks: a string as one text block, an array's elements as blocks.
-fn content_blocks<'a>(object: &Object<'a>, key: ContentKey) -> Vec<Elem<'a>> {
+pub(crate) fn content_blocks<'a>(object: &Object<'a>, key: ContentKey) -> Vec<Elem<'a>> {
     match object.get(key.as_str()) {
         Some(content) if content.get().starts_with('"') => vec![Elem::new(content, Form::Text)],
         Some(content) => raw::array_of(content)
@@ -488,20 +328,20 @@ fn content_text(raw: &str, key: ContentKey) -> String {
 }
 
 #[derive(Debug)]
-struct Tool<'a> {
-    name: String,
-    elem: Elem<'a>,
+pub(crate) struct Tool<'a> {
+    pub(crate) name: String,
+    pub(crate) elem: Elem<'a>,
 }
 
 #[derive(Debug)]
-struct Msg<'a> {
-    index: usize,
-    role: Cow<'a, str>,
+pub(crate) struct Msg<'a> {
+    pub(crate) index: usize,
+    pub(crate) role: Cow<'a, str>,
     /// The whole message, compared as a [`Form::Message`] (a Responses `input` string: as
     /// sent). Its blocks are read again when needed, at a break.
-    elem: Elem<'a>,
+    pub(crate) elem: Elem<'a>,
     /// A hash of the message as compared.
-    hash: u64,
+    pub(crate) hash: u64,
 }
 
 impl<'a> Msg<'a> {
@@ -516,41 +356,18 @@ impl<'a> Msg<'a> {
             hash: h.finish(),
         }
     }
-
-    /// The content blocks (parts); a string content as one text block.
-    fn blocks(&self) -> Vec<Elem<'a>> {
-        match self.elem.form {
-            Form::Message(key) => Object::parse(self.elem.raw)
-                .map(|o| content_blocks(&o, key))
-                .unwrap_or_default(),
-            _ => vec![Elem {
-                raw: self.elem.raw,
-                form: Form::Text,
-            }],
-        }
-    }
-
-    /// The same message, as compared (blocks without `cache_control`, text blocks by text).
-    fn same(&self, other: &Msg<'_>) -> bool {
-        self.hash == other.hash && self.elem.same(&other.elem)
-    }
-
-    /// The same message but for its content: the same role and other fields.
-    fn same_but_content(&self, other: &Msg<'_>) -> bool {
-        self.role == other.role && self.elem.rest() == other.elem.rest()
-    }
 }
 
 /// Evidence of the API a `messages` body is for.
 #[derive(Debug, Default, Clone, Copy)]
-struct Evidence {
+pub(crate) struct Evidence {
     anthropic: bool,
     chat: bool,
 }
 
 /// What a body is read for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reading {
+pub(crate) enum Reading {
     /// A comparison: every message is also read as compared, for its hash.
     Compare,
     /// Its parts alone ([`body_parts`]): as sent, in order.
@@ -558,31 +375,34 @@ enum Reading {
 }
 
 #[derive(Debug)]
-struct Parsed<'a> {
-    which: Which,
-    reading: Reading,
-    text: &'a str,
-    class: Class,
-    evidence: Evidence,
-    model: Option<&'a RawValue>,
-    cache_key: Option<&'a RawValue>,
-    params: Vec<(&'static str, Option<&'a RawValue>)>,
-    tools: Vec<Tool<'a>>,
-    tools_end: usize,
+pub(crate) struct Parsed<'a> {
+    pub(crate) which: Which,
+    pub(crate) reading: Reading,
+    pub(crate) text: &'a str,
+    pub(crate) class: Class,
+    pub(crate) evidence: Evidence,
+    pub(crate) model: Option<&'a RawValue>,
+    pub(crate) cache_key: Option<&'a RawValue>,
+    pub(crate) params: Vec<(&'static str, Option<&'a RawValue>)>,
+    pub(crate) tools: Vec<Tool<'a>>,
+    pub(crate) tools_end: usize,
     /// The system field's blocks, and for Chat/Responses the leading system messages.
-    system: Vec<Elem<'a>>,
-    system_text: String,
-    system_end: usize,
-    messages: Vec<Msg<'a>>,
-    messages_end: usize,
+    pub(crate) system: Vec<Elem<'a>>,
+    pub(crate) system_text: String,
+    pub(crate) system_end: usize,
+    pub(crate) messages: Vec<Msg<'a>>,
+    pub(crate) messages_end: usize,
     /// The tools field and the system field, as sent.
-    tools_field: Option<&'a RawValue>,
-    system_field: Option<&'a RawValue>,
+    pub(crate) tools_field: Option<&'a RawValue>,
+    pub(crate) system_field: Option<&'a RawValue>,
+    /// Fields that name a session (`metadata.user_id`, `user`, `previous_response_id`,
+    /// `conversation`), as sent.
+    pub(crate) session_hints: Vec<(&'static str, &'a RawValue)>,
 }
 
 impl Parsed<'_> {
     /// The shape `evidence` (this body's, or both bodies' of a comparison) says it has.
-    fn shape(&self, evidence: Evidence) -> Shape {
+    pub(crate) fn shape(&self, evidence: Evidence) -> Shape {
         match self.class {
             Class::Gemini => Shape::Gemini,
             Class::Responses => Shape::Responses,
@@ -601,7 +421,7 @@ impl Parsed<'_> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+pub(crate) enum Class {
     Messages,
     Responses,
     Gemini,
@@ -633,11 +453,11 @@ const ANTHROPIC_BLOCKS: [&str; 6] = [
 /// let later = br#"{"model":"m","system":"Be brief.\n\nToday is Monday.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"}]}"#;
 /// let verdict = compare(earlier, later).unwrap();
 /// let prompt_wire::Verdict::Breaks(b) = verdict else { panic!("{verdict:?}") };
-/// assert!(matches!(b.cause, Cause::Hoisting { .. }));
+/// assert!(matches!(b.cause, Cause::InsertAboveHistory { hoisted: Some(_), .. }));
 /// ```
 pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
-    let mut e = parse(earlier, Which::Earlier, Reading::Compare)?;
-    let mut l = parse(later, Which::Later, Reading::Compare)?;
+    let e = parse(earlier, Which::Earlier, Reading::Compare)?;
+    let l = parse(later, Which::Later, Reading::Compare)?;
     if e.class != l.class {
         return Err(GuardError::ShapeMismatch {
             earlier: e.shape(e.evidence),
@@ -649,19 +469,18 @@ pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
         chat: e.evidence.chat || l.evidence.chat,
     };
     let shape = e.shape(evidence);
-    if shape == Shape::ChatCompletions {
-        // Chat's system field is its leading system messages.
-        e.split_leading_system();
-        l.split_leading_system();
-    }
-    let found = check(&e, &l, shape);
-    Ok(match found {
+    // One engine: the guard's verdict is its first change that loses tokens.
+    let context = Context::default();
+    let e = Canonical::from_parsed(e, shape, context);
+    let l = Canonical::from_parsed(l, shape, context);
+    let found = diff(&e, &l);
+    Ok(match found.first_break() {
         None => Verdict::Extends { shape },
-        Some((place, cause, divergence)) => Verdict::Breaks(Break {
+        Some(change) => Verdict::Breaks(Break {
             shape,
-            place,
-            cause,
-            divergence,
+            place: change.place.clone(),
+            cause: change.cause.clone(),
+            divergence: change.divergence.clone(),
         }),
     })
 }
@@ -769,308 +588,6 @@ fn strip_cache_control(part: &str, depth: usize) -> Cow<'_, str> {
     }
     out.push('}');
     Cow::Owned(out)
-}
-
-type Found = Option<(Place, Cause, Divergence)>;
-
-fn divergence(
-    earlier: Option<&Elem<'_>>,
-    later: Option<(&Elem<'_>, &str)>,
-    fallback: usize,
-    message_index: Option<usize>,
-    producer: Option<String>,
-) -> Divergence {
-    let e = earlier.map_or(Cow::Borrowed(""), Elem::norm);
-    let l = later.map_or(Cow::Borrowed(""), |(l, _)| l.norm());
-    let common = common_prefix_len(e.as_bytes(), l.as_bytes());
-    let byte_offset = later.map_or(fallback, |(elem, body)| {
-        if l == elem.raw {
-            elem.offset(body) + common
-        } else {
-            // Compared in another form (a string content as a text block, a block without
-            // its `cache_control`): the offset from the bytes as sent.
-            let sent = earlier.map_or("", |e| e.raw);
-            elem.offset(body) + common_prefix_len(sent.as_bytes(), elem.raw.as_bytes())
-        }
-    });
-    Divergence {
-        byte_offset,
-        message_index,
-        producer,
-        excerpt: Excerpt::around(e.as_bytes(), l.as_bytes(), common),
-    }
-}
-
-fn raw_elem(raw: Option<&RawValue>) -> Option<Elem<'_>> {
-    raw.map(|r| Elem::new(r, Form::Exact))
-}
-
-fn check(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
-    let differs =
-        |a: Option<&RawValue>, b: Option<&RawValue>| a.map(RawValue::get) != b.map(RawValue::get);
-    if e.model.is_some() && l.model.is_some() && differs(e.model, l.model) {
-        let (a, b) = (raw_elem(e.model), raw_elem(l.model));
-        return Some((
-            Place::Model,
-            Cause::ModelChanged,
-            divergence(
-                a.as_ref(),
-                b.as_ref().map(|b| (b, l.text)),
-                0,
-                None,
-                Some("model".into()),
-            ),
-        ));
-    }
-    if differs(e.cache_key, l.cache_key) {
-        let (a, b) = (raw_elem(e.cache_key), raw_elem(l.cache_key));
-        return Some((
-            Place::CacheKey,
-            Cause::CacheKeyChanged,
-            divergence(
-                a.as_ref(),
-                b.as_ref().map(|b| (b, l.text)),
-                0,
-                None,
-                Some("prompt_cache_key".into()),
-            ),
-        ));
-    }
-    if let Some(found) = check_tools(e, l) {
-        return Some(found);
-    }
-    if let Some(found) = check_system(e, l, shape) {
-        return Some(found);
-    }
-    for ((name, a), (_, b)) in e.params.iter().zip(&l.params) {
-        if differs(*a, *b) {
-            let (x, y) = (raw_elem(*a), raw_elem(*b));
-            return Some((
-                Place::Parameter {
-                    name: (*name).to_owned(),
-                },
-                Cause::ParameterChanged,
-                divergence(
-                    x.as_ref(),
-                    y.as_ref().map(|y| (y, l.text)),
-                    l.messages_end,
-                    None,
-                    Some((*name).into()),
-                ),
-            ));
-        }
-    }
-    check_messages(e, l)
-}
-
-fn check_tools(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
-    let at = (0..e.tools.len().max(l.tools.len())).find(|&i| {
-        match (e.tools.get(i), l.tools.get(i)) {
-            (Some(a), Some(b)) => !a.elem.same(&b.elem),
-            _ => true,
-        }
-    })?;
-    let earlier_names: HashSet<&str> = e.tools.iter().map(|t| t.name.as_str()).collect();
-    let later_names: HashSet<&str> = l.tools.iter().map(|t| t.name.as_str()).collect();
-    let (a, b) = (e.tools.get(at), l.tools.get(at));
-    // Names are the bodies' text: quoted as excerpts.
-    let name = |t: &Tool<'_>| excerpt(&t.name, EXCERPT_BYTES).into_owned();
-    let cause = match (a, b) {
-        (Some(a), Some(b)) if a.name == b.name => Cause::ToolEdited { name: name(b) },
-        (_, Some(b)) if !earlier_names.contains(b.name.as_str()) => {
-            Cause::ToolAdded { name: name(b) }
-        }
-        (Some(a), _) if !later_names.contains(a.name.as_str()) => {
-            Cause::ToolRemoved { name: name(a) }
-        }
-        (_, Some(b)) => Cause::ToolsReordered { name: name(b) },
-        (Some(a), None) => Cause::ToolRemoved { name: name(a) },
-        (None, None) => return None,
-    };
-    let producer = b.or(a).map(|t| format!("tool `{}`", name(t)));
-    Some((
-        Place::Tools { index: at },
-        cause,
-        divergence(
-            a.map(|t| &t.elem),
-            b.map(|t| (&t.elem, l.text)),
-            l.tools_end,
-            None,
-            producer,
-        ),
-    ))
-}
-
-fn check_system(e: &Parsed<'_>, l: &Parsed<'_>, shape: Shape) -> Found {
-    let at = (0..e.system.len().max(l.system.len())).find(|&i| {
-        match (e.system.get(i), l.system.get(i)) {
-            (Some(a), Some(b)) => !a.same(b),
-            _ => true,
-        }
-    })?;
-    let flat = matches!(shape, Shape::ChatCompletions | Shape::Responses);
-    // System messages appended to a body that has nothing else are appended in place.
-    if flat && at == e.system.len() && e.messages.is_empty() {
-        return None;
-    }
-    let (a, b) = (e.system.get(at), l.system.get(at));
-    // Hoisting grows the system field and keeps the messages; a compaction (a summary put
-    // in the system field) also drops the earlier messages: a rewrite.
-    let messages_kept = e
-        .messages
-        .first()
-        .is_none_or(|m| l.messages.first().is_some_and(|x| x.same(m)));
-    let grown = messages_kept
-        && l.system_text.len() > e.system_text.len()
-        && l.system_text.starts_with(e.system_text.as_str());
-    let cause = if grown {
-        let added = &l.system_text[e.system_text.len()..];
-        Cause::Hoisting {
-            hoisted: excerpt(added, HOISTED_EXCERPT).into_owned(),
-        }
-    } else {
-        Cause::SystemRewritten
-    };
-    Some((
-        Place::System { block: at },
-        cause,
-        divergence(
-            a,
-            b.map(|b| (b, l.text)),
-            l.system_end,
-            None,
-            Some("system".into()),
-        ),
-    ))
-}
-
-fn check_messages(e: &Parsed<'_>, l: &Parsed<'_>) -> Found {
-    let last = e.messages.len().checked_sub(1)?;
-    for (i, a) in e.messages.iter().enumerate() {
-        let Some(b) = l.messages.get(i) else {
-            return Some(message_break(e, l, i, None, Cause::TailDropped));
-        };
-        if a.same(b) {
-            continue;
-        }
-        let same_message = a.same_but_content(b);
-        let (a_blocks, b_blocks) = (a.blocks(), b.blocks());
-        // The first block where they differ (or the earlier one's end).
-        let j = (0..a_blocks.len())
-            .find(|&j| b_blocks.get(j).is_none_or(|x| !x.same(&a_blocks[j])))
-            .unwrap_or(a_blocks.len());
-        if same_message && j == a_blocks.len() && i == last {
-            // The last message goes on with more blocks (a merged user message).
-            continue;
-        }
-        let cause = classify(e, l, i);
-        if resent_at_end(e, l, i) {
-            return Some(message_break(e, l, i, None, cause));
-        }
-        if same_message && matches!(cause, Cause::MessageEdited | Cause::TailDropped) {
-            // Told at the block: the blocks before it are kept.
-            let later_blocks: HashSet<Cow<'_, str>> = b_blocks.iter().map(Elem::norm).collect();
-            let tail_gone = a_blocks[j..]
-                .iter()
-                .all(|x| !later_blocks.contains(&x.norm()));
-            // Blocks of the last message kept, the rest gone: its per-request tail. Its
-            // first block changed: an edit.
-            let cause = if i == last && tail_gone && 0 < j && j < a_blocks.len() {
-                Cause::TailDropped
-            } else {
-                Cause::MessageEdited
-            };
-            return Some(message_break(e, l, i, Some(j), cause));
-        }
-        return Some(message_break(e, l, i, None, cause));
-    }
-    None
-}
-
-/// Whether the earlier body's messages from `i` on are the later body's last messages,
-/// after new ones: a per-request tail sent again at the end.
-fn resent_at_end(e: &Parsed<'_>, l: &Parsed<'_>, i: usize) -> bool {
-    let rest = e.messages.len().saturating_sub(i);
-    let Some(k) = l.messages.len().checked_sub(rest) else {
-        return false;
-    };
-    k > i
-        && e.messages[i..]
-            .iter()
-            .zip(&l.messages[k..])
-            .all(|(a, b)| a.same(b))
-}
-
-/// Why message `i` of the earlier body differs from message `i` of the later one.
-fn classify(e: &Parsed<'_>, l: &Parsed<'_>, i: usize) -> Cause {
-    if resent_at_end(e, l, i) {
-        return Cause::TailDropped;
-    }
-    let (em, lm) = (&e.messages, &l.messages);
-    let mut later_at: HashMap<u64, usize> = HashMap::new();
-    for (k, m) in lm.iter().enumerate().skip(i) {
-        later_at.entry(m.hash).or_insert(k);
-    }
-    let find = |m: &Msg<'_>| later_at.get(&m.hash).copied().filter(|&k| lm[k].same(m));
-    if let Some(k) = find(&em[i]) {
-        let rest = em.len() - i;
-        let moved_whole =
-            lm.len() >= k + rest && em[i..].iter().zip(&lm[k..]).all(|(a, b)| a.same(b));
-        return if moved_whole {
-            Cause::MessageInserted { count: k - i }
-        } else {
-            Cause::MessagesReordered
-        };
-    }
-    if em
-        .get(i + 1)
-        .is_some_and(|n| lm.get(i + 1).is_some_and(|m| m.same(n)))
-    {
-        return Cause::MessageEdited;
-    }
-    if em.get(i + 1).is_some_and(|n| lm[i].same(n)) {
-        return Cause::MessageRemoved;
-    }
-    if em[i..].iter().all(|m| find(m).is_none()) {
-        return Cause::TailDropped;
-    }
-    Cause::MessageEdited
-}
-
-fn message_break<'a>(
-    e: &Parsed<'a>,
-    l: &Parsed<'a>,
-    i: usize,
-    block: Option<usize>,
-    cause: Cause,
-) -> (Place, Cause, Divergence) {
-    let a = e.messages.get(i);
-    let b = l.messages.get(i);
-    let block_of = |m: &Msg<'a>, j: usize| m.blocks().get(j).copied();
-    let (x, y) = match block {
-        Some(j) => (
-            a.and_then(|m| block_of(m, j)),
-            b.and_then(|m| block_of(m, j)),
-        ),
-        None => (a.map(|m| m.elem), b.map(|m| m.elem)),
-    };
-    let fallback = b.map_or(l.messages_end, |m| m.elem.offset(l.text) + m.elem.raw.len());
-    let index = a.map_or(i, |m| m.index);
-    let index = b.map_or(index, |m| m.index);
-    let producer = a
-        .or(b)
-        .map(|m| excerpt(&m.role, EXCERPT_BYTES).into_owned());
-    (
-        Place::Message { index, block },
-        cause,
-        divergence(
-            x.as_ref(),
-            y.as_ref().map(|y| (y, l.text)),
-            fallback,
-            Some(index),
-            producer,
-        ),
-    )
 }
 
 impl<'a> Parsed<'a> {
@@ -1244,7 +761,7 @@ impl<'a> Parsed<'a> {
     }
 
     /// Chat Completions and Responses: the leading system messages are the system field.
-    fn split_leading_system(&mut self) {
+    pub(crate) fn split_leading_system(&mut self) {
         let lead = self
             .messages
             .iter()
@@ -1280,7 +797,11 @@ fn text_block(text: &str) -> String {
     format!(r#"{{"type":"text","text":{}}}"#, raw::quote(text))
 }
 
-fn parse(bytes: &[u8], which: Which, reading: Reading) -> Result<Parsed<'_>, GuardError> {
+pub(crate) fn parse(
+    bytes: &[u8],
+    which: Which,
+    reading: Reading,
+) -> Result<Parsed<'_>, GuardError> {
     if bytes.len() > MAX_AUDIT_BODY_BYTES {
         return Err(GuardError::TooLarge {
             body: which,
@@ -1333,20 +854,59 @@ fn parse(bytes: &[u8], which: Which, reading: Reading) -> Result<Parsed<'_>, Gua
         messages_end: 0,
         tools_field: None,
         system_field: None,
+        session_hints: Vec::new(),
     };
+    let user_id = top
+        .get("metadata")
+        .and_then(|o| Object::of(o).ok())
+        .and_then(|o| o.get("user_id"));
+    for (name, value) in [
+        ("metadata.user_id", user_id),
+        ("previous_response_id", top.get("previous_response_id")),
+        ("conversation", top.get("conversation")),
+        ("user", top.get("user")),
+    ] {
+        if let Some(v) = value.filter(|v| !raw::is_null(v)) {
+            parsed.session_hints.push((name, v));
+        }
+    }
     if has("prompt_cache_key") || has("cache_prompt") {
         parsed.evidence.chat = true;
     }
     if has("system") || has("anthropic_version") {
         parsed.evidence.anthropic = true;
     }
-    if class == Class::Messages {
-        // Anthropic: a change to these invalidates the cached messages.
-        parsed.params = vec![
+    // Parameters that key the provider's cache beside the prompt (each compared as sent).
+    let nested = |outer: &str, inner: &str| {
+        top.get(outer)
+            .and_then(|o| Object::of(o).ok())
+            .and_then(|o| o.get(inner))
+    };
+    parsed.params = match class {
+        // Anthropic: a change to these invalidates the cached messages. Chat Completions:
+        // OpenAI's diagnostics name the reasoning effort, verbosity, format and tier.
+        Class::Messages => vec![
             ("tool_choice", top.get("tool_choice")),
             ("thinking", top.get("thinking")),
-        ];
-    }
+            ("reasoning_effort", top.get("reasoning_effort")),
+            ("verbosity", top.get("verbosity")),
+            ("response_format", top.get("response_format")),
+            ("service_tier", top.get("service_tier")),
+            ("prompt_cache_retention", top.get("prompt_cache_retention")),
+        ],
+        // OpenAI's Responses diagnostics: text format, reasoning effort, verbosity, tier.
+        Class::Responses => vec![
+            ("reasoning.effort", nested("reasoning", "effort")),
+            ("text.format", nested("text", "format")),
+            ("text.verbosity", nested("text", "verbosity")),
+            ("service_tier", top.get("service_tier")),
+            ("prompt_cache_retention", top.get("prompt_cache_retention")),
+        ],
+        Class::Gemini => vec![
+            ("toolConfig", top.get("toolConfig")),
+            ("cachedContent", top.get("cachedContent")),
+        ],
+    };
     // A null field is an absent one, as providers read it (loggers write `"tools": null`).
     let field = |key: &str| top.get(key).filter(|v| !raw::is_null(v));
     if let Some(tools) = field("tools") {
@@ -1412,6 +972,7 @@ fn parse(bytes: &[u8], which: Which, reading: Reading) -> Result<Parsed<'_>, Gua
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Cause;
 
     fn verdict(a: &str, b: &str) -> Verdict {
         compare(a.as_bytes(), b.as_bytes()).unwrap()
@@ -1443,15 +1004,15 @@ mod tests {
         };
         assert_eq!(
             cause(&m(&["a", "b", "c"]), &m(&["a", "B", "c"])),
-            Cause::MessageEdited
+            Cause::EditInPlace
         );
-        assert_eq!(
-            cause(&m(&["a", "b", "c"]), &m(&["a", "c"])),
-            Cause::MessageRemoved
-        );
+        assert_eq!(cause(&m(&["a", "b", "c"]), &m(&["a", "c"])), Cause::Removed);
         assert_eq!(
             cause(&m(&["a", "b", "c"]), &m(&["a", "x", "b", "c", "d"])),
-            Cause::MessageInserted { count: 1 }
+            Cause::InsertAboveHistory {
+                count: 1,
+                hoisted: None
+            }
         );
         // The earlier end sent again at the very end, after new messages: a per-request
         // tail; the cache loses the same bytes either way.
@@ -1461,13 +1022,13 @@ mod tests {
         );
         assert_eq!(
             cause(&m(&["a", "b", "c"]), &m(&["a", "c", "b"])),
-            Cause::MessagesReordered
+            Cause::Reorder
         );
         // The last message replaced by one of the same role reads as an edit; by one of
         // another role, as its end not carried over.
         assert_eq!(
             cause(&m(&["a", "b", "eph"]), &m(&["a", "b", "d", "e"])),
-            Cause::MessageEdited
+            Cause::EditInPlace
         );
         let eph =
             r#"{"messages":[{"role":"user","content":"a"},{"role":"system","content":"eph"}]}"#;

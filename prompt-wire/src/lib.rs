@@ -81,6 +81,7 @@
 mod conversation;
 mod convert;
 mod diagnostics;
+pub mod engine;
 mod error;
 mod guard;
 mod options;
@@ -94,10 +95,11 @@ pub use conversation::{
     ConversationSnapshot, Next, RestoredConversation,
 };
 pub use diagnostics::{CacheDiagnostics, GuardReason, MissReason, MissReport};
+pub use engine::{Break, Cause, CauseKind, Place, ToolChange};
 pub use error::WireError;
 pub use guard::{
-    BodyParts, Break, Cause, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, Verdict, Which,
-    body_parts, compare, without_cache_control,
+    BodyParts, GuardError, MAX_AUDIT_BODY_BYTES, Shape, Verdict, Which, body_parts, compare,
+    without_cache_control,
 };
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};

@@ -6,9 +6,7 @@ use std::io::{BufReader, Write};
 use std::path::PathBuf;
 
 use prompt_core::input;
-use prompt_measure::audit::{
-    AuditSummary, Classification, DEFAULT_MAX_LINE_BYTES, Event, Part, audit_reader,
-};
+use prompt_measure::audit::{AuditSummary, Cause, DEFAULT_MAX_LINE_BYTES, Event, audit_reader};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, RequestAudit, Rule};
 
 use crate::output::{load_prices, pct, progress, thousands};
@@ -67,37 +65,77 @@ fn parse_rule(s: &str) -> Result<Rule, String> {
         })
 }
 
+/// The verdict of one request, on one line: its cause, where, against which line, what it
+/// cost, and the other changes beside it.
 fn divergence_text(r: &RequestAudit) -> String {
-    let Some(d) = &r.divergence else {
-        return "first request".to_owned();
+    let v = &r.verdict;
+    let Some(p) = &v.predecessor else {
+        return format!("cold_start: the first request of its session ({})", v.lane);
     };
-    let at = match (d.part, d.at.message_index) {
-        (Part::System, _) => "the system field".to_owned(),
-        (Part::Tools, Some(i)) => format!("tools[{i}]"),
-        (Part::Tools, None) => "tools".to_owned(),
-        (_, Some(i)) => format!(
-            "message {i} ({})",
-            d.earlier_role
-                .as_deref()
-                .or(d.role.as_deref())
-                .unwrap_or("?")
+    let lane = if p.same_lane {
+        String::new()
+    } else {
+        " (another lane)".to_owned()
+    };
+    let mut s = match &v.cause {
+        None => format!(
+            "extends line {}{lane}: {} tokens expected from cache",
+            p.tag,
+            thousands(v.expected_cached)
         ),
-        (_, None) => "messages".to_owned(),
+        Some(cause) => {
+            let change = v.changes.iter().find(|c| c.cause == *cause);
+            let at = change.map_or_else(
+                || "the request".to_owned(),
+                |c| format!("{}, byte {}", c.json_path, c.divergence.byte_offset),
+            );
+            let mut s = format!(
+                "{} at {at} vs line {}{lane}: {cause}",
+                cause.kind(),
+                p.tag
+            );
+            if let Some(c) = change
+                && v.tokens_lost > 0
+            {
+                s.push_str(&format!(
+                    "; {:?} → {:?}",
+                    c.divergence.excerpt.earlier, c.divergence.excerpt.later
+                ));
+            }
+            if let Some(short) = v.shortfall {
+                s.push_str(&format!(
+                    "; {} tokens read short of {} expected",
+                    thousands(short),
+                    thousands(v.expected_cached)
+                ));
+            }
+            if let Some(gap) = p.gap_secs
+                && matches!(cause, Cause::TtlExpired | Cause::ProviderSide)
+            {
+                s.push_str(&format!("; {gap:.0} s after it"));
+            }
+            if v.tokens_lost > 0 {
+                s.push_str(&format!("; {} tokens lost", thousands(v.tokens_lost)));
+            }
+            if v.new_conversation && *cause == Cause::ColdStart {
+                s.push_str(" (a new conversation: nothing of it to blame)");
+            }
+            s
+        }
     };
-    let mut s = format!(
-        "{} at {at}, byte {} vs line {}: {}",
-        d.classification.as_str(),
-        d.at.byte_offset,
-        d.earlier_line,
-        d.detail
-    );
-    if d.tokens_lost > 0 {
-        s.push_str(&format!(
-            "; {:?} → {:?}; {} tokens lost",
-            d.at.excerpt.earlier,
-            d.at.excerpt.later,
-            thousands(d.tokens_lost)
-        ));
+    let others: Vec<String> = v
+        .changes
+        .iter()
+        .filter(|c| Some(&c.cause) != v.cause.as_ref())
+        .take(3)
+        .map(|c| format!("{} at {}", c.cause.kind(), c.json_path))
+        .collect();
+    if !others.is_empty() {
+        let more = v.changes.len().saturating_sub(others.len() + 1);
+        s.push_str(&format!("; also {}", others.join(", ")));
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
     }
     s
 }
@@ -124,7 +162,7 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
     };
     writeln!(
         out,
-        "  hit rate {} ({}); physical limit {}; overspend {overspend} ({backend} prices)",
+        "  hit rate {} ({}); physical limit {}; overspend {overspend} (each request at its provider's prices; {backend}'s rule without usage)",
         pct(s.hit_rate),
         s.hit_rate_source,
         pct(s.limit_share),
@@ -142,21 +180,25 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
         })
         .collect();
     writeln!(out, "  cached by rule: {}", rules.join(", "))?;
-    let classes: Vec<String> = s
-        .classifications
+    let causes: Vec<String> = s
+        .causes
         .iter()
         .map(|(c, n)| format!("{} {n}", c.as_str()))
         .collect();
     writeln!(
         out,
-        "  divergences: {}; new conversations {}",
-        classes.join(", "),
+        "  causes: {}; new conversations {}",
+        if causes.is_empty() {
+            "none".to_owned()
+        } else {
+            causes.join(", ")
+        },
         s.new_conversations
     )?;
     if s.top_breakers.is_empty() {
         writeln!(
             out,
-            "no cache-breakers: every request extended an earlier one"
+            "no cache-breakers: every request extended its predecessor"
         )?;
         return Ok(());
     }
@@ -165,20 +207,12 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
         "top cache-breakers (tokens an append-only client would have reused):"
     )?;
     for (i, b) in s.top_breakers.iter().enumerate() {
-        let at = match (b.part, b.classification, b.message_index) {
-            (Part::System, _, _) => "the system field".to_owned(),
-            (Part::Tools, _, Some(t)) => format!("tools[{t}]"),
-            (Part::Tools, _, None) => "tools".to_owned(),
-            (_, Classification::HeadRewrite, Some(m)) => {
-                format!("message {m} ({})", b.role.as_deref().unwrap_or("?"))
-            }
-            _ => format!("a {} message", b.role.as_deref().unwrap_or("?")),
-        };
         writeln!(
             out,
-            "  {}. {} at {at}: {} tokens lost over {} request{}, first at line {}: {}",
+            "  {}. {} at {}: {} tokens lost over {} request{}, first at line {}: {}",
             i + 1,
-            b.classification.as_str(),
+            b.cause,
+            b.place,
             thousands(b.tokens_lost),
             b.requests,
             if b.requests == 1 { "" } else { "s" },

@@ -55,6 +55,19 @@ pub(crate) struct GuardArgs<'a> {
 /// One body of the input: its name and bytes, or why it cannot be read.
 type Body = (String, Result<Vec<u8>, String>);
 
+/// The request body of a log line: the line, or its `request` when it wraps one (as `audit`
+/// reads it); a line that is not JSON is left for the guard to refuse.
+fn body_of_line(line: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = std::str::from_utf8(&line) else {
+        return line;
+    };
+    match prompt_measure::logged::request_body(text) {
+        Ok(std::borrow::Cow::Owned(body)) => body.into_bytes(),
+        Ok(std::borrow::Cow::Borrowed(body)) if body.len() != text.len() => body.as_bytes().to_vec(),
+        _ => line,
+    }
+}
+
 /// The `.json` files of `dir`, by name (`request-001.json`, `request-002.json`, …).
 fn files_of(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let entries =
@@ -130,7 +143,8 @@ pub(crate) fn run(
                 let body = match line {
                     Line::Text(text) if text.iter().all(u8::is_ascii_whitespace) => continue,
                     // Taken, not copied: a body may be 32 MiB, and the previous one is kept.
-                    Line::Text(_) => Ok(lines.take_line()),
+                    // A `{"request", "response"}` line (as `audit` reads it) gives its body.
+                    Line::Text(_) => Ok(body_of_line(lines.take_line())),
                     Line::TooLong(len) => Err(format!(
                         "a body of {len} bytes, over the {max}-byte limit (--max-line-bytes)"
                     )),

@@ -5,7 +5,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use prompt_measure::audit::{
-    AuditSummary, Classification, Event, Line, LineReader, Part, RequestAudit, audit_reader,
+    AuditSummary, Cause, CauseKind, Event, Line, LineReader, RequestAudit, audit_reader,
 };
 use prompt_measure::synthetic::{Responses, SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule, SimConfig};
@@ -56,53 +56,52 @@ pub(crate) fn audit(name: &str) -> Audited {
     audit_bytes(name, &bytes, AuditConfig::default())
 }
 
-/// (earlier line, classification, part, message index, byte offset) of a request.
-fn point(r: &RequestAudit) -> (u64, Classification, Part, Option<usize>, usize) {
-    let d = r
-        .divergence
+/// (predecessor line, cause, JSON path and byte offset of the cause's change) of a request.
+pub(crate) fn point(r: &RequestAudit) -> (Option<u64>, Option<CauseKind>, Option<(String, usize)>) {
+    let v = &r.verdict;
+    let change = v
+        .cause
         .as_ref()
-        .unwrap_or_else(|| panic!("line {} has no divergence", r.line));
+        .and_then(|c| v.changes.iter().find(|x| x.cause == *c));
     (
-        d.earlier_line,
-        d.classification,
-        d.part,
-        d.at.message_index,
-        d.at.byte_offset,
+        v.predecessor.as_ref().map(|p| p.tag),
+        v.cause.as_ref().map(Cause::kind),
+        change.map(|c| (c.json_path.clone(), c.divergence.byte_offset)),
     )
+}
+
+fn path(p: &str, offset: usize) -> Option<(String, usize)> {
+    Some((p.to_owned(), offset))
 }
 
 #[test]
 fn a_head_rewrite_is_found_at_message_0_where_the_date_changed() {
     let a = audit("head_rewrite.jsonl");
     assert_eq!(a.requests.len(), 3);
-    assert!(a.requests[0].divergence.is_none());
+    assert_eq!(point(&a.requests[0]), (None, Some(CauseKind::ColdStart), None));
+    // Line 2 extends line 1 (below OpenAI's 1,024-token minimum, so nothing is served).
     assert_eq!(
         point(&a.requests[1]),
-        (1, Classification::AppendOnly, Part::Messages, Some(2), 232)
+        (Some(1), Some(CauseKind::BelowMinimum), None)
     );
     let r = &a.requests[2];
     assert_eq!(
         point(r),
-        (2, Classification::HeadRewrite, Part::Messages, Some(0), 148)
+        (
+            Some(2),
+            Some(CauseKind::SystemChanged),
+            path("messages[0]", 178)
+        )
     );
-    let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
-    assert_eq!(d.role.as_deref(), Some("system"));
-    assert!(
-        d.at.excerpt.earlier.contains("2026-11-30"),
-        "{:?}",
-        d.at.excerpt
-    );
-    assert!(
-        d.at.excerpt.later.contains("2026-12-01"),
-        "{:?}",
-        d.at.excerpt
-    );
-    // Everything of line 2 past the date had to be recomputed.
-    assert_eq!(d.tokens_lost, a.requests[1].tokens - d.common_tokens);
-    assert!(d.tokens_lost > 40);
+    let d = &r.verdict.changes[0].divergence;
+    assert_eq!(d.producer.as_deref(), Some("system"));
+    assert!(d.excerpt.earlier.contains("2026-11-30"), "{:?}", d.excerpt);
+    assert!(d.excerpt.later.contains("2026-12-01"), "{:?}", d.excerpt);
+    // Everything of line 2 was keyed on the system message: all of it is lost.
+    assert_eq!(r.verdict.tokens_lost, a.requests[1].tokens);
     let top = &a.summary.top_breakers[0];
-    assert_eq!(top.classification, Classification::HeadRewrite);
-    assert_eq!((top.message_index, top.first_line), (Some(0), 3));
+    assert_eq!(top.cause, CauseKind::SystemChanged);
+    assert_eq!((top.place.as_str(), top.first_line), ("the system field", 3));
 }
 
 #[test]
@@ -111,86 +110,61 @@ fn a_tool_schema_reorder_is_found_in_the_tools_array() {
     let r = &a.requests[1];
     assert_eq!(
         point(r),
-        (
-            1,
-            Classification::ToolSchemaChange,
-            Part::Tools,
-            Some(0),
-            40
-        )
+        (Some(1), Some(CauseKind::ToolsChanged), path("tools[0]", 407))
     );
-    let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
-    assert!(
-        d.detail.contains("same tools in a different order"),
-        "{}",
-        d.detail
+    assert_eq!(
+        r.verdict.cause,
+        Some(Cause::ToolsChanged {
+            change: prompt_wire::ToolChange::Reordered,
+            name: "grep".into()
+        })
     );
-    assert!(d.at.excerpt.earlier.contains("read_file") && d.at.excerpt.later.contains("grep"));
+    let d = &r.verdict.changes[0].divergence;
+    assert!(d.excerpt.earlier.contains("read_file") && d.excerpt.later.contains("grep"));
     // Nothing but the tools changed: the next request extends this one.
     assert_eq!(
-        point(&a.requests[2]).1,
-        Classification::AppendOnly,
-        "{:?}",
-        a.requests[2].divergence
+        point(&a.requests[2]),
+        (Some(2), Some(CauseKind::BelowMinimum), None)
     );
+    assert!(a.requests[2].verdict.changes.is_empty());
 }
 
 #[test]
-fn a_per_turn_injected_message_is_a_history_edit_where_it_was() {
+fn a_per_turn_injected_message_is_a_removal_where_it_was() {
     let a = audit("injected_message.jsonl");
-    for (r, (index, offset)) in a.requests[1..].iter().zip([(1, 81), (3, 297)]) {
+    for (r, (at, offset)) in a.requests[1..]
+        .iter()
+        .zip([("messages[1]", 111), ("messages[3]", 327)])
+    {
         assert_eq!(
             point(r),
-            (
-                r.line - 1,
-                Classification::HistoryEdit,
-                Part::Messages,
-                Some(index),
-                offset
-            )
+            (Some(r.line - 1), Some(CauseKind::Removed), path(at, offset))
         );
-        let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
-        assert_eq!(d.earlier_role.as_deref(), Some("user"));
-        assert!(
-            d.at.excerpt.earlier.contains("<context>"),
-            "{:?}",
-            d.at.excerpt
-        );
-        assert!(d.detail.contains("was removed"), "{}", d.detail);
-        assert!(d.tokens_lost > 0);
+        let d = &r.verdict.changes[0].divergence;
+        assert_eq!(d.producer.as_deref(), Some("user"));
+        assert!(d.excerpt.earlier.contains("<context>"), "{:?}", d.excerpt);
+        assert!(r.verdict.tokens_lost > 0);
     }
-    assert_eq!(
-        a.summary.classifications.get(&Classification::HistoryEdit),
-        Some(&2)
-    );
+    assert_eq!(a.summary.causes.get(&CauseKind::Removed), Some(&2));
 }
 
 #[test]
 fn an_append_only_log_diverges_nowhere_and_loses_nothing() {
     let a = audit("append_only.jsonl");
-    for (r, (index, offset)) in a.requests[1..].iter().zip([(2, 131), (4, 372), (6, 568)]) {
+    for r in &a.requests[1..] {
         assert_eq!(
             point(r),
-            (
-                r.line - 1,
-                Classification::AppendOnly,
-                Part::Messages,
-                Some(index),
-                offset
-            )
+            (Some(r.line - 1), Some(CauseKind::BelowMinimum), None)
         );
-        let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
-        assert_eq!(d.tokens_lost, 0);
+        assert!(r.verdict.changes.is_empty(), "{:?}", r.verdict.changes);
+        assert_eq!(r.verdict.tokens_lost, 0);
         // Every token of the previous request is reusable, and llama.cpp reuses all of them.
         let previous = a.requests[(r.line - 2) as usize].tokens;
+        assert_eq!(r.verdict.common_tokens, previous);
         assert_eq!(r.cached.get(&Rule::Limit), Some(&previous));
         assert_eq!(r.cached.get(&Rule::LlamaCpp), Some(&previous));
     }
     assert!(a.summary.top_breakers.is_empty());
-    assert_eq!(
-        a.summary.classifications.get(&Classification::AppendOnly),
-        Some(&3)
-    );
     // The responses' usage is the hit rate: 128 cached of 180 + 220 prompt tokens.
     assert_eq!(a.summary.hit_rate_source, "reported usage (2 requests)");
     assert!((a.summary.hit_rate - 128.0 / 400.0).abs() < 1e-12);
@@ -202,12 +176,14 @@ fn an_append_only_log_diverges_nowhere_and_loses_nothing() {
 }
 
 #[test]
-fn a_reserialized_message_is_a_reorder() {
+fn a_reserialized_message_is_serialization_only_and_loses_nothing() {
     let a = audit("reserialized.jsonl");
-    assert_eq!(
-        point(&a.requests[1]),
-        (1, Classification::Reorder, Part::Messages, Some(1), 57)
-    );
+    let v = &a.requests[1].verdict;
+    assert_eq!(v.changes.len(), 1, "{:?}", v.changes);
+    assert_eq!(v.changes[0].cause, Cause::SerializationOnly);
+    assert_eq!(v.changes[0].json_path, "messages[1]");
+    assert_eq!(v.tokens_lost, 0);
+    assert_eq!(v.common_tokens, a.requests[0].tokens);
 }
 
 #[test]
@@ -218,7 +194,8 @@ fn malformed_lines_are_reported_with_their_line_number_and_skipped() {
         a.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
         vec![1, 7]
     );
-    assert_eq!(point(&a.requests[1]).1, Classification::AppendOnly);
+    assert_eq!(point(&a.requests[1]).0, Some(1));
+    assert!(a.requests[1].verdict.changes.is_empty());
     assert_eq!((a.summary.requests, a.summary.malformed), (2, 6));
 }
 
@@ -259,18 +236,24 @@ fn a_long_log_streams_in_bounded_memory() {
         a.summary.retained_cache_tokens
     );
     // Each kind of client in the generated log is recognized.
-    for class in [
-        Classification::AppendOnly,
-        Classification::HeadRewrite,
-        Classification::HistoryEdit,
-        Classification::ToolSchemaChange,
+    for cause in [
+        CauseKind::SystemChanged,
+        CauseKind::Removed,
+        CauseKind::ToolsChanged,
     ] {
         assert!(
-            a.summary.classifications.get(&class).copied().unwrap_or(0) > 0,
-            "{class:?}: {:?}",
-            a.summary.classifications
+            a.summary.causes.get(&cause).copied().unwrap_or(0) > 0,
+            "{cause:?}: {:?}",
+            a.summary.causes
         );
     }
+    let extended = a
+        .requests
+        .iter()
+        .filter(|r| r.verdict.predecessor.is_some() && r.verdict.changes.is_empty())
+        .count();
+    assert!(extended > 0, "{:?}", a.summary.causes);
+    assert!(a.summary.engine.requests > 0);
     // Interleaved sessions: with the window holding all of them, each request finds its
     // own session's previous request.
     assert!(a.summary.limit_share > 0.8, "{}", a.summary.limit_share);
@@ -334,7 +317,7 @@ fn a_new_conversation_shares_the_system_prompt_and_loses_nothing() {
         "\n",
         r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Write the changelog."}]}"#,
         "\n",
-        // A retry of the first turn extends it: append-only, not another new conversation.
+        // A retry of the first turn extends it: not another new conversation.
         r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Write the changelog."}]}"#,
         "\n",
     );
@@ -343,43 +326,19 @@ fn a_new_conversation_shares_the_system_prompt_and_loses_nothing() {
         log.as_bytes(),
         AuditConfig::default(),
     );
-    let d = a.requests[1]
-        .divergence
-        .as_ref()
-        .unwrap_or_else(|| panic!("no divergence"));
-    assert!(d.new_conversation);
-    assert_eq!((d.at.message_index, d.tokens_lost), (Some(1), 0));
-    assert!(
-        d.common_tokens > 0 && d.detail.starts_with("a new conversation"),
-        "{d:?}"
-    );
-    assert_eq!(a.summary.new_conversations, 1);
-    let retry = a.requests[2]
-        .divergence
-        .as_ref()
-        .unwrap_or_else(|| panic!("no divergence"));
-    assert_eq!(
-        (
-            retry.classification,
-            retry.new_conversation,
-            retry.earlier_line
-        ),
-        (Classification::AppendOnly, false, 2)
-    );
-    assert!(retry.detail.contains("a retry?"), "{}", retry.detail);
-    assert_eq!(
-        a.summary
-            .classifications
-            .keys()
-            .copied()
-            .collect::<Vec<_>>(),
-        vec![Classification::AppendOnly]
-    );
+    let v = &a.requests[1].verdict;
+    assert!(v.new_conversation);
+    assert_eq!((v.cause.clone(), v.tokens_lost), (Some(Cause::ColdStart), 0));
+    assert!(v.common_tokens > 0, "{v:?}");
+    assert_eq!(a.summary.new_conversations, 2);
+    let retry = &a.requests[2].verdict;
+    assert_eq!(retry.predecessor.as_ref().map(|p| p.tag), Some(2));
+    assert!(retry.changes.is_empty(), "{:?}", retry.changes);
     assert!(a.summary.top_breakers.is_empty());
 }
 
 #[test]
-fn an_injected_system_message_right_after_the_prompt_is_a_history_edit_not_a_head_rewrite() {
+fn an_injected_system_message_right_after_the_prompt_is_a_removal_not_a_head_rewrite() {
     let log = concat!(
         r#"{"messages":[{"role":"system","content":"You are a coding agent."},{"role":"system","content":"Recalled: the user likes small commits."},{"role":"user","content":"Fix the CI."}]}"#,
         "\n",
@@ -392,13 +351,11 @@ fn an_injected_system_message_right_after_the_prompt_is_a_history_edit_not_a_hea
         AuditConfig::default(),
     );
     let r = &a.requests[1];
+    // Chat's leading system messages are its system field: the recalled one is gone.
     assert_eq!(
         point(r),
-        (1, Classification::HistoryEdit, Part::Messages, Some(1), 64)
+        (Some(1), Some(CauseKind::SystemChanged), path("messages[1]", 66))
     );
-    let d = r.divergence.as_ref().unwrap_or_else(|| panic!());
-    assert_eq!(d.earlier_role.as_deref(), Some("system"));
-    assert_eq!(d.detail, "earlier message 1 (system) was removed");
 }
 
 fn request(messages: &[(&str, &str)]) -> String {
@@ -457,10 +414,9 @@ fn a_line_longer_than_the_cap_is_skipped_with_its_number_and_later_lines_are_aud
     let summary = auditor.summary();
     assert_eq!((summary.requests, summary.malformed), (2, 1));
     // Line 4 extends line 1: the skipped line did not disturb the audit.
-    assert_eq!(
-        summary.classifications.get(&Classification::AppendOnly),
-        Some(&1)
-    );
+    assert_eq!(summary.causes.get(&CauseKind::ColdStart), Some(&1));
+    assert_eq!(summary.causes.values().sum::<u64>(), 2);
+    assert!(summary.top_breakers.is_empty());
     // push_line applies the same cap to a line handed over whole.
     let mut auditor = Auditor::new(tokenizer(), config);
     let long = log.lines().nth(1).unwrap_or_default();
@@ -574,25 +530,29 @@ fn a_large_tools_change_is_described_briefly() {
     };
     let log = [line(&tools, 0), line(&reversed, 1), line(&edited, 2)].join("\n");
     let a = audit_bytes("tools.jsonl", log.as_bytes(), AuditConfig::default());
-    let detail = |i: usize| {
-        a.requests[i]
-            .divergence
-            .as_ref()
-            .map(|d| (d.classification, d.detail.clone()))
-            .unwrap_or_else(|| panic!("no divergence"))
-    };
-    let (class, reorder) = detail(1);
-    assert_eq!(class, Classification::ToolSchemaChange);
-    assert!(
-        reorder.starts_with("same tools in a different order: [tool_0, tool_1,"),
-        "{reorder}"
+    let changes = |i: usize| a.requests[i].verdict.changes.clone();
+    // 5,000 tools reversed: one change, named by the tool found where another was.
+    let reorder = changes(1);
+    assert_eq!(reorder.len(), 1, "{reorder:?}");
+    assert_eq!(
+        reorder[0].cause,
+        Cause::ToolsChanged {
+            change: prompt_wire::ToolChange::Reordered,
+            name: "tool_4999".into()
+        }
     );
-    assert!(reorder.contains("… 4988 more] → [tool_4999,"), "{reorder}");
-    assert!(reorder.len() < 600, "{} bytes", reorder.len());
-    let (_, changed) = detail(2);
+    // One tool replaced: the new one and the one gone, nothing else.
+    let changed: Vec<String> = changes(2).iter().map(|c| c.cause.to_string()).collect();
     assert_eq!(
         changed,
-        "tools changed: new or edited [tool_new], gone or edited [tool_4999]"
+        ["tool `tool_new` was added", "tool `tool_4999` was removed"]
+    );
+    assert!(
+        a.requests[2]
+            .verdict
+            .changes
+            .iter()
+            .all(|c| c.divergence.excerpt.earlier.len() < 600)
     );
 }
 
@@ -609,16 +569,16 @@ fn a_long_role_is_shortened_where_it_is_quoted() {
     ]
     .join("\n");
     let a = audit_bytes("role.jsonl", log.as_bytes(), AuditConfig::default());
-    let d = a.requests[1]
-        .divergence
-        .as_ref()
-        .unwrap_or_else(|| panic!("no divergence"));
-    let quoted = d.earlier_role.as_deref().unwrap_or_default();
+    let v = &a.requests[1].verdict;
+    let quoted = v.changes[0].divergence.producer.as_deref().unwrap_or_default();
     assert!(
-        quoted.len() <= 64 + '…'.len_utf8() && quoted.ends_with('…'),
+        quoted.len() <= prompt_core::input::EXCERPT_BYTES + '…'.len_utf8() && quoted.ends_with('…'),
         "{} bytes",
         quoted.len()
     );
-    assert!(d.detail.len() < 200, "{} bytes", d.detail.len());
+    assert!(
+        serde_json::to_string(v).unwrap_or_default().len() < 2_000,
+        "{v:?}"
+    );
     assert!(a.summary.top_breakers.iter().all(|b| b.detail.len() < 200));
 }

@@ -9,7 +9,7 @@ use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
     ApiKind, Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
 };
-use prompt_measure::audit::{Classification, Part};
+use prompt_measure::audit::{Cause, CauseKind};
 use prompt_measure::synthetic::{Responses, SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Provider, Usage};
 use prompt_wire::{Shape, Wire, WireOptions, read_reply, stream::read_stream};
@@ -617,40 +617,45 @@ fn audit_reads_every_api_s_request_bodies_and_finds_a_rewritten_system_field() {
         let log = format!("{}\n{}\n{edited}\n", lines[0], lines[1]);
         let a = audit_bytes("edited.jsonl", log.as_bytes(), AuditConfig::default());
         assert!(a.skipped.is_empty(), "{api:?}");
-        let continuation = a.requests[1].divergence.as_ref().unwrap();
+        let continuation = &a.requests[1].verdict;
         assert_eq!(
             (
-                continuation.classification,
-                continuation.earlier_line,
+                continuation.predecessor.as_ref().map(|p| p.tag),
                 continuation.tokens_lost
             ),
-            (Classification::AppendOnly, 1, 0),
+            (Some(1), 0),
             "{api:?}"
         );
-        let d = a.requests[2].divergence.as_ref().unwrap();
-        assert_eq!(d.classification, Classification::HeadRewrite, "{api:?}");
-        assert!(d.tokens_lost > 0, "{api:?}");
         assert!(
-            d.at.excerpt.earlier.contains("terse") && d.at.excerpt.later.contains("careful"),
+            continuation
+                .changes
+                .iter()
+                .all(|c| c.cause == Cause::SerializationOnly),
             "{api:?}: {:?}",
-            d.at.excerpt
+            continuation.changes
         );
-        if shape(api) == Shape::ChatCompletions {
+        let v = &a.requests[2].verdict;
+        assert_eq!(
+            v.cause.as_ref().map(Cause::kind),
+            Some(CauseKind::SystemChanged),
+            "{api:?}"
+        );
+        assert!(v.tokens_lost > 0, "{api:?}");
+        let d = &v.changes[0];
+        assert!(
+            d.divergence.excerpt.earlier.contains("terse")
+                && d.divergence.excerpt.later.contains("careful"),
+            "{api:?}: {:?}",
+            d.divergence.excerpt
+        );
+        let expected_path = match shape(api) {
             // Its system prompt is message 0.
-            assert_eq!(
-                (d.part, d.at.message_index),
-                (Part::Messages, Some(0)),
-                "{api:?}"
-            );
-            assert_eq!(d.role.as_deref(), Some("system"), "{api:?}");
-        } else {
-            assert_eq!(
-                (d.part, d.at.message_index),
-                (Part::System, None),
-                "{api:?}"
-            );
-            assert_eq!(d.detail, "the system field was rewritten", "{api:?}");
-        }
+            Shape::ChatCompletions => "messages[0]",
+            Shape::Anthropic => "system[0]",
+            Shape::Responses => "instructions",
+            Shape::Gemini => "systemInstruction.parts[0]",
+        };
+        assert_eq!(d.json_path, expected_path, "{api:?}");
     }
 }
 

@@ -72,7 +72,7 @@ fn defect4_guard_quotes_bounded_tool_names_and_roles() {
     };
     let quoted = EXCERPT_BYTES + '…'.len_utf8();
     assert!(
-        matches!(&b.cause, Cause::ToolAdded { name } if name.len() == quoted),
+        matches!(&b.cause, Cause::ToolsChanged { change: prompt_wire::ToolChange::Added, name } if name.len() == quoted),
         "{:?}",
         (&b.cause.to_string()[..20], b.cause.to_string().len())
     );
@@ -126,6 +126,6 @@ fn defect5_text_blocks_compare_by_meaning_whatever_their_key_order() {
         let Verdict::Breaks(b) = verdict else {
             panic!("{other}: {verdict:?}")
         };
-        assert_eq!(b.cause, Cause::MessageEdited, "{other}");
+        assert_eq!(b.cause, Cause::EditInPlace, "{other}");
     }
 }

@@ -137,7 +137,11 @@ fn the_guard_flags_a_jan_style_bridge_as_hoisting_at_the_system_field() {
         let b = broken(compare(&a, &b).unwrap());
         assert_eq!(b.shape, shape);
         assert!(matches!(b.place, Place::System { .. }), "{shape:?}: {b}");
-        let Cause::Hoisting { hoisted } = &b.cause else {
+        let Cause::InsertAboveHistory {
+            hoisted: Some(hoisted),
+            ..
+        } = &b.cause
+        else {
             panic!("{shape:?}: {b}")
         };
         assert!(hoisted.contains("Open tasks: b"), "{shape:?}: {hoisted}");
@@ -186,7 +190,13 @@ fn the_guard_names_tools_reordering_a_message_edit_and_a_system_rewrite() {
         };
         let found = broken(compare(a, &later).unwrap());
         assert!(
-            matches!(found.cause, Cause::ToolsReordered { .. }),
+            matches!(
+                found.cause,
+                Cause::ToolsChanged {
+                    change: prompt_wire::ToolChange::Reordered,
+                    ..
+                }
+            ),
             "{api:?}: {found}"
         );
         assert_eq!(found.place, Place::Tools { index: 0 });
@@ -198,7 +208,7 @@ fn the_guard_names_tools_reordering_a_message_edit_and_a_system_rewrite() {
             "Request 1: please look at the lexer.",
         );
         let found = broken(compare(a, &later).unwrap());
-        assert_eq!(found.cause, Cause::MessageEdited, "{api:?}: {found}");
+        assert_eq!(found.cause, Cause::EditInPlace, "{api:?}: {found}");
         let Place::Message { index, .. } = found.place else {
             panic!("{found}")
         };
@@ -221,7 +231,7 @@ fn the_guard_names_tools_reordering_a_message_edit_and_a_system_rewrite() {
             "You are a careless coding assistant.",
         );
         let found = broken(compare(a, &later).unwrap());
-        assert_eq!(found.cause, Cause::SystemRewritten, "{api:?}: {found}");
+        assert_eq!(found.cause, Cause::SystemChanged, "{api:?}: {found}");
         assert_eq!(found.place, Place::System { block: 0 });
     }
 }
@@ -243,15 +253,24 @@ fn the_guard_names_added_removed_and_edited_tools_and_a_model_change() {
     let cases = [
         (
             body(&[a.clone(), b.clone(), c.clone()], "m"),
-            Cause::ToolAdded { name: "c".into() },
+            Cause::ToolsChanged {
+                change: prompt_wire::ToolChange::Added,
+                name: "c".into(),
+            },
         ),
         (
             body(std::slice::from_ref(&a), "m"),
-            Cause::ToolRemoved { name: "b".into() },
+            Cause::ToolsChanged {
+                change: prompt_wire::ToolChange::Removed,
+                name: "b".into(),
+            },
         ),
         (
             body(&[a.clone(), tool("b", "B2")], "m"),
-            Cause::ToolEdited { name: "b".into() },
+            Cause::ToolsChanged {
+                change: prompt_wire::ToolChange::Edited,
+                name: "b".into(),
+            },
         ),
         (body(&[a.clone(), b.clone()], "m2"), Cause::ModelChanged),
     ];
@@ -339,7 +358,7 @@ fn bodies_with_nothing_only_anthropic_has_still_compare_without_cache_control() 
     assert_eq!(
         (b.cause, b.place),
         (
-            Cause::MessageEdited,
+            Cause::EditInPlace,
             Place::Message {
                 index: 0,
                 block: Some(0)

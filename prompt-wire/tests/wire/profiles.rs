@@ -520,7 +520,8 @@ fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_s
         if reason == "tools_changed" {
             assert_eq!(
                 guard.at.cause,
-                Cause::ToolEdited {
+                Cause::ToolsChanged {
+                    change: prompt_wire::ToolChange::Edited,
                     name: "grep".into()
                 }
             );

@@ -1,0 +1,467 @@
+//! A request as the provider caches it: its cache-keying parts (model, key, parameters,
+//! headers) and its blocks in the provider's order (tools, system, messages), each as a
+//! hash of its compared form and of its bytes as sent, with its place in the body.
+
+use std::borrow::Cow;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use prompt_core::input::{EXCERPT_BYTES, excerpt};
+use serde_json::value::RawValue;
+
+use crate::guard::{Elem, Form, GuardError, Parsed, Reading, Shape, Which, parse};
+use crate::raw::{self, Object};
+
+/// A hash of `text` (stable within a process and across runs: `DefaultHasher::new()`).
+pub(crate) fn hash_of(text: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// One element of a request: a tool, a system block, a message or a content block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// A hash of the element as the provider caches it (without `cache_control`; a string
+    /// content as its one text block; a text block by its text).
+    pub hash: u64,
+    /// A hash of its bytes as sent.
+    pub raw_hash: u64,
+    /// Where it starts in the body.
+    pub start: u32,
+    /// Its length in bytes.
+    pub len: u32,
+    pub(crate) form: Form,
+}
+
+/// A tool.
+#[derive(Debug, Clone)]
+pub struct CanonTool {
+    /// Its name as sent (at most [`EXCERPT_BYTES`]).
+    pub name: Box<str>,
+    /// The tool.
+    pub block: Block,
+}
+
+/// A message (a Responses input item, a Gemini content): small, since a body may hold a
+/// million; its content blocks are read from the body when a change is told
+/// ([`Canonical::content_of`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CanonMessage {
+    /// Its index in the body's array.
+    pub index: u32,
+    /// Its role (or item `type`): an index into [`Canonical::roles`].
+    pub role: u16,
+    /// The whole message.
+    pub block: Block,
+}
+
+/// Where a cache-keying value was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySource {
+    /// The body.
+    Body,
+    /// A header.
+    Header,
+    /// The URL (Gemini's model).
+    Url,
+}
+
+/// A value that keys the provider's cache beside the prompt: a parameter or a header.
+#[derive(Debug, Clone)]
+pub struct CacheKeyPart {
+    /// Its name (`prompt_cache_key`, `tool_choice`, `reasoning.effort`, `anthropic-beta`).
+    pub name: Box<str>,
+    /// Where it was read.
+    pub source: KeySource,
+    /// A hash of its value as sent.
+    pub hash: u64,
+    /// Its value, bounded.
+    pub value: Box<str>,
+    /// Where it is in the body, for a body value.
+    pub start: Option<u32>,
+}
+
+/// A request as the provider caches it. Owns what it keeps; the body is kept only while a
+/// caller wants excerpts ([`Canonical::forget_body`] lets it go, leaving the hashes).
+#[derive(Debug, Clone)]
+pub struct Canonical<'a> {
+    /// The API.
+    pub shape: Shape,
+    /// The model (the body's, or Gemini's in the URL), bounded.
+    pub model: Option<Box<str>>,
+    /// Cache-keying parameters and headers other than the model, by name.
+    pub keys: Vec<CacheKeyPart>,
+    /// The tools, in order (Codex's `additional_tools` input item among them).
+    pub tools: Vec<CanonTool>,
+    /// The system field's blocks, and the leading system messages of Chat and Responses.
+    pub system: Vec<Block>,
+    /// The messages after the system field.
+    pub messages: Vec<CanonMessage>,
+    /// The distinct roles of the messages (each at most [`EXCERPT_BYTES`]).
+    pub roles: Vec<Box<str>>,
+    /// Chain positions (see [`Canonical::chain`]) after which an element carries an
+    /// explicit `cache_control` marker (Anthropic's breakpoints).
+    pub breakpoints: Vec<u32>,
+    /// The longest cache lifetime a `cache_control` marker asks for, in seconds
+    /// (`"ttl":"1h"` is 3600; a marker without one is the default, 300).
+    pub marker_ttl: Option<u32>,
+    /// A provider's own compaction item is among the messages (Responses `compaction`).
+    pub compacted: bool,
+    pub(crate) tools_end: u32,
+    pub(crate) system_end: u32,
+    pub(crate) messages_end: u32,
+    pub(crate) system_text: String,
+    pub(crate) body: Option<Cow<'a, str>>,
+    /// Fields that name a session (`metadata.user_id`, `previous_response_id`, …), bounded.
+    pub(crate) session_hints: Vec<(&'static str, Box<str>)>,
+}
+
+/// The largest body a [`Canonical`] is read from (the guard's limit).
+pub use crate::guard::MAX_AUDIT_BODY_BYTES as MAX_BODY_BYTES;
+
+fn pos(body: &str, part: &str) -> u32 {
+    u32::try_from(raw::offset_in(body, part).unwrap_or(0)).unwrap_or(u32::MAX)
+}
+
+fn block_of(body: &str, elem: &Elem<'_>) -> Block {
+    let norm = elem.norm();
+    Block {
+        hash: hash_of(&norm),
+        raw_hash: if norm.as_ref() == elem.raw {
+            // The common case: no second pass over the bytes.
+            hash_of(&norm)
+        } else {
+            hash_of(elem.raw)
+        },
+        start: pos(body, elem.raw),
+        len: u32::try_from(elem.raw.len()).unwrap_or(u32::MAX),
+        form: elem.form,
+    }
+}
+
+/// What a request says besides its body: the URL path and the headers that key a cache.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Context<'a> {
+    /// The URL path (and query), if known: `/v1/messages`,
+    /// `/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse`.
+    pub path: Option<&'a str>,
+    /// Headers, lower-case names (only those that key a cache are read).
+    pub headers: &'a [(String, String)],
+}
+
+/// Headers that key a provider's cache (a change re-processes the prompt).
+pub const CACHE_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
+
+/// The model a Gemini URL names (`/v1beta/models/{model}:generateContent`).
+pub fn model_in_path(path: &str) -> Option<&str> {
+    let rest = &path[path.find("/models/")? + "/models/".len()..];
+    let end = rest.find([':', '?', '/']).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|m| !m.is_empty())
+}
+
+/// The shape a URL path says a body has, when it says it.
+pub fn shape_of_path(path: &str) -> Option<Shape> {
+    let path = path.split('?').next().unwrap_or(path);
+    if path.ends_with("/messages") {
+        Some(Shape::Anthropic)
+    } else if path.ends_with("/chat/completions") {
+        Some(Shape::ChatCompletions)
+    } else if path.ends_with("/responses") {
+        Some(Shape::Responses)
+    } else if path.contains(":generateContent") || path.contains(":streamGenerateContent") {
+        Some(Shape::Gemini)
+    } else {
+        None
+    }
+}
+
+impl<'a> Canonical<'a> {
+    /// Reads one request body (any shape the guard knows), with what its URL and headers
+    /// say. Linear in the body's size; a body over [`MAX_BODY_BYTES`] is refused unread.
+    pub fn read(body: &'a [u8], context: Context<'_>) -> Result<Canonical<'a>, GuardError> {
+        let parsed = parse(body, Which::Request, Reading::Compare)?;
+        let mut shape = parsed.shape(parsed.evidence);
+        if let Some(hint) = context.path.and_then(shape_of_path)
+            && (hint == Shape::Anthropic || hint == Shape::ChatCompletions)
+            && matches!(shape, Shape::Anthropic | Shape::ChatCompletions)
+        {
+            shape = hint;
+        }
+        Ok(Self::from_parsed(parsed, shape, context))
+    }
+
+    pub(crate) fn from_parsed(
+        mut p: Parsed<'a>,
+        shape: Shape,
+        context: Context<'_>,
+    ) -> Canonical<'a> {
+        if shape == Shape::ChatCompletions {
+            p.split_leading_system();
+        }
+        let body = p.text;
+        let bounded = |s: &str| excerpt(s, EXCERPT_BYTES).into_owned().into_boxed_str();
+        let model = p
+            .model
+            .map(|m| raw::string_of(m).map_or_else(|| m.get().to_owned(), Cow::into_owned))
+            .or_else(|| context.path.and_then(model_in_path).map(str::to_owned))
+            .map(|m| bounded(&m));
+        let mut keys = Vec::new();
+        let mut key = |name: &str, raw: &RawValue| {
+            keys.push(CacheKeyPart {
+                name: name.into(),
+                source: KeySource::Body,
+                hash: hash_of(raw.get()),
+                value: bounded(raw.get()),
+                start: Some(pos(body, raw.get())),
+            });
+        };
+        if let Some(k) = p.cache_key {
+            key("prompt_cache_key", k);
+        }
+        for (name, value) in &p.params {
+            if let Some(v) = value {
+                key(name, v);
+            }
+        }
+        for (name, value) in context.headers {
+            if CACHE_HEADERS.contains(&name.as_str()) {
+                keys.push(CacheKeyPart {
+                    name: format!("header:{name}").into(),
+                    source: KeySource::Header,
+                    hash: hash_of(value),
+                    value: bounded(value),
+                    start: None,
+                });
+            }
+        }
+        keys.sort_by(|a, b| a.name.cmp(&b.name));
+
+        let mut tools: Vec<CanonTool> = p
+            .tools
+            .iter()
+            .map(|t| CanonTool {
+                name: bounded(&t.name),
+                block: block_of(body, &t.elem),
+            })
+            .collect();
+        let system: Vec<Block> = p.system.iter().map(|e| block_of(body, e)).collect();
+        let mut messages = Vec::with_capacity(p.messages.len());
+        let mut roles: Vec<Box<str>> = Vec::new();
+        let mut compacted = false;
+        for m in &p.messages {
+            if shape == Shape::Responses && m.role == "additional_tools" {
+                // Codex sends its tools as an input item: they are tools, not a message.
+                if let Ok(o) = Object::parse(m.elem.raw)
+                    && let Some(list) = o.get("tools").and_then(raw::array_of)
+                {
+                    for t in list {
+                        let name = Object::of(t)
+                            .ok()
+                            .and_then(|t| t.str("name").or_else(|| t.str("type")))
+                            .unwrap_or_default();
+                        tools.push(CanonTool {
+                            name: bounded(&name),
+                            block: block_of(body, &Elem::new(t, Form::Block)),
+                        });
+                    }
+                }
+                continue;
+            }
+            if matches!(m.role.as_ref(), "compaction" | "compaction_summary") {
+                compacted = true;
+            }
+            let role = match roles.iter().position(|r| r.as_ref() == m.role.as_ref()) {
+                Some(i) => i,
+                None => {
+                    roles.push(bounded(&m.role));
+                    roles.len() - 1
+                }
+            };
+            messages.push(CanonMessage {
+                index: u32::try_from(m.index).unwrap_or(u32::MAX),
+                role: u16::try_from(role).unwrap_or(u16::MAX),
+                block: Block {
+                    hash: m.hash,
+                    raw_hash: hash_of(m.elem.raw),
+                    start: pos(body, m.elem.raw),
+                    len: u32::try_from(m.elem.raw.len()).unwrap_or(u32::MAX),
+                    form: m.elem.form,
+                },
+            });
+        }
+        let mut canonical = Canonical {
+            shape,
+            model,
+            keys,
+            tools,
+            system,
+            messages,
+            roles,
+            breakpoints: Vec::new(),
+            marker_ttl: None,
+            compacted,
+            tools_end: u32::try_from(p.tools_end).unwrap_or(u32::MAX),
+            system_end: u32::try_from(p.system_end).unwrap_or(u32::MAX),
+            messages_end: u32::try_from(p.messages_end).unwrap_or(u32::MAX),
+            system_text: std::mem::take(&mut p.system_text),
+            body: Some(Cow::Borrowed(body)),
+            session_hints: p
+                .session_hints
+                .iter()
+                .map(|(name, v)| {
+                    let text =
+                        raw::string_of(v).map_or_else(|| v.get().to_owned(), Cow::into_owned);
+                    (*name, excerpt(&text, 256).into_owned().into_boxed_str())
+                })
+                .collect(),
+        };
+        canonical.read_markers();
+        canonical
+    }
+
+    /// Finds the explicit `cache_control` markers and the lifetime they ask for.
+    fn read_markers(&mut self) {
+        let Some(body) = self.body.as_deref() else {
+            return;
+        };
+        if !body.contains("\"cache_control\"") {
+            return;
+        }
+        let mut ttl: Option<u32> = None;
+        let mut marks = Vec::new();
+        for (i, block) in self.chain_blocks().enumerate() {
+            let bytes = block.bytes(body).as_bytes();
+            if let Some(at) = bytes.windows(15).position(|w| w == b"\"cache_control\"") {
+                marks.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
+                let rest = &bytes[at..bytes.len().min(at + 96)];
+                let asked = if rest.windows(4).any(|w| w == b"\"1h\"") {
+                    3600
+                } else {
+                    300
+                };
+                ttl = Some(ttl.map_or(asked, |t| t.max(asked)));
+            }
+        }
+        self.breakpoints = marks;
+        self.marker_ttl = ttl;
+    }
+
+    /// The elements in the provider's cache order: each tool, each system block, each
+    /// message. A request extends another when its chain starts with the other's.
+    pub fn chain_blocks(&self) -> impl Iterator<Item = &Block> + '_ {
+        self.tools
+            .iter()
+            .map(|t| &t.block)
+            .chain(self.system.iter())
+            .chain(self.messages.iter().map(|m| &m.block))
+    }
+
+    /// The length of [`Canonical::chain_blocks`].
+    pub fn chain_len(&self) -> usize {
+        self.tools.len() + self.system.len() + self.messages.len()
+    }
+
+    /// The same, owning its body: what is held past the bytes it was read from.
+    pub fn into_owned(self) -> Canonical<'static> {
+        Canonical {
+            body: self.body.map(|b| Cow::Owned(b.into_owned())),
+            shape: self.shape,
+            model: self.model,
+            keys: self.keys,
+            tools: self.tools,
+            system: self.system,
+            messages: self.messages,
+            roles: self.roles,
+            breakpoints: self.breakpoints,
+            marker_ttl: self.marker_ttl,
+            compacted: self.compacted,
+            tools_end: self.tools_end,
+            system_end: self.system_end,
+            messages_end: self.messages_end,
+            system_text: self.system_text,
+            session_hints: self.session_hints,
+        }
+    }
+
+    /// A message's role.
+    pub fn role(&self, m: &CanonMessage) -> &str {
+        self.roles
+            .get(usize::from(m.role))
+            .map_or("", |r| r.as_ref())
+    }
+
+    /// A message's content blocks (a string content as one text block), read from the body;
+    /// empty once the body is let go.
+    pub fn content_of(&self, m: &CanonMessage) -> Vec<Block> {
+        let Some(body) = self.body.as_deref() else {
+            return Vec::new();
+        };
+        let raw = m.block.bytes(body);
+        let Form::Message(key) = m.block.form else {
+            return vec![block_of(
+                body,
+                &Elem {
+                    raw,
+                    form: Form::Text,
+                },
+            )];
+        };
+        match Object::parse(raw) {
+            Ok(o) => crate::guard::content_blocks(&o, key)
+                .iter()
+                .map(|b| block_of(body, b))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// A hash of a message without its content (its role, name, ids), from the body; `None`
+    /// once the body is let go.
+    pub fn rest_of(&self, m: &CanonMessage) -> Option<u64> {
+        let body = self.body.as_deref()?;
+        let elem = Elem {
+            raw: m.block.bytes(body),
+            form: m.block.form,
+        };
+        Some(hash_of(&elem.rest()))
+    }
+
+    /// The body, while it is kept.
+    pub fn body(&self) -> Option<&str> {
+        self.body.as_deref()
+    }
+
+    /// Lets the body go (and the system text read from it): what is left is hashes, names
+    /// and places, enough to find and name a change but not to quote it.
+    pub fn forget_body(&mut self) {
+        self.body = None;
+        self.system_text = String::new();
+    }
+
+    /// The element's text as the provider caches it (what a tokenizer counts), while the
+    /// body is kept: the bytes as sent, or without `cache_control`, a string content as
+    /// its text block.
+    pub fn compared_text<'s>(&'s self, block: &Block) -> Cow<'s, str> {
+        match &self.body {
+            Some(body) => {
+                let raw = block.bytes(body);
+                Elem {
+                    raw,
+                    form: block.form,
+                }
+                .norm()
+            }
+            None => Cow::Borrowed(""),
+        }
+    }
+}
+
+impl Block {
+    /// Its bytes in `body` (empty when out of range).
+    pub fn bytes<'b>(&self, body: &'b str) -> &'b str {
+        let start = self.start as usize;
+        body.get(start..start.saturating_add(self.len as usize))
+            .unwrap_or("")
+    }
+}

@@ -1,0 +1,642 @@
+//! The one comparison engine: what `cacheline audit`, the guard ([`crate::compare`]) and
+//! the proxy call to say whether a request extends what its predecessor left in the
+//! provider's cache, and if not, every change and its cause.
+//!
+//! A request ([`Exchange`]) is its endpoint, the headers that key a cache, its body, a
+//! timestamp and, when the response said, the tokens the provider read from its cache. The
+//! engine reads the body as the provider caches it ([`Canonical`]: tools, system, messages,
+//! with each API's equivalences), puts it in a lane (endpoint and model: caches are per
+//! model) and a session (from what agents send, or inferred), finds its predecessor (the
+//! earlier request of its session and lane sharing the longest prefix of elements, through
+//! an index of prefix hashes: linear in the request's elements, bounded in memory) and
+//! lists every change ([`diff`]) under one closed list of causes ([`Cause`]). From the
+//! predecessor and the provider's rule ([`Profile`]) it says how many tokens should have
+//! been read, and names a shortfall even when some were.
+//!
+//! ```
+//! use prompt_wire::engine::{Cause, Engine, EngineConfig, Exchange};
+//! let mut engine = Engine::new(EngineConfig::default());
+//! let first = br#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}"#;
+//! let second = br#"{"model":"n","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}"#;
+//! let count = &mut |text: &str| (text.len() / 4) as u32;
+//! engine.analyze(&Exchange::body(first), 1, count)?;
+//! let second = engine.analyze(&Exchange::body(second), 2, count)?;
+//! assert_eq!(second.cause, Some(Cause::ModelChanged));
+//! # Ok::<(), prompt_wire::GuardError>(())
+//! ```
+
+mod canon;
+mod cause;
+mod diff;
+mod profile;
+mod session;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use serde::Serialize;
+
+pub use canon::{
+    Block, CACHE_HEADERS, CacheKeyPart, CanonMessage, CanonTool, Canonical, Context, KeySource,
+    MAX_BODY_BYTES, model_in_path, shape_of_path,
+};
+pub use cause::{Break, Cause, CauseKind, Change, Place, ToolChange};
+pub use diff::{Diff, MAX_CHANGES, diff};
+pub use profile::{Profile, Provider};
+pub use session::{SESSION_HEADERS, SessionKey, SessionSource, keep_header};
+
+use crate::guard::{GuardError, Shape};
+
+/// What the provider said it read, from the response's usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReportedRead {
+    /// Input tokens in all (cached or not, written or not).
+    pub input: u64,
+    /// Input tokens read from the cache.
+    pub cached: u64,
+}
+
+/// One request as the engine reads it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Exchange<'a> {
+    /// The URL path (and query), if known.
+    pub path: Option<&'a str>,
+    /// Headers, lower-case names, already without credentials ([`keep_header`]).
+    pub headers: &'a [(String, String)],
+    /// The request body as sent.
+    pub body: &'a [u8],
+    /// When it was sent, in seconds since the Unix epoch.
+    pub ts: Option<f64>,
+    /// A session named by whoever logged the request.
+    pub session: Option<&'a str>,
+    /// What the response said the provider read.
+    pub reported: Option<ReportedRead>,
+    /// The response's id (a later `previous_response_id` names it).
+    pub response_id: Option<&'a str>,
+}
+
+impl<'a> Exchange<'a> {
+    /// A request known by its body alone.
+    pub fn body(body: &'a [u8]) -> Self {
+        Self {
+            body,
+            ..Self::default()
+        }
+    }
+}
+
+/// The engine's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// Requests held for the predecessor search (oldest dropped first, and counted).
+    pub max_requests: usize,
+    /// Elements held across those requests (oldest requests dropped first).
+    pub max_elements: usize,
+    /// The most recent requests whose bodies are kept for excerpts; older ones keep their
+    /// hashes only.
+    pub keep_bodies: usize,
+    /// Response ids remembered for `previous_response_id` chains.
+    pub max_response_ids: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_requests: 4096,
+            max_elements: 1 << 20,
+            keep_bodies: 64,
+            max_response_ids: 1 << 16,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The same, holding at most `max_requests` requests.
+    pub fn with_max_requests(mut self, max_requests: usize) -> Self {
+        self.max_requests = max_requests.max(1);
+        self
+    }
+
+    /// The same, holding at most `max_elements` elements.
+    pub fn with_max_elements(mut self, max_elements: usize) -> Self {
+        self.max_elements = max_elements.max(1);
+        self
+    }
+
+    /// The same, keeping the bodies of the last `keep_bodies` requests.
+    pub fn with_keep_bodies(mut self, keep_bodies: usize) -> Self {
+        self.keep_bodies = keep_bodies;
+        self
+    }
+}
+
+/// The request a request is compared with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Predecessor {
+    /// Its tag (the log line, the proxy's request number).
+    pub tag: u64,
+    /// Whether it is of the same lane (model and endpoint); `false`: the session's request
+    /// in another lane, found because this lane had none.
+    pub same_lane: bool,
+    /// Elements the two share from the start.
+    pub common_elements: usize,
+    /// Seconds between the two, when both were timed.
+    pub gap_secs: Option<f64>,
+}
+
+/// What the engine says of one request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    /// The caller's tag for it.
+    pub tag: u64,
+    /// The API.
+    pub shape: Shape,
+    /// Whose cache, and its rule.
+    pub profile: Profile,
+    /// The model, bounded.
+    pub model: Option<String>,
+    /// The lane: endpoint and model.
+    pub lane: String,
+    /// The session, and where its key came from.
+    pub session: SessionKey,
+    /// The earlier request it is compared with; `None` for a cold start.
+    pub predecessor: Option<Predecessor>,
+    /// Every change from the predecessor (at most [`MAX_CHANGES`]).
+    pub changes: Vec<Change>,
+    /// The verdict: the first change that loses tokens, a timing or provider finding, a
+    /// cold start; `None` when the request extends its predecessor and read what it should.
+    pub cause: Option<Cause>,
+    /// This request starts a conversation (no assistant message yet); a break is then not
+    /// blamed on it.
+    pub new_conversation: bool,
+    /// Its tokens, by the caller's counter.
+    pub tokens: u64,
+    /// Tokens it shares with the predecessor from the start.
+    pub common_tokens: u64,
+    /// Tokens of the predecessor an append-only request would have reused, lost here.
+    pub tokens_lost: u64,
+    /// Tokens the provider's rule says should be read from the cache.
+    pub expected_cached: u64,
+    /// What the provider said it read.
+    pub reported: Option<ReportedRead>,
+    /// Tokens the provider read short of the expectation, in the provider's tokens.
+    pub shortfall: Option<u64>,
+    /// Its messages (after the system field).
+    pub messages: usize,
+    /// Its elements before the messages: the tools and the system blocks.
+    pub lead: usize,
+    /// Its explicit breakpoints, as positions in its elements ([`Canonical::breakpoints`]).
+    pub breakpoints: Vec<u32>,
+}
+
+/// Whether a request is a new conversation: nothing the model wrote is in it.
+fn starts_conversation(c: &Canonical<'_>) -> bool {
+    !c.messages.iter().any(|m| {
+        let role = c.role(m);
+        matches!(role, "assistant" | "model" | "reasoning")
+            || role.ends_with("_call")
+            || role.ends_with("_call_output")
+    })
+}
+
+struct Stored {
+    canonical: Canonical<'static>,
+    tokens: Vec<u32>,
+    chain: Vec<u64>,
+    scope: u64,
+    ts: Option<f64>,
+    tag: u64,
+}
+
+/// Finds predecessors: prefix hashes of every held request, per scope (session and lane).
+#[derive(Default)]
+struct Index {
+    prefixes: HashMap<(u64, u64), u64>,
+    latest: HashMap<u64, u64>,
+    scopes_of_session: HashMap<u64, Vec<u64>>,
+    requests: HashMap<u64, Stored>,
+    order: VecDeque<u64>,
+    bodies: VecDeque<u64>,
+    elements: usize,
+    dropped: u64,
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut h = DefaultHasher::new();
+    (a, b).hash(&mut h);
+    h.finish()
+}
+
+fn hash_str(text: &str) -> u64 {
+    canon::hash_of(text)
+}
+
+/// The chain of prefix hashes: element `i`'s is the hash of elements `0..=i`.
+fn chain_of(c: &Canonical<'_>) -> Vec<u64> {
+    let mut h = 0u64;
+    c.chain_blocks()
+        .map(|b| {
+            h = mix(h, b.hash);
+            h
+        })
+        .collect()
+}
+
+impl Index {
+    /// The held request of `scope` sharing the longest prefix with `chain`, and how many
+    /// elements it shares; the scope's latest request when none shares any.
+    fn find(&self, scope: u64, chain: &[u64]) -> Option<(u64, usize)> {
+        let mut best = None;
+        for (i, h) in chain.iter().enumerate() {
+            match self.prefixes.get(&(scope, *h)) {
+                Some(&id) => best = Some((id, i + 1)),
+                None => break,
+            }
+        }
+        best.or_else(|| self.latest.get(&scope).map(|&id| (id, 0)))
+    }
+
+    fn insert(&mut self, id: u64, session: u64, stored: Stored, config: &EngineConfig) {
+        for h in &stored.chain {
+            self.prefixes.insert((stored.scope, *h), id);
+        }
+        self.latest.insert(stored.scope, id);
+        let scopes = self.scopes_of_session.entry(session).or_default();
+        if !scopes.contains(&stored.scope) {
+            scopes.push(stored.scope);
+        }
+        self.elements = self.elements.saturating_add(stored.chain.len());
+        self.requests.insert(id, stored);
+        self.order.push_back(id);
+        self.bodies.push_back(id);
+        while self.bodies.len() > config.keep_bodies {
+            if let Some(old) = self.bodies.pop_front()
+                && let Some(s) = self.requests.get_mut(&old)
+            {
+                s.canonical.forget_body();
+            }
+        }
+        while self.order.len() > config.max_requests || self.elements > config.max_elements {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            self.drop_request(old);
+        }
+    }
+
+    fn drop_request(&mut self, id: u64) {
+        let Some(stored) = self.requests.remove(&id) else {
+            return;
+        };
+        self.dropped = self.dropped.saturating_add(1);
+        self.elements = self.elements.saturating_sub(stored.chain.len());
+        for h in &stored.chain {
+            if self.prefixes.get(&(stored.scope, *h)) == Some(&id) {
+                self.prefixes.remove(&(stored.scope, *h));
+            }
+        }
+        if self.latest.get(&stored.scope) == Some(&id) {
+            self.latest.remove(&stored.scope);
+        }
+    }
+}
+
+/// What the engine holds, for a caller reporting its memory bound in action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Held {
+    /// Requests held for the predecessor search.
+    pub requests: usize,
+    /// Their elements.
+    pub elements: usize,
+    /// Requests dropped to stay within the bounds.
+    pub dropped: u64,
+}
+
+/// The comparison engine over a stream of requests.
+pub struct Engine {
+    config: EngineConfig,
+    index: Index,
+    responses: HashMap<String, SessionKey>,
+    response_order: VecDeque<String>,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("held", &self.held())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine holding nothing yet.
+    pub fn new(config: EngineConfig) -> Self {
+        Self {
+            config,
+            index: Index::default(),
+            responses: HashMap::new(),
+            response_order: VecDeque::new(),
+            next_id: 0,
+        }
+    }
+
+    /// What it holds.
+    pub fn held(&self) -> Held {
+        Held {
+            requests: self.index.requests.len(),
+            elements: self.index.elements,
+            dropped: self.index.dropped,
+        }
+    }
+
+    /// Reads one request, compares it with its predecessor and holds it for the requests
+    /// after it. `count` gives the tokens of an element's text as the provider caches it
+    /// (the audit's tokenizer; an estimate where there is none). `tag` names the request in
+    /// later verdicts (a log line).
+    pub fn analyze(
+        &mut self,
+        exchange: &Exchange<'_>,
+        tag: u64,
+        count: &mut dyn FnMut(&str) -> u32,
+    ) -> Result<Analysis, GuardError> {
+        let canonical = Canonical::read(
+            exchange.body,
+            Context {
+                path: exchange.path,
+                headers: exchange.headers,
+            },
+        )?;
+        let session = session::session_of(exchange, &canonical, &self.responses);
+        let lane = session::lane_of(exchange.path, &canonical);
+        let session_hash = hash_str(&session.id);
+        let scope = mix(session_hash, hash_str(&lane));
+        let tokens: Vec<u32> = canonical
+            .chain_blocks()
+            .map(|b| count(&canonical.compared_text(b)))
+            .collect();
+        let total: u64 = tokens.iter().map(|&t| u64::from(t)).sum();
+        let chain = chain_of(&canonical);
+        let profile = Profile::of(
+            Provider::of(canonical.shape, canonical.model.as_deref()),
+            canonical.model.as_deref(),
+        );
+
+        let found = self
+            .index
+            .find(scope, &chain)
+            .map(|(id, _)| (id, true))
+            .or_else(|| {
+                // No request of this lane in the session: the session's latest in another lane
+                // (a model switch), the one sharing the most.
+                let scopes = self.index.scopes_of_session.get(&session_hash)?;
+                scopes
+                    .iter()
+                    .filter(|&&s| s != scope)
+                    .filter_map(|&s| self.index.find(s, &chain))
+                    .max_by_key(|&(id, depth)| (depth, id))
+                    .map(|(id, _)| (id, false))
+            });
+
+        let new_conversation = starts_conversation(&canonical);
+        let mut analysis = Analysis {
+            tag,
+            shape: canonical.shape,
+            profile,
+            model: canonical.model.as_deref().map(str::to_owned),
+            lane,
+            session,
+            predecessor: None,
+            changes: Vec::new(),
+            cause: Some(Cause::ColdStart),
+            new_conversation,
+            tokens: total,
+            common_tokens: 0,
+            tokens_lost: 0,
+            expected_cached: 0,
+            reported: exchange.reported,
+            shortfall: None,
+            messages: canonical.messages.len(),
+            lead: canonical.tools.len() + canonical.system.len(),
+            breakpoints: canonical.breakpoints.clone(),
+        };
+        if let Some((id, same_lane)) = found
+            && let Some(pred) = self.index.requests.get(&id)
+        {
+            let found = diff(&pred.canonical, &canonical);
+            let common_tokens: u64 = tokens[..found.common.min(tokens.len())]
+                .iter()
+                .map(|&t| u64::from(t))
+                .sum();
+            let pred_total: u64 = pred.tokens.iter().map(|&t| u64::from(t)).sum();
+            let pred_common: u64 = pred.tokens[..found.common.min(pred.tokens.len())]
+                .iter()
+                .map(|&t| u64::from(t))
+                .sum();
+            let gap_secs = match (pred.ts, exchange.ts) {
+                (Some(a), Some(b)) if b >= a => Some(b - a),
+                _ => None,
+            };
+            analysis.predecessor = Some(Predecessor {
+                tag: pred.tag,
+                same_lane,
+                common_elements: found.common,
+                gap_secs,
+            });
+            analysis.common_tokens = common_tokens;
+            let expected = expected_read(&profile, pred, &canonical, &tokens, found.common);
+            analysis.expected_cached = match expected {
+                Expected::Tokens(t) => t,
+                _ => 0,
+            };
+            analysis.cause = match found.first_break() {
+                Some(_) if new_conversation && !same_lane => Some(Cause::ColdStart),
+                Some(_) if new_conversation => {
+                    // A new conversation (a side call, a subagent) sharing what it can: it
+                    // continues nothing, so it breaks nothing.
+                    Some(Cause::ColdStart)
+                }
+                Some(change) => {
+                    analysis.tokens_lost = pred_total.saturating_sub(pred_common);
+                    Some(change.cause.clone())
+                }
+                None => timing_and_usage(&mut analysis, &profile, pred, expected, gap_secs),
+            };
+            analysis.changes = found.changes;
+        }
+        if let Some(id) = exchange.response_id {
+            self.remember_response(id, &analysis.session);
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.index.insert(
+            id,
+            session_hash,
+            Stored {
+                canonical: canonical.into_owned(),
+                tokens,
+                chain,
+                scope,
+                ts: exchange.ts,
+                tag,
+            },
+            &self.config,
+        );
+        Ok(analysis)
+    }
+
+    fn remember_response(&mut self, id: &str, session: &SessionKey) {
+        let id = prompt_core::input::excerpt(id, 256).into_owned();
+        if self.responses.insert(id.clone(), session.clone()).is_none() {
+            self.response_order.push_back(id);
+        }
+        while self.response_order.len() > self.config.max_response_ids {
+            if let Some(old) = self.response_order.pop_front() {
+                self.responses.remove(&old);
+            }
+        }
+    }
+}
+
+/// What the provider's rule says the request should read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expected {
+    /// These tokens.
+    Tokens(u64),
+    /// Nothing: the shared prefix is below the provider's minimum.
+    BelowMinimum,
+    /// Anthropic: nothing, since no breakpoint of this request reaches the predecessor's
+    /// cache write.
+    BreakpointMoved,
+    /// Anthropic: nothing, since this request's breakpoints are past the lookback.
+    LookbackExceeded,
+}
+
+fn sum(tokens: &[u32], n: usize) -> u64 {
+    tokens[..n.min(tokens.len())]
+        .iter()
+        .map(|&t| u64::from(t))
+        .sum()
+}
+
+fn expected_read(
+    profile: &Profile,
+    pred: &Stored,
+    later: &Canonical<'_>,
+    tokens: &[u32],
+    common: usize,
+) -> Expected {
+    let Some(lookback) = profile.lookback else {
+        let served = profile.servable(sum(tokens, common));
+        return if served == 0 && common > 0 {
+            Expected::BelowMinimum
+        } else {
+            Expected::Tokens(served)
+        };
+    };
+    // Anthropic reads at a breakpoint of this request an entry the predecessor wrote at
+    // one of its own, at most `lookback` elements back.
+    let written: Vec<usize> = pred
+        .canonical
+        .breakpoints
+        .iter()
+        .map(|&p| p as usize)
+        .filter(|&p| p <= common)
+        .collect();
+    if written.is_empty() {
+        return Expected::Tokens(0);
+    }
+    let reads = |p: usize| {
+        later
+            .breakpoints
+            .iter()
+            .any(|&q| (q as usize) >= p && (q as usize) - p <= lookback as usize)
+    };
+    match written.iter().rev().find(|&&p| reads(p)) {
+        Some(&p) => {
+            let t = sum(tokens, p);
+            if t < profile.minimum {
+                Expected::BelowMinimum
+            } else {
+                Expected::Tokens(t)
+            }
+        }
+        None if later
+            .breakpoints
+            .iter()
+            .any(|&q| written.iter().any(|&p| q as usize >= p)) =>
+        {
+            Expected::LookbackExceeded
+        }
+        None => Expected::BreakpointMoved,
+    }
+}
+
+/// Share points of the input below the expectation that make a shortfall (the audit's
+/// tokenizer is not the provider's).
+const SHORTFALL_SHARE: f64 = 0.05;
+/// Provider tokens short that make a shortfall.
+const SHORTFALL_TOKENS: f64 = 256.0;
+
+/// For a request whose bytes extend its predecessor: the lifetime, the provider's rule
+/// and what it reported.
+fn timing_and_usage(
+    analysis: &mut Analysis,
+    profile: &Profile,
+    pred: &Stored,
+    expected: Expected,
+    gap_secs: Option<f64>,
+) -> Option<Cause> {
+    let lifetime = profile.lifetime_of(&pred.canonical);
+    let expired = matches!((gap_secs, lifetime), (Some(g), Some(l)) if g > f64::from(l));
+    let expected_tokens = match expected {
+        Expected::Tokens(t) => t,
+        Expected::BelowMinimum => {
+            return (analysis.common_tokens > 0).then_some(Cause::BelowMinimum);
+        }
+        Expected::BreakpointMoved => {
+            analysis.tokens_lost = analysis.common_tokens;
+            return Some(Cause::BreakpointMoved);
+        }
+        Expected::LookbackExceeded => {
+            analysis.tokens_lost = analysis.common_tokens;
+            return Some(Cause::LookbackExceeded);
+        }
+    };
+    if expected_tokens == 0 {
+        return None;
+    }
+    let Some(reported) = analysis.reported else {
+        // No usage: the lifetime alone says the entry is gone.
+        if expired {
+            analysis.tokens_lost = expected_tokens;
+            return Some(Cause::TtlExpired);
+        }
+        return None;
+    };
+    let expected_share = if analysis.tokens == 0 {
+        0.0
+    } else {
+        expected_tokens as f64 / analysis.tokens as f64
+    };
+    let reported_share = if reported.input == 0 {
+        0.0
+    } else {
+        reported.cached as f64 / reported.input as f64
+    };
+    let short_share = expected_share - reported_share;
+    let short_tokens = short_share * reported.input as f64;
+    if short_share < SHORTFALL_SHARE || short_tokens < SHORTFALL_TOKENS {
+        return None;
+    }
+    analysis.shortfall = Some(short_tokens.round() as u64);
+    analysis.tokens_lost = (short_share * analysis.tokens as f64).round() as u64;
+    Some(if expired {
+        Cause::TtlExpired
+    } else if gap_secs.is_some() {
+        Cause::ProviderSide
+    } else {
+        Cause::Unknown
+    })
+}

@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# Capture the real request traffic of five coding agents against a scripted
+# OFFLINE upstream (scripts/agents/upstream.py) and write it as fixtures to
+# tests/fixtures/agents/<agent>/capture.jsonl.
+#
+# Usage:  scripts/capture-agents.sh [agent ...]
+#         agents: claude-code codex gemini-cli qwen-code opencode (default: all)
+#
+# The agents are installed from npm at the pinned versions below into
+# ${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents/<name> (never inside
+# the repo).  Each agent runs three turns in one session in a scratch project
+# at /tmp/cacheline-capture/<agent>/project, with a throwaway HOME at
+# /tmp/cacheline-capture/<agent>/home; turns 2 and 3 use the agent's
+# continue/resume flag, and turn 3 runs under libfaketime just after midnight
+# of the next day, so the date in the agent's prompt rolls over.
+# Only dummy API keys are used; nothing leaves loopback.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents"
+WORK=/tmp/cacheline-capture
+FIXTURES="$ROOT/tests/fixtures/agents"
+UPSTREAM="$ROOT/scripts/agents/upstream.py"
+TURN_TIMEOUT="${TURN_TIMEOUT:-180}"
+
+# Pinned versions: the newest whose package.json `engines.node` accepts the
+# Node on this machine (v20).  Bump them here, then rerun (docs/agents.md).
+CLAUDE_PKG="@anthropic-ai/claude-code@2.1.197"
+CODEX_PKG="@openai/codex@0.171.0"
+GEMINI_PKG="@google/gemini-cli@0.61.0"
+QWEN_PKG="@qwen-code/qwen-code@0.15.10"
+OPENCODE_PKG="opencode-ai@1.18.33"
+
+# Faked wall clock: turns 1-2 just before midnight, turn 3 just after it.
+# Each turn starts later than the previous one ended (agents that derive
+# message ids from the clock, like opencode, sort history by them).
+T1="2026-12-04 23:57:00"
+T2="2026-12-04 23:58:30"
+T3="2026-12-05 00:02:00"
+
+PROMPT1="List the files in the current directory."
+PROMPT2="Now read notes.txt and tell me what it says."
+PROMPT3="Finally, run pwd in the shell and tell me the directory."
+
+case "$ROOT" in "$CACHE"*) echo "cache dir must be outside the repo" >&2; exit 1 ;; esac
+case "$CACHE" in "$ROOT"*) echo "cache dir must be outside the repo" >&2; exit 1 ;; esac
+
+# libfaketime for the date rollover; ripgrep for opencode's glob/grep tools
+# (it would otherwise try to download rg from the internet).
+if ! command -v faketime >/dev/null || ! command -v rg >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq faketime ripgrep >&2
+fi
+FAKETIME_LIB="$(dpkg -L libfaketime 2>/dev/null | grep -m1 'libfaketime.so.1$' || true)"
+
+log() { printf '== %s\n' "$*" >&2; }
+
+install_agent() { # name pkg@version
+  local dir="$CACHE/$1"
+  mkdir -p "$dir"
+  if [ ! -f "$dir/.installed" ] || [ "$(cat "$dir/.installed")" != "$2" ]; then
+    log "installing $2 into $dir"
+    [ -f "$dir/package.json" ] || echo '{"private": true}' >"$dir/package.json"
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$2" >&2)
+    echo "$2" >"$dir/.installed"
+  fi
+}
+
+# Fresh scratch project + HOME for one agent.
+setup_dirs() { # agent
+  A="$1"
+  AW="$WORK/$A"
+  PROJ="$AW/project"
+  AHOME="$AW/home"
+  rm -rf "$AW"
+  mkdir -p "$PROJ/src" "$AHOME"
+  printf '# demo\n\nA tiny project used to capture agent traffic.\n' >"$PROJ/README.md"
+  printf 'Remember: the cache breaks when the prompt prefix changes.\n' >"$PROJ/notes.txt"
+  printf 'def add(a, b):\n    return a + b\n' >"$PROJ/src/util.py"
+  (cd "$PROJ" && git init -q && git add -A && git -c user.name=capture -c user.email=capture@example.invalid commit -qm init) || true
+  OUT="$FIXTURES/$A"
+  mkdir -p "$OUT"
+  LOGFILE="$AW/capture.jsonl"
+  : >"$LOGFILE"
+}
+
+start_upstream() { # extra args...
+  rm -f "$AW/port"
+  python3 "$UPSTREAM" --log "$LOGFILE" --workdir "$PROJ" --port-file "$AW/port" "$@" >"$AW/upstream.out" 2>&1 &
+  UPSTREAM_PID=$!
+  for _ in $(seq 50); do [ -s "$AW/port" ] && break; sleep 0.1; done
+  PORT="$(cat "$AW/port")"
+  log "$A: upstream pid $UPSTREAM_PID on 127.0.0.1:$PORT"
+}
+
+stop_upstream() {
+  kill "$UPSTREAM_PID" 2>/dev/null || true
+  wait "$UPSTREAM_PID" 2>/dev/null || true
+  cp "$LOGFILE" "$OUT/capture.jsonl"
+  log "$A: $(wc -l <"$OUT/capture.jsonl") requests -> $OUT/capture.jsonl"
+}
+
+# Common environment for every agent run: throwaway HOME, UTC, no proxies.
+agent_env() {
+  printf '%s\n' "HOME=$AHOME" "USER=capture" "LOGNAME=capture" "TZ=UTC" "LANG=C.UTF-8" \
+    "PATH=/usr/local/bin:/usr/bin:/bin" "TERM=dumb" "NO_COLOR=1" "CI=1" \
+    "XDG_CONFIG_HOME=$AHOME/.config" "XDG_DATA_HOME=$AHOME/.local/share" \
+    "XDG_CACHE_HOME=$AHOME/.cache" "XDG_STATE_HOME=$AHOME/.local/state" \
+    "NODE_PATH=" "npm_config_update_notifier=false" "SHELL=/bin/bash"
+}
+
+# run_turn <label> <faked time or ""> <command...>  (cwd = project, env = agent_env + AGENT_ENV)
+run_turn() {
+  local label="$1" when="$2"; shift 2
+  local -a env_args
+  mapfile -t env_args < <(agent_env; printf '%s\n' "${AGENT_ENV[@]}")
+  if [ -n "$when" ] && [ -n "$FAKETIME_LIB" ]; then
+    env_args+=("LD_PRELOAD=$FAKETIME_LIB" "FAKETIME=@$when" "FAKETIME_DONT_FAKE_MONOTONIC=1" "FAKETIME_NO_CACHE=1")
+  fi
+  log "$A: $label${when:+ (faketime $when)}: $*"
+  local rc=0
+  (cd "$PROJ" && timeout "$TURN_TIMEOUT" env -i "${env_args[@]}" "$@" </dev/null >"$AW/$label.out" 2>"$AW/$label.err") || rc=$?
+  log "$A: $label exit $rc; stdout: $(head -c 300 "$AW/$label.out" | tr '\n' ' ')"
+  [ "$rc" = 0 ] || { log "$A: stderr tail:"; tail -n 15 "$AW/$label.err" >&2; }
+  return 0
+}
+
+# ---------------------------------------------------------------- agents
+
+capture_claude_code() {
+  install_agent claude-code "$CLAUDE_PKG"
+  setup_dirs claude-code
+  start_upstream
+  local bin="$CACHE/claude-code/node_modules/.bin/claude"
+  AGENT_ENV=(
+    "ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT"
+    "ANTHROPIC_API_KEY=sk-test-0000"
+    "ANTHROPIC_MODEL=claude-sonnet-4-5"
+    "ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5"
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"
+    "DISABLE_AUTOUPDATER=1" "DISABLE_TELEMETRY=1" "DISABLE_ERROR_REPORTING=1"
+    "DISABLE_BUG_COMMAND=1" "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL=1"
+  )
+  local tools="Bash(ls:*) Bash(pwd) Bash(cat:*) Read Glob Grep LS"
+  run_turn turn1 "$T1" "$bin" -p "$PROMPT1" --output-format json --allowedTools "$tools"
+  local sid
+  sid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["session_id"])' "$AW/turn1.out" 2>/dev/null || true)"
+  run_turn turn2 "$T2" "$bin" -p "$PROMPT2" --continue --output-format json --allowedTools "$tools"
+  run_turn turn3 "$T3" "$bin" -p "$PROMPT3" --resume "$sid" --output-format json --allowedTools "$tools"
+  stop_upstream
+}
+
+capture_codex() {
+  install_agent codex "$CODEX_PKG"
+  setup_dirs codex
+  start_upstream
+  local bin="$CACHE/codex/node_modules/.bin/codex"
+  mkdir -p "$AHOME/.codex"
+  cat >"$AHOME/.codex/config.toml" <<EOF
+model = "gpt-5-codex"
+model_provider = "cacheline"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[model_providers.cacheline]
+name = "cacheline upstream"
+base_url = "http://127.0.0.1:$PORT/v1"
+env_key = "CACHELINE_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[otel]
+exporter = "none"
+
+[projects."$PROJ"]
+trust_level = "trusted"
+EOF
+  AGENT_ENV=("CODEX_HOME=$AHOME/.codex" "CACHELINE_API_KEY=sk-test-0000" "RUST_LOG=error")
+  run_turn turn1 "$T1" "$bin" exec --skip-git-repo-check "$PROMPT1"
+  run_turn turn2 "$T2" "$bin" exec --skip-git-repo-check resume --last "$PROMPT2"
+  # codex is a static (musl) binary: libfaketime cannot hook its clock, so the
+  # date rolls over by time zone instead: Etc/GMT-14 is UTC+14, already the
+  # next calendar day whenever the real UTC clock is past 10:00.
+  AGENT_ENV+=("TZ=Etc/GMT-14")
+  run_turn turn3 "$T3" "$bin" exec --skip-git-repo-check resume --last "$PROMPT3"
+  stop_upstream
+}
+
+capture_gemini_cli() {
+  install_agent gemini-cli "$GEMINI_PKG"
+  setup_dirs gemini-cli
+  start_upstream
+  local bin="$CACHE/gemini-cli/node_modules/.bin/gemini"
+  mkdir -p "$AHOME/.gemini"
+  cat >"$AHOME/.gemini/settings.json" <<EOF
+{
+  "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+  "privacy": {"usageStatisticsEnabled": false},
+  "telemetry": {"enabled": false},
+  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+  "ide": {"enabled": false}
+}
+EOF
+  AGENT_ENV=(
+    "GEMINI_API_KEY=sk-test-0000"
+    "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT"
+    "GEMINI_CLI_NO_RELAUNCH=true"
+    "GEMINI_TELEMETRY_ENABLED=false"
+  )
+  local model=gemini-2.5-flash
+  run_turn turn1 "$T1" "$bin" -m "$model" --yolo -p "$PROMPT1"
+  run_turn turn2 "$T2" "$bin" -m "$model" --yolo --resume latest -p "$PROMPT2"
+  run_turn turn3 "$T3" "$bin" -m "$model" --yolo --resume latest -p "$PROMPT3"
+  stop_upstream
+}
+
+capture_qwen_code() {
+  install_agent qwen-code "$QWEN_PKG"
+  setup_dirs qwen-code
+  start_upstream --models qwen3-coder-plus
+  local bin="$CACHE/qwen-code/node_modules/.bin/qwen"
+  mkdir -p "$AHOME/.qwen"
+  cat >"$AHOME/.qwen/settings.json" <<EOF
+{
+  "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": false}},
+  "privacy": {"usageStatisticsEnabled": false},
+  "telemetry": {"enabled": false},
+  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+  "ide": {"enabled": false}
+}
+EOF
+  AGENT_ENV=(
+    "OPENAI_BASE_URL=http://127.0.0.1:$PORT/v1"
+    "OPENAI_API_KEY=sk-test-0000"
+    "OPENAI_MODEL=qwen3-coder-plus"
+    "QWEN_CODE_NO_RELAUNCH=true"
+  )
+  run_turn turn1 "$T1" "$bin" --yolo -p "$PROMPT1"
+  run_turn turn2 "$T2" "$bin" --yolo --continue -p "$PROMPT2"
+  run_turn turn3 "$T3" "$bin" --yolo --continue -p "$PROMPT3"
+  stop_upstream
+}
+
+capture_opencode() {
+  install_agent opencode "$OPENCODE_PKG"
+  setup_dirs opencode
+  start_upstream
+  local bin="$CACHE/opencode/node_modules/.bin/opencode"
+  cat >"$PROJ/opencode.json" <<EOF
+{
+  "\$schema": "https://opencode.ai/config.json",
+  "autoupdate": false,
+  "share": "disabled",
+  "model": "anthropic/claude-sonnet-4-5",
+  "small_model": "anthropic/claude-haiku-4-5",
+  "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+  "provider": {
+    "anthropic": {
+      "options": {"baseURL": "http://127.0.0.1:$PORT/v1", "apiKey": "sk-test-0000"}
+    }
+  }
+}
+EOF
+  (cd "$PROJ" && git add -A && git -c user.name=capture -c user.email=capture@example.invalid commit -qm config) || true
+  AGENT_ENV=(
+    "OPENCODE_DISABLE_AUTOUPDATE=1" "OPENCODE_DISABLE_MODELS_FETCH=1"
+    "OPENCODE_DISABLE_LSP_DOWNLOAD=1" "OPENCODE_DISABLE_SHARE=1"
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS=1"
+  )
+  run_turn turn1 "$T1" "$bin" run "$PROMPT1"
+  run_turn turn2 "$T2" "$bin" run --continue "$PROMPT2"
+  run_turn turn3 "$T3" "$bin" run --continue "$PROMPT3"
+  stop_upstream
+}
+
+# ---------------------------------------------------------------- main
+
+AGENTS=("$@")
+[ ${#AGENTS[@]} -gt 0 ] || AGENTS=(claude-code codex gemini-cli qwen-code opencode)
+node --version >/dev/null
+for agent in "${AGENTS[@]}"; do
+  case "$agent" in
+    claude-code) capture_claude_code ;;
+    codex) capture_codex ;;
+    gemini-cli) capture_gemini_cli ;;
+    qwen-code) capture_qwen_code ;;
+    opencode) capture_opencode ;;
+    *) echo "unknown agent: $agent" >&2; exit 2 ;;
+  esac
+done
+du -sh "$FIXTURES" >&2
