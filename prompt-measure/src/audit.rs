@@ -36,7 +36,9 @@ use std::collections::HashMap;
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
-use prompt_wire::engine::{Engine, EngineConfig, Exchange, Provider as EngineProvider, ReportedRead};
+use prompt_wire::engine::{
+    Engine, EngineConfig, Exchange, Provider as EngineProvider, ReportedRead,
+};
 use prompt_wire::{GuardError, Shape, body_parts};
 use serde::Serialize;
 
@@ -575,8 +577,8 @@ impl<'t> Auditor<'t> {
         }
         let backend = seen.outcome(self.config.backend);
         self.simulated_cost.0 += prices.cost(&backend);
-        self.simulated_cost.1 += prices.miss * tokens.saturating_sub(limit) as f64
-            + prices.read * limit as f64;
+        self.simulated_cost.1 +=
+            prices.miss * tokens.saturating_sub(limit) as f64 + prices.read * limit as f64;
 
         if verdict.new_conversation && verdict.predecessor.is_some() {
             self.new_conversations = self.new_conversations.saturating_add(1);

@@ -91,7 +91,9 @@ fn rfc3339(s: &str) -> Option<f64> {
     let mut frac = 0.0;
     if let Some(r) = rest.strip_prefix('.') {
         let digits = r.bytes().take_while(u8::is_ascii_digit).count();
-        frac = format!("0.{}", &r[..digits.min(9)]).parse::<f64>().unwrap_or(0.0);
+        frac = format!("0.{}", &r[..digits.min(9)])
+            .parse::<f64>()
+            .unwrap_or(0.0);
         rest = &r[digits..];
     }
     let offset = match rest {
@@ -134,7 +136,9 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
         if wrapped { raw } else { None }
     }
     let mut headers = Vec::new();
-    if let Some(object) = side(wrapped, keys.headers).and_then(|h| prompt_core::raw_json::Object::of(h).ok()) {
+    if let Some(object) =
+        side(wrapped, keys.headers).and_then(|h| prompt_core::raw_json::Object::of(h).ok())
+    {
         for (name, value) in object.fields.iter().take(MAX_HEADERS) {
             if !prompt_wire::engine::keep_header(name) {
                 continue;

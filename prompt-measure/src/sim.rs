@@ -633,7 +633,9 @@ impl Retained {
             requests: self.requests.saturating_add(other.requests),
             request_tokens: self.request_tokens.saturating_add(other.request_tokens),
             blocks: self.blocks.saturating_add(other.blocks),
-            anthropic_entries: self.anthropic_entries.saturating_add(other.anthropic_entries),
+            anthropic_entries: self
+                .anthropic_entries
+                .saturating_add(other.anthropic_entries),
         }
     }
 }

@@ -89,11 +89,7 @@ fn divergence_text(r: &RequestAudit) -> String {
                 || "the request".to_owned(),
                 |c| format!("{}, byte {}", c.json_path, c.divergence.byte_offset),
             );
-            let mut s = format!(
-                "{} at {at} vs line {}{lane}: {cause}",
-                cause.kind(),
-                p.tag
-            );
+            let mut s = format!("{} at {at} vs line {}{lane}: {cause}", cause.kind(), p.tag);
             if let Some(c) = change
                 && v.tokens_lost > 0
             {

@@ -63,7 +63,9 @@ fn body_of_line(line: Vec<u8>) -> Vec<u8> {
     };
     match prompt_measure::logged::request_body(text) {
         Ok(std::borrow::Cow::Owned(body)) => body.into_bytes(),
-        Ok(std::borrow::Cow::Borrowed(body)) if body.len() != text.len() => body.as_bytes().to_vec(),
+        Ok(std::borrow::Cow::Borrowed(body)) if body.len() != text.len() => {
+            body.as_bytes().to_vec()
+        }
         _ => line,
     }
 }

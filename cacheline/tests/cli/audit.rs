@@ -71,15 +71,22 @@ fn audit_json_has_the_documented_shape() {
         .as_array()
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(requests.len(), 3);
-    assert!(requests[0]["divergence"].is_null());
+    assert_eq!(requests[0]["verdict"]["cause"]["cause"], "cold_start");
+    assert!(requests[0]["verdict"]["predecessor"].is_null());
     assert_eq!(requests[0]["shape"], "chat_completions");
     assert_eq!(requests[2]["line"], 3);
     assert!(requests[2]["tokens"].as_u64().unwrap_or(0) > 0);
-    let d = &requests[2]["divergence"];
-    assert_eq!(d["message_index"], 0);
-    assert_eq!(d["byte_offset"], 148);
-    assert_eq!(d["classification"], "head_rewrite");
-    assert_eq!(d["role"], "system");
+    let v = &requests[2]["verdict"];
+    assert_eq!(v["predecessor"]["tag"], 2);
+    assert_eq!(v["cause"]["cause"], "system_changed");
+    assert_eq!(v["session"]["source"], "inferred");
+    let change = &v["changes"][0];
+    assert_eq!(change["json_path"], "messages[0]");
+    assert_eq!(change["place"], "system");
+    assert_eq!(change["divergence"]["byte_offset"], 178);
+    assert_eq!(change["divergence"]["producer"], "system");
+    assert!(v["tokens_lost"].as_u64().unwrap_or(0) > 0);
+    assert_eq!(requests[2]["priced_as"], "openai");
     for rule in [
         "llama_cpp",
         "vllm",
@@ -101,14 +108,14 @@ fn audit_text_lists_each_request_and_the_top_cache_breaker() {
     let path = fixture("head_rewrite.jsonl");
     let (code, out, err) = cacheline(&["audit", &path.to_string_lossy()]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("first request"), "{out}");
+    assert!(out.contains("cold_start: the first request"), "{out}");
     assert!(
-        out.contains("head_rewrite at message 0 (system), byte 148 vs line 2"),
+        out.contains("system_changed at messages[0], byte 178 vs line 2"),
         "{out}"
     );
     assert!(out.contains("top cache-breakers"), "{out}");
     assert!(
-        out.contains("1. head_rewrite at message 0 (system)"),
+        out.contains("1. system_changed at the system field"),
         "{out}"
     );
 }
@@ -221,7 +228,8 @@ fn audit_guard_flags_a_hoisting_bridge_and_deny_breaks_fails_the_run() {
     let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
     let hoisted = &report["pairs"][1];
     assert_eq!(hoisted["outcome"], "breaks");
-    assert_eq!(hoisted["at"]["cause"], "hoisting");
+    assert_eq!(hoisted["at"]["cause"], "insert_above_history");
+    assert!(hoisted["at"]["hoisted"].is_string(), "{hoisted}");
     assert_eq!(hoisted["at"]["place"], "system");
     assert_eq!(report["summary"]["breaks"], 1);
 }

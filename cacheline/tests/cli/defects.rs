@@ -21,7 +21,7 @@ fn defect4_audit_guard_with_a_megabyte_tool_name_writes_a_bounded_report() {
         let (status, stdout, stderr) = cacheline_with_stdin(&args, input.as_bytes());
         assert_eq!(status, 0, "{stderr}");
         assert!(
-            stdout.contains("was added") || stdout.contains("tool_added"),
+            stdout.contains("was added") || stdout.contains(r#""change":"added""#),
             "{}",
             &stdout[..stdout.len().min(300)]
         );

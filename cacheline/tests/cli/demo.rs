@@ -296,7 +296,7 @@ fn demo_bodies_of_every_api_carry_one_tools_field_and_extend_each_other_until_th
             let outcome = pair["outcome"].as_str().unwrap_or_default();
             if compacted {
                 assert_eq!(outcome, "breaks", "{api}: {pair}");
-                assert_eq!(pair["at"]["cause"], "system_rewritten", "{api}: {pair}");
+                assert_eq!(pair["at"]["cause"], "system_changed", "{api}: {pair}");
             } else {
                 assert!(
                     outcome == "extends" || outcome == "tail_dropped",

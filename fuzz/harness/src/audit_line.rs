@@ -101,10 +101,16 @@ pub fn audit_line(data: &[u8]) {
                     if let Some(reported) = &r.reported {
                         assert!((0.0..=1.0).contains(&reported.hit_rate));
                     }
-                    if let Some(d) = &r.divergence {
-                        assert!(d.common_tokens <= r.tokens, "line {}", r.line);
-                        assert!(d.earlier_line < r.line, "line {}", r.line);
-                        assert!(d.detail.len() <= 4096, "line {}", r.line);
+                    let v = &r.verdict;
+                    assert!(v.common_tokens <= r.tokens, "line {}", r.line);
+                    assert!(v.changes.len() <= prompt_wire::engine::MAX_CHANGES);
+                    if let Some(p) = &v.predecessor {
+                        assert!(p.tag < r.line, "line {}", r.line);
+                    }
+                    for c in &v.changes {
+                        let e = &c.divergence.excerpt;
+                        assert!(e.earlier.len() + e.later.len() <= 4096, "line {}", r.line);
+                        assert!(c.json_path.len() <= 4096, "line {}", r.line);
                     }
                 }
                 Event::Skipped(e) => {

@@ -78,7 +78,10 @@ fn path(p: &str, offset: usize) -> Option<(String, usize)> {
 fn a_head_rewrite_is_found_at_message_0_where_the_date_changed() {
     let a = audit("head_rewrite.jsonl");
     assert_eq!(a.requests.len(), 3);
-    assert_eq!(point(&a.requests[0]), (None, Some(CauseKind::ColdStart), None));
+    assert_eq!(
+        point(&a.requests[0]),
+        (None, Some(CauseKind::ColdStart), None)
+    );
     // Line 2 extends line 1 (below OpenAI's 1,024-token minimum, so nothing is served).
     assert_eq!(
         point(&a.requests[1]),
@@ -101,7 +104,10 @@ fn a_head_rewrite_is_found_at_message_0_where_the_date_changed() {
     assert_eq!(r.verdict.tokens_lost, a.requests[1].tokens);
     let top = &a.summary.top_breakers[0];
     assert_eq!(top.cause, CauseKind::SystemChanged);
-    assert_eq!((top.place.as_str(), top.first_line), ("the system field", 3));
+    assert_eq!(
+        (top.place.as_str(), top.first_line),
+        ("the system field", 3)
+    );
 }
 
 #[test]
@@ -110,7 +116,11 @@ fn a_tool_schema_reorder_is_found_in_the_tools_array() {
     let r = &a.requests[1];
     assert_eq!(
         point(r),
-        (Some(1), Some(CauseKind::ToolsChanged), path("tools[0]", 407))
+        (
+            Some(1),
+            Some(CauseKind::ToolsChanged),
+            path("tools[0]", 407)
+        )
     );
     assert_eq!(
         r.verdict.cause,
@@ -328,7 +338,10 @@ fn a_new_conversation_shares_the_system_prompt_and_loses_nothing() {
     );
     let v = &a.requests[1].verdict;
     assert!(v.new_conversation);
-    assert_eq!((v.cause.clone(), v.tokens_lost), (Some(Cause::ColdStart), 0));
+    assert_eq!(
+        (v.cause.clone(), v.tokens_lost),
+        (Some(Cause::ColdStart), 0)
+    );
     assert!(v.common_tokens > 0, "{v:?}");
     assert_eq!(a.summary.new_conversations, 2);
     let retry = &a.requests[2].verdict;
@@ -354,7 +367,11 @@ fn an_injected_system_message_right_after_the_prompt_is_a_removal_not_a_head_rew
     // Chat's leading system messages are its system field: the recalled one is gone.
     assert_eq!(
         point(r),
-        (Some(1), Some(CauseKind::SystemChanged), path("messages[1]", 66))
+        (
+            Some(1),
+            Some(CauseKind::SystemChanged),
+            path("messages[1]", 66)
+        )
     );
 }
 
@@ -570,7 +587,11 @@ fn a_long_role_is_shortened_where_it_is_quoted() {
     .join("\n");
     let a = audit_bytes("role.jsonl", log.as_bytes(), AuditConfig::default());
     let v = &a.requests[1].verdict;
-    let quoted = v.changes[0].divergence.producer.as_deref().unwrap_or_default();
+    let quoted = v.changes[0]
+        .divergence
+        .producer
+        .as_deref()
+        .unwrap_or_default();
     assert!(
         quoted.len() <= prompt_core::input::EXCERPT_BYTES + '…'.len_utf8() && quoted.ends_with('…'),
         "{} bytes",

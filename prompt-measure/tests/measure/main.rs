@@ -3,5 +3,6 @@
 
 mod audit;
 mod audit_stream;
+mod engine;
 mod meter;
 mod sim;
