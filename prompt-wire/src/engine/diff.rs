@@ -261,9 +261,8 @@ impl<'c> Pair<'c> {
             if self.full() {
                 return;
             }
-            if !later_names.contains(t.name.as_ref())
-                && !(first.0 == ToolChange::Removed && first.1 == &t.name)
-            {
+            let told_first = first.0 == ToolChange::Removed && first.1 == &t.name;
+            if !(later_names.contains(t.name.as_ref()) || told_first) {
                 tool_change(self, ToolChange::Removed, i, &t.name);
             }
         }
@@ -472,13 +471,8 @@ impl<'c> Pair<'c> {
             ),
             None => (a.map(|m| m.block), b.map(|m| m.block)),
         };
-        let (x, y): (
-            Option<(&Canonical<'_>, &Block)>,
-            Option<(&Canonical<'_>, &Block)>,
-        ) = (
-            a_block.as_ref().map(|b| (e, b)),
-            b_block.as_ref().map(|b| (l, b)),
-        );
+        let x: Side<'_> = a_block.as_ref().map(|b| (e, b));
+        let y: Side<'_> = b_block.as_ref().map(|b| (l, b));
         let fallback = b.map_or(l.messages_end, |m| {
             m.block.start.saturating_add(m.block.len)
         });
