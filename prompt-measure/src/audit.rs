@@ -5,15 +5,12 @@
 //! Gemini, llama.cpp), or `{"request": body, "response": …}`; a response (beside the body's
 //! keys, or in the wrapper) is the whole reply or the streamed reply's server-sent events,
 //! and its usage is read with [`Usage::detect`] (a stream's through the wire's stream reader:
-//! the same usage as its whole reply's). Each request becomes segments — the tools field,
-//! the system field of the APIs that keep it beside the messages, then each message's JSON
-//! exactly as logged, but for Anthropic's `cache_control` markers
-//! ([`prompt_wire::without_cache_control`]: breakpoints move, and no cache keys on them) —
-//! tokenized and replayed through a bounded [`CacheSim`]. For every
-//! request after the first the audit names where it diverged from the best earlier request
-//! (the one in the window sharing the most tokens): message index, role, byte offset in the
-//! messages array as `[m0,m1,…]` (or in the tools or system field), an excerpt of both sides,
-//! and a [`Classification`].
+//! the same usage as its whole reply's). A wrapped line may also carry the request's `path`,
+//! `headers` (only those that key a cache or name a session or agent are read), `ts` and
+//! `session`. Each request is read by the one comparison engine ([`prompt_wire::engine`]):
+//! its elements as the provider caches them (tools, system, messages), its lane and session,
+//! its predecessor, every change and its [`Cause`]; each element is tokenized once and the
+//! request replayed through a bounded [`CacheSim`] of its lane.
 //!
 //! Anthropic breakpoints are the request's own `cache_control` markers when it has any, else
 //! where the library would place them: after the leading system messages (or the system

@@ -314,3 +314,25 @@ fn audit_of_streamed_replies_prints_what_their_whole_replies_print() {
         );
     }
 }
+
+#[test]
+fn audit_guard_reads_request_response_lines_as_audit_does() {
+    // The lines `audit` reads (a request wrapped with its response, the body as an object or
+    // as its text): the guard compares their bodies, and a model switch is a break.
+    let log = concat!(
+        r#"{"request":{"model":"m","messages":[{"role":"user","content":"hi"}]},"response":{"usage":{"prompt_tokens":5}}}"#,
+        "\n",
+        r#"{"request":"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"yo\"}]}","response":null}"#,
+        "\n",
+        r#"{"request":{"model":"n","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}}"#,
+        "\n",
+    );
+    let (code, out, err) =
+        cacheline_with_stdin(&["audit", "--guard", "-", "--json"], log.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(report["summary"]["unreadable"], 0, "{out}");
+    assert_eq!(report["pairs"][0]["outcome"], "extends", "{out}");
+    assert_eq!(report["pairs"][1]["outcome"], "breaks", "{out}");
+    assert_eq!(report["pairs"][1]["at"]["cause"], "model_changed", "{out}");
+}

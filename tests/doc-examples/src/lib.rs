@@ -17,6 +17,8 @@ pub mod readme {}
 pub mod docs {
     #[doc = include_str!("../../../docs/agent-toml.md")]
     pub mod agent_toml {}
+    #[doc = include_str!("../../../docs/agents.md")]
+    pub mod agents {}
     #[doc = include_str!("../../../docs/benchmarks.md")]
     pub mod benchmarks {}
     #[doc = include_str!("../../../docs/ci.md")]
