@@ -33,10 +33,9 @@ use std::collections::HashMap;
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
-use prompt_wire::engine::{
-    Engine, EngineConfig, Exchange, Provider as EngineProvider, ReportedRead,
-};
-use prompt_wire::{GuardError, Shape, body_parts};
+use prompt_core::profile::Provider as Host;
+use prompt_wire::engine::{Canonical, Context, Engine, EngineConfig, Exchange, ReportedRead};
+use prompt_wire::{GuardError, Shape};
 use serde::Serialize;
 
 use super::meter::{Provider, SessionUsage, Usage};
@@ -80,7 +79,8 @@ pub struct RequestAudit {
     pub reported_error: Option<String>,
     /// Whose prices it is priced at: the provider its reported usage came from, else the
     /// provider its shape and model say it went to.
-    pub priced_as: &'static str,
+    #[serde(serialize_with = "by_name")]
+    pub priced_as: Provider,
     /// The engine's verdict: its session and lane, its predecessor, every change, the cause,
     /// and tokens lost, expected and short.
     pub verdict: Analysis,
@@ -365,25 +365,25 @@ impl std::fmt::Debug for Auditor<'_> {
     }
 }
 
-/// The provider whose prices a request is billed at.
-fn provider_of(reported: Option<&Reported>, engine: EngineProvider) -> Provider {
-    match (reported, engine) {
+/// The provider whose prices a request is billed at: its reported usage's, else the one
+/// its shape and model name (self-hosted servers at llama.cpp's prices; an unknown one at
+/// OpenAI's, the shape it speaks).
+fn provider_of(reported: Option<&Reported>, host: Option<Host>) -> Provider {
+    match (reported, host) {
         (Some(r), _) => r.provider,
-        (None, EngineProvider::Anthropic) => Provider::Anthropic,
-        (None, EngineProvider::OpenAi) => Provider::OpenAi,
-        (None, EngineProvider::DeepSeek) => Provider::DeepSeek,
-        (None, EngineProvider::Gemini) => Provider::Gemini,
+        (None, Some(Host::Anthropic)) => Provider::Anthropic,
+        (None, Some(Host::DeepSeek)) => Provider::DeepSeek,
+        (None, Some(Host::Gemini)) => Provider::Gemini,
+        (None, Some(Host::LlamaCpp | Host::Vllm | Host::Sglang | Host::Ollama)) => {
+            Provider::LlamaCpp
+        }
+        (None, Some(Host::OpenAi | Host::AzureOpenAi) | None) => Provider::OpenAi,
     }
 }
 
-fn provider_name(p: Provider) -> &'static str {
-    match p {
-        Provider::OpenAi => "openai",
-        Provider::Anthropic => "anthropic",
-        Provider::DeepSeek => "deepseek",
-        Provider::Gemini => "gemini",
-        Provider::LlamaCpp => "llama_cpp",
-    }
+/// A provider by its name (`openai`, `llama_cpp`), as `--prices` keys it.
+fn by_name<S: serde::Serializer>(p: &Provider, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(p)
 }
 
 /// Where a change is, as a breaker group names it: tools and system by index, the first
@@ -465,21 +465,16 @@ impl<'t> Auditor<'t> {
 
     fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
         let logged = super::logged::read_line(text)?;
-        let shape_hint = logged
-            .path
-            .as_deref()
-            .and_then(prompt_wire::engine::shape_of_path);
-        let parts_shape = body_parts(logged.request.as_bytes())
-            .map_err(LineProblem::Request)?
-            .shape;
-        let shape = match shape_hint {
-            Some(s @ (Shape::Anthropic | Shape::ChatCompletions))
-                if matches!(parts_shape, Shape::Anthropic | Shape::ChatCompletions) =>
-            {
-                s
-            }
-            _ => parts_shape,
-        };
+        // Read once: the engine's view gives the shape the response is read by.
+        let canonical = Canonical::read(
+            logged.request.as_bytes(),
+            Context {
+                path: logged.path.as_deref(),
+                headers: &logged.headers,
+            },
+        )
+        .map_err(LineProblem::Request)?;
+        let shape = canonical.shape;
         let (reported, reported_error) = match logged
             .response
             .map(|r| super::logged::reported_usage(shape, r))
@@ -514,13 +509,12 @@ impl<'t> Auditor<'t> {
         let cache = &mut self.cache;
         let verdict = self
             .engine
-            .analyze(&exchange, line, &mut |t: &str| {
+            .analyze_read(canonical, &exchange, line, &mut |t: &str| {
                 let segment = cache.segment(t);
                 let n = u32::try_from(segment.len()).unwrap_or(u32::MAX);
                 segments.push(segment);
                 n
-            })
-            .map_err(LineProblem::Request)?;
+            });
         let lead = verdict.lead;
         let breakpoints = if verdict.breakpoints.is_empty() {
             // Where the library would place them: after the tools and system, and at the end.
@@ -553,7 +547,7 @@ impl<'t> Auditor<'t> {
         for (rule, outcome) in seen.outcomes() {
             *self.sums.entry(rule).or_default() += outcome;
         }
-        let provider = provider_of(reported.as_ref(), verdict.profile.provider);
+        let provider = provider_of(reported.as_ref(), verdict.provider);
         let prices = *self.config.prices.of_provider(provider);
         let limit = seen.outcome(Rule::Limit).read;
         let limit_share = share(limit, tokens);
@@ -596,7 +590,7 @@ impl<'t> Auditor<'t> {
             anthropic_write: seen.outcome(Rule::Anthropic).write,
             reported,
             reported_error,
-            priced_as: provider_name(provider),
+            priced_as: provider,
             verdict,
         })
     }

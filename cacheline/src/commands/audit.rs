@@ -98,11 +98,14 @@ fn divergence_text(r: &RequestAudit) -> String {
                     c.divergence.excerpt.earlier, c.divergence.excerpt.later
                 ));
             }
-            if let Some(short) = v.shortfall {
+            if let (Some(short), Some(read)) = (v.shortfall, v.reported) {
+                // The provider's tokens and the audit's tokenizer's differ: compared as
+                // shares of the input.
                 s.push_str(&format!(
-                    "; {} tokens read short of {} expected",
-                    thousands(short),
-                    thousands(v.expected_cached)
+                    "; read {} of the input where {} was expected ({} of the provider's tokens short)",
+                    pct(if read.input == 0 { 0.0 } else { read.cached as f64 / read.input as f64 }),
+                    pct(if v.tokens == 0 { 0.0 } else { v.expected_cached as f64 / v.tokens as f64 }),
+                    thousands(short)
                 ));
             }
             if let Some(gap) = p.gap_secs

@@ -486,13 +486,15 @@ fn anthropic_breakpoints_that_do_not_reach_back_are_named() {
 
 #[test]
 fn a_prefix_below_the_provider_s_minimum_is_below_minimum() {
-    let e = chat(&[("system", "S"), ("user", "hi")]);
-    let l = chat(&[
+    // OpenAI's model (the profile table's minimum: 1,024 tokens).
+    let openai = |b: String| b.replacen(r#""model":"m""#, r#""model":"gpt-4.1""#, 1);
+    let e = openai(chat(&[("system", "S"), ("user", "hi")]));
+    let l = openai(chat(&[
         ("system", "S"),
         ("user", "hi"),
         ("assistant", "yo"),
         ("user", "more"),
-    ]);
+    ]));
     let v = engine_run(&[at(&e, None), at(&l, None)]);
     assert_eq!(v[0].cause, Some(Cause::ColdStart));
     assert_eq!(v[1].cause, Some(Cause::BelowMinimum));
@@ -533,7 +535,7 @@ fn an_anthropic_log_is_priced_at_anthropic_s_prices() {
     // nothing extra at OpenAI.
     let line = r#"{"request":{"model":"claude-sonnet-4-5","system":"S","messages":[{"role":"user","content":"hi"}]},"response":{"type":"message","usage":{"input_tokens":100,"cache_creation_input_tokens":1000,"cache_read_input_tokens":0,"output_tokens":5}}}"#;
     let a = audit_bytes("anthropic.jsonl", line.as_bytes(), AuditConfig::default());
-    assert_eq!(a.requests[0].priced_as, "anthropic");
+    assert_eq!(a.requests[0].priced_as, prompt_measure::Provider::Anthropic);
     // 100 misses + 1,000 writes at 1.25 against an ideal of 1,100 misses (nothing earlier).
     let overspend = a.summary.overspend_pct.unwrap_or_default();
     assert!(

@@ -3,9 +3,11 @@
 //! hash of its compared form and of its bytes as sent, with its place in the body.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
+use prompt_core::profile::CacheTtl;
 use serde_json::value::RawValue;
 
 use crate::guard::{Elem, Form, GuardError, Parsed, Reading, Shape, Which, parse};
@@ -103,9 +105,9 @@ pub struct Canonical<'a> {
     /// Chain positions (see [`Canonical::chain`]) after which an element carries an
     /// explicit `cache_control` marker (Anthropic's breakpoints).
     pub breakpoints: Vec<u32>,
-    /// The longest cache lifetime a `cache_control` marker asks for, in seconds
-    /// (`"ttl":"1h"` is 3600; a marker without one is the default, 300).
-    pub marker_ttl: Option<u32>,
+    /// The longest cache lifetime a `cache_control` marker asks for (a marker without a
+    /// `ttl` asks for the default, five minutes).
+    pub marker_ttl: Option<CacheTtl>,
     /// A provider's own compaction item is among the messages (Responses `compaction`).
     pub compacted: bool,
     pub(crate) tools_end: u32,
@@ -116,6 +118,12 @@ pub struct Canonical<'a> {
     /// Fields that name a session (`metadata.user_id`, `previous_response_id`, …), bounded.
     pub(crate) session_hints: Vec<(&'static str, Box<str>)>,
 }
+
+/// Distinct roles a [`Canonical`] names; a message of another role is told by the hash
+/// of its bytes alone.
+pub const MAX_ROLES: usize = 1024;
+/// The role index of a message past [`MAX_ROLES`].
+const OTHER_ROLE: u16 = u16::MAX;
 
 /// The largest body a [`Canonical`] is read from (the guard's limit).
 pub use crate::guard::MAX_AUDIT_BODY_BYTES as MAX_BODY_BYTES;
@@ -248,6 +256,7 @@ impl<'a> Canonical<'a> {
         let system: Vec<Block> = p.system.iter().map(|e| block_of(body, e)).collect();
         let mut messages = Vec::with_capacity(p.messages.len());
         let mut roles: Vec<Box<str>> = Vec::new();
+        let mut role_index: HashMap<&str, u16> = HashMap::new();
         let mut compacted = false;
         for m in &p.messages {
             if shape == Shape::Responses && m.role == "additional_tools" {
@@ -271,16 +280,21 @@ impl<'a> Canonical<'a> {
             if matches!(m.role.as_ref(), "compaction" | "compaction_summary") {
                 compacted = true;
             }
-            let role = match roles.iter().position(|r| r.as_ref() == m.role.as_ref()) {
-                Some(i) => i,
-                None => {
+            // Distinct roles by a map (a hostile body may hold a million of them); past
+            // `MAX_ROLES` they share one entry that names none.
+            let role = match role_index.get(m.role.as_ref()) {
+                Some(&i) => i,
+                None if roles.len() < MAX_ROLES => {
+                    let i = u16::try_from(roles.len()).unwrap_or(OTHER_ROLE);
                     roles.push(bounded(&m.role));
-                    roles.len() - 1
+                    role_index.insert(m.role.as_ref(), i);
+                    i
                 }
+                None => OTHER_ROLE,
             };
             messages.push(CanonMessage {
                 index: u32::try_from(m.index).unwrap_or(u32::MAX),
-                role: u16::try_from(role).unwrap_or(u16::MAX),
+                role,
                 block: Block {
                     hash: m.hash,
                     raw_hash: hash_of(m.elem.raw),
@@ -328,7 +342,7 @@ impl<'a> Canonical<'a> {
         if !body.contains("\"cache_control\"") {
             return;
         }
-        let mut ttl: Option<u32> = None;
+        let mut ttl: Option<CacheTtl> = None;
         let mut marks = Vec::new();
         for (i, block) in self.chain_blocks().enumerate() {
             let bytes = block.bytes(body).as_bytes();
@@ -336,11 +350,13 @@ impl<'a> Canonical<'a> {
                 marks.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
                 let rest = &bytes[at..bytes.len().min(at + 96)];
                 let asked = if rest.windows(4).any(|w| w == b"\"1h\"") {
-                    3600
+                    CacheTtl::OneHour
                 } else {
-                    300
+                    CacheTtl::FiveMinutes
                 };
-                ttl = Some(ttl.map_or(asked, |t| t.max(asked)));
+                if ttl != Some(CacheTtl::OneHour) {
+                    ttl = Some(asked);
+                }
             }
         }
         self.breakpoints = marks;
@@ -384,11 +400,11 @@ impl<'a> Canonical<'a> {
         }
     }
 
-    /// A message's role.
+    /// A message's role (`…` for one past the first [`MAX_ROLES`] distinct roles).
     pub fn role(&self, m: &CanonMessage) -> &str {
         self.roles
             .get(usize::from(m.role))
-            .map_or("", |r| r.as_ref())
+            .map_or("…", |r| r.as_ref())
     }
 
     /// A message's content blocks (a string content as one text block), read from the body;

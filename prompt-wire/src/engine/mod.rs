@@ -10,7 +10,9 @@
 //! earlier request of its session and lane sharing the longest prefix of elements, through
 //! an index of prefix hashes: linear in the request's elements, bounded in memory) and
 //! lists every change ([`diff`]) under one closed list of causes ([`Cause`]). From the
-//! predecessor and the provider's rule ([`Profile`]) it says how many tokens should have
+//! predecessor and the provider's profile (`prompt_core::profile`: its minimum prefix and
+//! the lifetime of its entries; Anthropic's breakpoints and lookback) it says how many
+//! tokens should have
 //! been read, and names a shortfall even when some were.
 //!
 //! ```
@@ -28,7 +30,6 @@
 mod canon;
 mod cause;
 mod diff;
-mod profile;
 mod session;
 
 use std::collections::{HashMap, VecDeque};
@@ -38,14 +39,17 @@ use serde::Serialize;
 
 pub use canon::{
     Block, CACHE_HEADERS, CacheKeyPart, CanonMessage, CanonTool, Canonical, Context, KeySource,
-    MAX_BODY_BYTES, model_in_path, shape_of_path,
+    MAX_BODY_BYTES, MAX_ROLES, model_in_path, shape_of_path,
 };
 pub use cause::{Break, Cause, CauseKind, Change, Place, ToolChange};
 pub use diff::{Diff, MAX_CHANGES, diff};
-pub use profile::{Profile, Provider};
 pub use session::{SESSION_HEADERS, SessionKey, SessionSource, keep_header};
 
+use prompt_core::ApiKind;
+use prompt_core::profile::{GapFate, Lifetime, Profile, Provider, Retention};
+
 use crate::guard::{GuardError, Shape};
+use crate::wire::ANTHROPIC_LOOKBACK_BLOCKS;
 
 /// What the provider said it read, from the response's usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -152,8 +156,12 @@ pub struct Analysis {
     pub tag: u64,
     /// The API.
     pub shape: Shape,
-    /// Whose cache, and its rule.
-    pub profile: Profile,
+    /// Whose cache: the provider its shape and model name (`None`: not known, so no
+    /// minimum or lifetime is held against it).
+    pub provider: Option<Provider>,
+    /// How long the predecessor's entry lived, as the provider documents it for what the
+    /// predecessor asked (`cache_control.ttl`, `prompt_cache_retention`).
+    pub lifetime: Option<Lifetime>,
     /// The model, bounded.
     pub model: Option<String>,
     /// The lane: endpoint and model.
@@ -205,6 +213,7 @@ struct Stored {
     tokens: Vec<u32>,
     chain: Vec<u64>,
     scope: u64,
+    session: u64,
     ts: Option<f64>,
     tag: u64,
 }
@@ -215,6 +224,8 @@ struct Index {
     prefixes: HashMap<(u64, u64), u64>,
     latest: HashMap<u64, u64>,
     scopes_of_session: HashMap<u64, Vec<u64>>,
+    /// Requests held per scope: a scope none is held for leaves the index.
+    held_in_scope: HashMap<u64, usize>,
     requests: HashMap<u64, Stored>,
     order: VecDeque<u64>,
     bodies: VecDeque<u64>,
@@ -257,15 +268,19 @@ impl Index {
         best.or_else(|| self.latest.get(&scope).map(|&id| (id, 0)))
     }
 
-    fn insert(&mut self, id: u64, session: u64, stored: Stored, config: &EngineConfig) {
+    fn insert(&mut self, id: u64, stored: Stored, config: &EngineConfig) {
         for h in &stored.chain {
             self.prefixes.insert((stored.scope, *h), id);
         }
         self.latest.insert(stored.scope, id);
-        let scopes = self.scopes_of_session.entry(session).or_default();
-        if !scopes.contains(&stored.scope) {
-            scopes.push(stored.scope);
+        let held = self.held_in_scope.entry(stored.scope).or_default();
+        if *held == 0 {
+            self.scopes_of_session
+                .entry(stored.session)
+                .or_default()
+                .push(stored.scope);
         }
+        *held += 1;
         self.elements = self.elements.saturating_add(stored.chain.len());
         self.requests.insert(id, stored);
         self.order.push_back(id);
@@ -299,6 +314,17 @@ impl Index {
         if self.latest.get(&stored.scope) == Some(&id) {
             self.latest.remove(&stored.scope);
         }
+        let held = self.held_in_scope.entry(stored.scope).or_default();
+        *held = held.saturating_sub(1);
+        if *held == 0 {
+            self.held_in_scope.remove(&stored.scope);
+            if let Some(scopes) = self.scopes_of_session.get_mut(&stored.session) {
+                scopes.retain(|&s| s != stored.scope);
+                if scopes.is_empty() {
+                    self.scopes_of_session.remove(&stored.session);
+                }
+            }
+        }
     }
 }
 
@@ -311,6 +337,8 @@ pub struct Held {
     pub elements: usize,
     /// Requests dropped to stay within the bounds.
     pub dropped: u64,
+    /// Sessions with a request held.
+    pub sessions: usize,
 }
 
 /// The comparison engine over a stream of requests.
@@ -348,6 +376,7 @@ impl Engine {
             requests: self.index.requests.len(),
             elements: self.index.elements,
             dropped: self.index.dropped,
+            sessions: self.index.scopes_of_session.len(),
         }
     }
 
@@ -368,6 +397,19 @@ impl Engine {
                 headers: exchange.headers,
             },
         )?;
+        Ok(self.analyze_read(canonical, exchange, tag, count))
+    }
+
+    /// [`Engine::analyze`] of a body its caller has read already
+    /// ([`Canonical::read`] of `exchange.body` with its path and headers): for a caller that
+    /// needs the body's shape before it can say what the provider reported.
+    pub fn analyze_read(
+        &mut self,
+        canonical: Canonical<'_>,
+        exchange: &Exchange<'_>,
+        tag: u64,
+        count: &mut dyn FnMut(&str) -> u32,
+    ) -> Analysis {
         let session = session::session_of(exchange, &canonical, &self.responses);
         let lane = session::lane_of(exchange.path, &canonical);
         let session_hash = hash_str(&session.id);
@@ -378,10 +420,7 @@ impl Engine {
             .collect();
         let total: u64 = tokens.iter().map(|&t| u64::from(t)).sum();
         let chain = chain_of(&canonical);
-        let profile = Profile::of(
-            Provider::of(canonical.shape, canonical.model.as_deref()),
-            canonical.model.as_deref(),
-        );
+        let profile = profile_of(&canonical);
 
         let found = self
             .index
@@ -403,7 +442,8 @@ impl Engine {
         let mut analysis = Analysis {
             tag,
             shape: canonical.shape,
-            profile,
+            provider: profile.provider(),
+            lifetime: None,
             model: canonical.model.as_deref().map(str::to_owned),
             lane,
             session,
@@ -472,18 +512,18 @@ impl Engine {
         self.next_id = self.next_id.wrapping_add(1);
         self.index.insert(
             id,
-            session_hash,
             Stored {
                 canonical: canonical.into_owned(),
                 tokens,
                 chain,
                 scope,
+                session: session_hash,
                 ts: exchange.ts,
                 tag,
             },
             &self.config,
         );
-        Ok(analysis)
+        analysis
     }
 
     fn remember_response(&mut self, id: &str, session: &SessionKey) {
@@ -520,6 +560,38 @@ fn sum(tokens: &[u32], n: usize) -> u64 {
         .sum()
 }
 
+/// The profile of a request's provider, from its shape and model.
+fn profile_of(c: &Canonical<'_>) -> Profile {
+    let api = match c.shape {
+        Shape::ChatCompletions => ApiKind::OpenAi,
+        Shape::Responses => ApiKind::OpenAiResponses,
+        Shape::Anthropic => ApiKind::Anthropic,
+        Shape::Gemini => ApiKind::Gemini,
+    };
+    Profile::lookup(api, c.model.as_deref().unwrap_or(""), None)
+}
+
+/// How long the predecessor's entry lives: the `ttl` its markers asked for, the retention
+/// it asked for, else the provider's default.
+fn lifetime_of(profile: &Profile, pred: &Canonical<'_>) -> Lifetime {
+    if let Some(ttl) = pred.marker_ttl
+        && profile.provider() == Some(Provider::Anthropic)
+    {
+        return ttl.lifetime();
+    }
+    let extended = pred
+        .keys
+        .iter()
+        .any(|k| k.name.as_ref() == "prompt_cache_retention" && k.value.contains("24h"));
+    if extended {
+        return profile
+            .clone()
+            .with_retention(Retention::TwentyFourHours)
+            .lifetime();
+    }
+    profile.lifetime()
+}
+
 fn expected_read(
     profile: &Profile,
     pred: &Stored,
@@ -527,16 +599,18 @@ fn expected_read(
     tokens: &[u32],
     common: usize,
 ) -> Expected {
-    let Some(lookback) = profile.lookback else {
-        let served = profile.servable(sum(tokens, common));
-        return if served == 0 && common > 0 {
+    let minimum = u64::from(profile.min_cache_tokens().unwrap_or(0));
+    if profile.provider() != Some(Provider::Anthropic) {
+        let shared = sum(tokens, common);
+        return if common > 0 && shared < minimum {
             Expected::BelowMinimum
         } else {
-            Expected::Tokens(served)
+            Expected::Tokens(shared)
         };
-    };
+    }
     // Anthropic reads at a breakpoint of this request an entry the predecessor wrote at
-    // one of its own, at most `lookback` elements back.
+    // one of its own, at most `ANTHROPIC_LOOKBACK_BLOCKS` elements back (counted here in
+    // the engine's elements: tools, system blocks, messages).
     let written: Vec<usize> = pred
         .canonical
         .breakpoints
@@ -551,12 +625,12 @@ fn expected_read(
         later
             .breakpoints
             .iter()
-            .any(|&q| (q as usize) >= p && (q as usize) - p <= lookback as usize)
+            .any(|&q| (q as usize) >= p && (q as usize) - p <= ANTHROPIC_LOOKBACK_BLOCKS)
     };
     match written.iter().rev().find(|&&p| reads(p)) {
         Some(&p) => {
             let t = sum(tokens, p);
-            if t < profile.minimum {
+            if t < minimum {
                 Expected::BelowMinimum
             } else {
                 Expected::Tokens(t)
@@ -588,8 +662,10 @@ fn timing_and_usage(
     expected: Expected,
     gap_secs: Option<f64>,
 ) -> Option<Cause> {
-    let lifetime = profile.lifetime_of(&pred.canonical);
-    let expired = matches!((gap_secs, lifetime), (Some(g), Some(l)) if g > f64::from(l));
+    let lifetime = lifetime_of(profile, &pred.canonical);
+    analysis.lifetime = Some(lifetime);
+    // Seconds, rounded down: an entry whose lifetime is reached exactly is gone.
+    let fate = gap_secs.map(|g| lifetime.after_gap(g as u64));
     let expected_tokens = match expected {
         Expected::Tokens(t) => t,
         Expected::BelowMinimum => {
@@ -609,7 +685,7 @@ fn timing_and_usage(
     }
     let Some(reported) = analysis.reported else {
         // No usage: the lifetime alone says the entry is gone.
-        if expired {
+        if fate == Some(GapFate::Expired) {
             analysis.tokens_lost = expected_tokens;
             return Some(Cause::TtlExpired);
         }
@@ -632,11 +708,12 @@ fn timing_and_usage(
     }
     analysis.shortfall = Some(short_tokens.round() as u64);
     analysis.tokens_lost = (short_share * analysis.tokens as f64).round() as u64;
-    Some(if expired {
-        Cause::TtlExpired
-    } else if gap_secs.is_some() {
-        Cause::ProviderSide
-    } else {
-        Cause::Unknown
+    // The entry may be gone (OpenAI's 5–10 minutes) and less was read: it is.
+    Some(match fate {
+        Some(GapFate::Expired | GapFate::MaybeExpired) => Cause::TtlExpired,
+        Some(GapFate::Kept) => Cause::ProviderSide,
+        // No timestamps, or a lifetime the provider does not document: expiry cannot be
+        // told from the provider's side.
+        Some(GapFate::Unknown) | None => Cause::Unknown,
     })
 }

@@ -5,6 +5,7 @@ mod bodies;
 mod common;
 mod conversation;
 mod defects;
+mod engine;
 mod fixtures;
 mod guard;
 mod profiles;
