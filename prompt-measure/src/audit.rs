@@ -34,7 +34,7 @@ use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use prompt_core::profile::Provider as Host;
-use prompt_wire::engine::{Canonical, Context, Engine, EngineConfig, Exchange, ReportedRead};
+use prompt_wire::engine::{Context, Engine, EngineConfig, Exchange, ReportedRead};
 use prompt_wire::{GuardError, Shape};
 use serde::Serialize;
 
@@ -466,13 +466,15 @@ impl<'t> Auditor<'t> {
     fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
         let logged = super::logged::read_line(text)?;
         // Read once: the engine's view gives the shape the response is read by.
-        let canonical = Canonical::read(
-            logged.request.as_bytes(),
-            Context {
-                path: logged.path.as_deref(),
-                headers: &logged.headers,
-            },
-        )
+        let context = Context {
+            path: logged.path.as_deref(),
+            headers: &logged.headers,
+        };
+        let canonical = match logged.top {
+            // A bare body: its top-level object was read with the line.
+            Some(top) => self.engine.read_object(text, top, context),
+            None => self.engine.read(logged.request.as_bytes(), context),
+        }
         .map_err(LineProblem::Request)?;
         let shape = canonical.shape;
         let (reported, reported_error) = match logged
@@ -509,8 +511,8 @@ impl<'t> Auditor<'t> {
         let cache = &mut self.cache;
         let verdict = self
             .engine
-            .analyze_read(canonical, &exchange, line, &mut |t: &str| {
-                let segment = cache.segment(t);
+            .analyze_read(canonical, &exchange, line, &mut |c, b| {
+                let segment = cache.segment_keyed(b.hash, || c.sent_text(b));
                 let n = u32::try_from(segment.len()).unwrap_or(u32::MAX);
                 segments.push(segment);
                 n

@@ -14,32 +14,14 @@
 use std::borrow::Cow;
 
 use prompt_core::ApiKind;
-use prompt_core::raw_json::{kind_of, string_of};
+use prompt_core::raw_json::{Object, kind_of, string_of};
 use prompt_wire::Shape;
 use prompt_wire::stream::{StreamError, StreamEvent, StreamReader};
-use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::audit::LineProblem;
 use super::meter::{Provider, Usage};
-
-/// The keys of a line the audit reads itself; the engine reads the body.
-#[derive(Deserialize)]
-struct Keys<'a> {
-    #[serde(borrow, default)]
-    request: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    response: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    path: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    headers: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    session: Option<&'a RawValue>,
-}
 
 /// One line: the request body's text, the logged response, and what the log says of the
 /// request besides its body.
@@ -55,6 +37,8 @@ pub(crate) struct Logged<'a> {
     pub(crate) ts: Option<f64>,
     /// A session the logger named.
     pub(crate) session: Option<String>,
+    /// The body's top-level object, when the line is a bare body (read once, here).
+    pub(crate) top: Option<Object<'a>>,
 }
 
 /// The most headers read from one line.
@@ -128,23 +112,39 @@ fn rfc3339(s: &str) -> Option<f64> {
 
 /// Splits a line into its request body, its response and what the log says besides.
 pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
-    let keys: Keys<'_> = serde_json::from_str(text).map_err(LineProblem::Json)?;
-    let wrapped = keys.request.is_some();
-    let request = match keys.request {
-        None => Cow::Borrowed(text),
-        Some(body) if body.get().starts_with('{') => Cow::Borrowed(body.get()),
-        // A body logged as the text it was sent as.
-        Some(body) => string_of(body).ok_or(LineProblem::NotABody(kind_of(body)))?,
+    let line = match Object::parse(text) {
+        Ok(line) => line,
+        Err(problem) => {
+            // Not JSON: serde_json's account of where. JSON but not one object of unique
+            // keys: the body reader's, as for a bare body.
+            serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(LineProblem::Json)?;
+            return Err(LineProblem::Request(prompt_wire::GuardError::NotAnObject {
+                body: prompt_wire::Which::Request,
+                problem: problem.to_string(),
+            }));
+        }
     };
-    // Beside a bare body, these keys are the body's own (a Responses `user`…): only a
-    // wrapped line's are the log's.
-    fn side(wrapped: bool, raw: Option<&RawValue>) -> Option<&RawValue> {
-        if wrapped { raw } else { None }
-    }
+    let Some(body) = line.get("request") else {
+        // A bare body: its own keys (a Responses `user`…) are not the log's, and it was
+        // read once, here.
+        return Ok(Logged {
+            request: Cow::Borrowed(text),
+            response: line.get("response"),
+            path: None,
+            headers: Vec::new(),
+            ts: None,
+            session: None,
+            top: Some(line),
+        });
+    };
+    let request = if body.get().starts_with('{') {
+        Cow::Borrowed(body.get())
+    } else {
+        // A body logged as the text it was sent as.
+        string_of(body).ok_or(LineProblem::NotABody(kind_of(body)))?
+    };
     let mut headers = Vec::new();
-    if let Some(object) =
-        side(wrapped, keys.headers).and_then(|h| prompt_core::raw_json::Object::of(h).ok())
-    {
+    if let Some(object) = line.get("headers").and_then(|h| Object::of(h).ok()) {
         for (name, value) in object.fields.iter().take(MAX_HEADERS) {
             if !prompt_wire::engine::keep_header(name) {
                 continue;
@@ -167,11 +167,12 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
     }
     Ok(Logged {
         request,
-        response: keys.response,
-        path: bounded_string(side(wrapped, keys.path)),
+        response: line.get("response"),
+        path: bounded_string(line.get("path")),
         headers,
-        ts: side(wrapped, keys.ts).and_then(timestamp),
-        session: bounded_string(side(wrapped, keys.session)),
+        ts: line.get("ts").and_then(timestamp),
+        session: bounded_string(line.get("session")),
+        top: None,
     })
 }
 

@@ -38,6 +38,7 @@
 //! the limit is exact; with bounds, requests older than the window count at 16-token
 //! granularity through the block store.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::ops::AddAssign;
@@ -305,6 +306,24 @@ impl<'t> TokenCache<'t> {
             return seg;
         }
         let seg = Segment::new(text, self.tokenizer.encode(text));
+        self.admit(key, seg.clone());
+        seg
+    }
+
+    /// The segment of the text whose hash is `key` (the hash [`TokenCache::segment`] keys by:
+    /// a comparison engine element's, `prompt_wire::engine::Block::hash`), found in the cache
+    /// without building the text, or tokenized from `text()`. A hit is trusted on the 64-bit
+    /// hash alone, as the engine's comparisons are; the text is built only on a miss.
+    pub fn segment_keyed<'s>(&mut self, key: u64, text: impl FnOnce() -> Cow<'s, str>) -> Segment {
+        if let Some(seg) = self.current.get(&key) {
+            return seg.clone();
+        }
+        if let Some(seg) = self.previous.remove(&key) {
+            self.admit(key, seg.clone());
+            return seg;
+        }
+        let text = text();
+        let seg = Segment::new(text.as_ref(), self.tokenizer.encode(&text));
         self.admit(key, seg.clone());
         seg
     }

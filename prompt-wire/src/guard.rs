@@ -2,8 +2,11 @@
 //! earlier one, and if not, where and why not.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxBuildHasher, FxHasher};
 
 use prompt_core::input::excerpt;
 use serde::Serialize;
@@ -135,7 +138,7 @@ impl Verdict {
 }
 
 /// How an element of a body is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Form {
     /// As sent.
     Exact,
@@ -151,7 +154,7 @@ pub(crate) enum Form {
 }
 
 /// Where a message keeps its content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum ContentKey {
     Content,
     Parts,
@@ -187,9 +190,9 @@ impl<'a> Elem<'a> {
     pub(crate) fn norm(&self) -> Cow<'a, str> {
         match self.form {
             Form::Exact => Cow::Borrowed(self.raw),
-            Form::Text => match serde_json::from_str::<Cow<'_, str>>(self.raw) {
-                Ok(text) => Cow::Owned(text_block(&text)),
-                Err(_) => Cow::Borrowed(self.raw),
+            Form::Text => match text_block_of_literal(self.raw) {
+                Some(block) => Cow::Owned(block),
+                None => Cow::Borrowed(self.raw),
             },
             Form::Block => block_norm(self.raw),
             Form::Message(key) => message_norm(self.raw, key),
@@ -228,9 +231,10 @@ fn block_norm(raw: &str) -> Cow<'_, str> {
         .count();
     if meaning == 2
         && object.str("type").as_deref() == Some("text")
-        && let Some(text) = object.str("text")
+        && let Some(canonical) = object
+            .get("text")
+            .and_then(|t| text_block_of_literal(t.get()))
     {
-        let canonical = text_block(&text);
         return if canonical == raw {
             Cow::Borrowed(raw)
         } else {
@@ -256,8 +260,10 @@ fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
     let content = object
         .get(key.as_str())
         .filter(|c| c.get().starts_with(['"', '[']))
-        .map(|_| {
-            let mut out = String::from("[");
+        .map(|c| {
+            // Sized once: a text block adds its wrapper to the text.
+            let mut out = String::with_capacity(c.get().len() + 32);
+            out.push('[');
             for (i, block) in content_blocks(object, key).iter().enumerate() {
                 if i > 0 {
                     out.push(',');
@@ -275,7 +281,12 @@ fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
         .filter(|(k, _)| k != "cache_control")
         .collect();
     fields.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out = String::from("{");
+    let size: usize = fields
+        .iter()
+        .map(|(k, v)| k.len() + v.get().len() + 4)
+        .sum();
+    let mut out = String::with_capacity(size + content.as_ref().map_or(0, |c| c.len()) + 2);
+    out.push('{');
     for (k, v) in fields {
         if out.len() > 1 {
             out.push(',');
@@ -342,24 +353,25 @@ pub(crate) struct Msg<'a> {
     pub(crate) elem: Elem<'a>,
     /// A hash of the message as compared.
     pub(crate) hash: u64,
+    /// A hash of its bytes as sent, when the reading computed it (a memoized reading).
+    pub(crate) raw_hash: Option<u64>,
 }
 
 impl<'a> Msg<'a> {
     /// `norm` is the message as compared, for its hash.
     fn new(index: usize, role: Cow<'a, str>, elem: Elem<'a>, norm: &str) -> Self {
-        let mut h = DefaultHasher::new();
-        norm.hash(&mut h);
         Self {
             index,
             role,
             elem,
-            hash: h.finish(),
+            hash: element_hash(norm),
+            raw_hash: None,
         }
     }
 }
 
 /// Evidence of the API a `messages` body is for.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Evidence {
     anthropic: bool,
     chat: bool,
@@ -372,6 +384,107 @@ pub(crate) enum Reading {
     Compare,
     /// Its parts alone ([`body_parts`]): as sent, in order.
     Parts,
+}
+
+/// What reading a message once said: its hash as compared, its role and the evidence of
+/// the API it gave.
+#[derive(Debug, Clone)]
+pub(crate) struct Memoized {
+    norm: u64,
+    role: Box<str>,
+    evidence: Evidence,
+}
+
+/// Messages read before, by the hash of their bytes and the body's class: bounded to two
+/// generations of `capacity` entries (the older dropped when the newer is full).
+#[derive(Debug, Default)]
+pub(crate) struct MessageMemo {
+    current: HashMap<u64, Memoized, FxBuildHasher>,
+    previous: HashMap<u64, Memoized, FxBuildHasher>,
+    capacity: usize,
+}
+
+impl MessageMemo {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            ..Self::default()
+        }
+    }
+
+    /// The entry of `key`, moved to the newer generation when found in the older.
+    fn get(&mut self, key: u64) -> Option<&Memoized> {
+        if !self.current.contains_key(&key) {
+            let hit = self.previous.remove(&key)?;
+            self.insert(key, hit);
+        }
+        self.current.get(&key)
+    }
+
+    fn insert(&mut self, key: u64, value: Memoized) {
+        if self.current.len() >= self.capacity {
+            self.previous = std::mem::take(&mut self.current);
+        }
+        self.current.insert(key, value);
+    }
+
+    /// The hash as compared of an element (a tool, a system block) whose bytes hash to
+    /// `raw_hash`, compared in `form`: remembered, or `norm()` now.
+    pub(crate) fn element(&mut self, raw_hash: u64, form: Form, norm: impl FnOnce() -> u64) -> u64 {
+        let mut h = FxHasher::default();
+        (raw_hash, form).hash(&mut h);
+        let key = h.finish();
+        if let Some(hit) = self.get(key) {
+            return hit.norm;
+        }
+        let hash = norm();
+        self.insert(
+            key,
+            Memoized {
+                norm: hash,
+                role: Box::default(),
+                evidence: Evidence::default(),
+            },
+        );
+        hash
+    }
+
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.current.len() + self.previous.len()
+    }
+}
+
+/// Roles (and Responses item types) a remembered message names without a copy.
+const COMMON_ROLES: [&str; 10] = [
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "tool",
+    "model",
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+];
+
+/// The hash of an element's text, as sent or as compared: the one hash the engine keeps
+/// and compares elements by (64 bits; not a defence against crafted collisions, which no
+/// hash with a public key is).
+pub(crate) fn element_hash(text: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(text.as_bytes());
+    h.write_usize(text.len());
+    h.finish()
+}
+
+/// A message's key in a [`MessageMemo`]: its bytes in a body of its class (a Gemini
+/// content's blocks are its `parts`, others' their `content`).
+fn memo_key(raw_hash: u64, class: Class) -> u64 {
+    let mut h = FxHasher::default();
+    (raw_hash, class as u8).hash(&mut h);
+    h.finish()
 }
 
 #[derive(Debug)]
@@ -388,7 +501,6 @@ pub(crate) struct Parsed<'a> {
     pub(crate) tools_end: usize,
     /// The system field's blocks, and for Chat/Responses the leading system messages.
     pub(crate) system: Vec<Elem<'a>>,
-    pub(crate) system_text: String,
     pub(crate) system_end: usize,
     pub(crate) messages: Vec<Msg<'a>>,
     pub(crate) messages_end: usize,
@@ -471,8 +583,8 @@ pub fn compare(earlier: &[u8], later: &[u8]) -> Result<Verdict, GuardError> {
     let shape = e.shape(evidence);
     // One engine: the guard's verdict is its first change that loses tokens.
     let context = Context::default();
-    let e = Canonical::from_parsed(e, shape, context);
-    let l = Canonical::from_parsed(l, shape, context);
+    let e = Canonical::from_parsed(e, shape, context, None);
+    let l = Canonical::from_parsed(l, shape, context, None);
     let found = diff(&e, &l);
     Ok(match found.first_break() {
         None => Verdict::Extends { shape },
@@ -686,6 +798,56 @@ impl<'a> Parsed<'a> {
         Ok(())
     }
 
+    /// [`Parsed::read_message`], looked up in `memo` by the message's bytes first; a
+    /// message read now is remembered there.
+    fn read_message_memoized(
+        &mut self,
+        index: usize,
+        raw: &'a RawValue,
+        memo: &mut MessageMemo,
+    ) -> Result<(), GuardError> {
+        let raw_hash = element_hash(raw.get());
+        let key = memo_key(raw_hash, self.class);
+        if let Some(hit) = memo.get(key) {
+            self.evidence.anthropic |= hit.evidence.anthropic;
+            self.evidence.chat |= hit.evidence.chat;
+            let form = Form::Message(self.content_key());
+            let role = match COMMON_ROLES.iter().find(|r| **r == hit.role.as_ref()) {
+                Some(r) => Cow::Borrowed(*r),
+                None => Cow::Owned(hit.role.to_string()),
+            };
+            self.messages.push(Msg {
+                index,
+                role,
+                elem: Elem::new(raw, form),
+                hash: hit.norm,
+                raw_hash: Some(raw_hash),
+            });
+            return Ok(());
+        }
+        // This message's own evidence, apart from the body's so far.
+        let before = std::mem::take(&mut self.evidence);
+        let read = self.read_message(index, raw);
+        let own = self.evidence;
+        self.evidence = Evidence {
+            anthropic: before.anthropic || own.anthropic,
+            chat: before.chat || own.chat,
+        };
+        read?;
+        if let Some(m) = self.messages.last_mut() {
+            m.raw_hash = Some(raw_hash);
+            memo.insert(
+                key,
+                Memoized {
+                    norm: m.hash,
+                    role: m.role.as_ref().into(),
+                    evidence: own,
+                },
+            );
+        }
+        Ok(())
+    }
+
     /// Reads one message (or Responses input item, or Gemini content).
     fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
         let at = format!("messages[{index}]");
@@ -731,8 +893,7 @@ impl<'a> Parsed<'a> {
     /// Reads a system field: a string, an array of text blocks, or Gemini's `{parts}`.
     fn read_system(&mut self, raw: &'a RawValue, at: &str) -> Result<(), GuardError> {
         self.system_end = self.end_of(raw);
-        let blocks = if let Some(s) = raw::string_of(raw) {
-            self.push_system_text(&s);
+        let blocks = if raw.get().starts_with('"') {
             self.system.push(Elem::new(raw, Form::Text));
             return Ok(());
         } else if raw.get().starts_with('{') {
@@ -745,19 +906,9 @@ impl<'a> Parsed<'a> {
             self.array(raw, at)?
         };
         for block in blocks {
-            if let Some(t) = Object::of(block).ok().and_then(|b| b.str("text")) {
-                self.push_system_text(&t);
-            }
             self.system.push(Elem::new(block, Form::Block));
         }
         Ok(())
-    }
-
-    fn push_system_text(&mut self, text: &str) {
-        if !self.system_text.is_empty() {
-            self.system_text.push('\n');
-        }
-        self.system_text.push_str(text);
     }
 
     /// Chat Completions and Responses: the leading system messages are the system field.
@@ -780,16 +931,34 @@ impl<'a> Parsed<'a> {
 
     /// Leading system messages join the system field, each compared as a message.
     fn push_system_messages(&mut self, leading: Vec<Msg<'a>>) {
-        for m in leading {
-            // Every message but a Responses `input` string (a user message) is a `Message`.
-            let text = match m.elem.form {
-                Form::Message(key) => content_text(m.elem.raw, key),
-                _ => String::new(),
-            };
-            self.push_system_text(&text);
-            self.system.push(m.elem);
+        self.system.extend(leading.into_iter().map(|m| m.elem));
+    }
+}
+
+/// The text of a system field's elements, a newline between two: a string's, a block's
+/// `text`, a system message's content. Read only when a system change must be told from
+/// hoisting, never on every request.
+pub(crate) fn system_text_of<'e>(elems: impl Iterator<Item = Elem<'e>>) -> String {
+    let mut out = String::new();
+    for e in elems {
+        let text = match e.form {
+            Form::Text => serde_json::from_str::<Cow<'_, str>>(e.raw)
+                .ok()
+                .map(Cow::into_owned),
+            Form::Block => Object::parse(e.raw)
+                .ok()
+                .and_then(|b| b.str("text").map(Cow::into_owned)),
+            Form::Message(key) => Some(content_text(e.raw, key)),
+            Form::Exact => None,
+        };
+        if let Some(text) = text {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&text);
         }
     }
+    out
 }
 
 /// A string content or system field, compared as the one text block it stands for.
@@ -797,11 +966,76 @@ fn text_block(text: &str) -> String {
     format!(r#"{{"type":"text","text":{}}}"#, raw::quote(text))
 }
 
+/// The text block a JSON string literal stands for (`None`: not a string). A literal
+/// already written as [`raw::quote`] writes its text (the usual case) is used as it is,
+/// without decoding and quoting it again.
+fn text_block_of_literal(literal: &str) -> Option<String> {
+    if quoted_canonically(literal) {
+        return Some(format!(r#"{{"type":"text","text":{literal}}}"#));
+    }
+    let text = serde_json::from_str::<Cow<'_, str>>(literal).ok()?;
+    Some(text_block(&text))
+}
+
+/// Whether `literal` is a JSON string written exactly as [`raw::quote`] writes its text:
+/// the only escapes `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f` and `\u00xx` (lower-case
+/// hex) for the other control characters, and no raw control character.
+fn quoted_canonically(literal: &str) -> bool {
+    let b = literal.as_bytes();
+    if b.len() < 2 || b[0] != b'"' || b[b.len() - 1] != b'"' {
+        return false;
+    }
+    let inner = &b[1..b.len() - 1];
+    let mut i = 0;
+    while i < inner.len() {
+        match inner[i] {
+            b'\\' => {
+                match inner.get(i + 1) {
+                    Some(b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f') => i += 2,
+                    Some(b'u') => {
+                        // Only `\u00xx` for a control character without a short escape.
+                        let Some(hex) = inner.get(i + 2..i + 6) else {
+                            return false;
+                        };
+                        let lower = |c: &u8| c.is_ascii_digit() || (b'a'..=b'f').contains(c);
+                        if hex[0] != b'0' || hex[1] != b'0' || !hex.iter().all(lower) {
+                            return false;
+                        }
+                        let value =
+                            u8::from_str_radix(std::str::from_utf8(&hex[2..]).unwrap_or("ff"), 16)
+                                .unwrap_or(0xff);
+                        if value >= 0x20 || matches!(value, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                            return false;
+                        }
+                        i += 6;
+                    }
+                    _ => return false,
+                }
+            }
+            b'"' => return false,
+            c if c < 0x20 => return false,
+            _ => i += 1,
+        }
+    }
+    true
+}
+
 pub(crate) fn parse(
     bytes: &[u8],
     which: Which,
     reading: Reading,
 ) -> Result<Parsed<'_>, GuardError> {
+    parse_memoized(bytes, which, reading, None)
+}
+
+/// [`parse`], with messages read before looked up in `memo` by their bytes instead of
+/// being read again (a history is resent with every request).
+pub(crate) fn parse_memoized<'b>(
+    bytes: &'b [u8],
+    which: Which,
+    reading: Reading,
+    memo: Option<&mut MessageMemo>,
+) -> Result<Parsed<'b>, GuardError> {
     if bytes.len() > MAX_AUDIT_BODY_BYTES {
         return Err(GuardError::TooLarge {
             body: which,
@@ -817,6 +1051,25 @@ pub(crate) fn parse(
         body: which,
         problem: p.to_string(),
     })?;
+    parse_object(text, top, which, reading, memo)
+}
+
+/// [`parse_memoized`] of a body whose top-level object its caller has read already (`top`,
+/// [`Object::parse`] of `text`): a log line that is a bare body is not scanned twice.
+pub(crate) fn parse_object<'b>(
+    text: &'b str,
+    top: Object<'b>,
+    which: Which,
+    reading: Reading,
+    mut memo: Option<&mut MessageMemo>,
+) -> Result<Parsed<'b>, GuardError> {
+    if text.len() > MAX_AUDIT_BODY_BYTES {
+        return Err(GuardError::TooLarge {
+            body: which,
+            len: text.len(),
+            max: MAX_AUDIT_BODY_BYTES,
+        });
+    }
     let has = |k: &str| top.has(k);
     let class = if has("contents") || has("systemInstruction") || has("system_instruction") {
         Class::Gemini
@@ -848,7 +1101,6 @@ pub(crate) fn parse(
         tools: Vec::new(),
         tools_end: 0,
         system: Vec::new(),
-        system_text: String::new(),
         system_end: 0,
         messages: Vec::new(),
         messages_end: 0,
@@ -946,7 +1198,10 @@ pub(crate) fn parse(
             parsed.messages.reserve_exact(items.len());
             for (i, m) in items.into_iter().enumerate() {
                 if parsed.reads_whole_messages() {
-                    parsed.read_message(i, m)?;
+                    match memo.as_deref_mut() {
+                        Some(memo) => parsed.read_message_memoized(i, m, memo)?,
+                        None => parsed.read_message(i, m)?,
+                    }
                 } else {
                     parsed.push_message_as_sent(i, m)?;
                 }
@@ -982,6 +1237,40 @@ mod tests {
         match verdict(a, b) {
             Verdict::Breaks(b) => b.cause,
             v => panic!("{v:?}"),
+        }
+    }
+
+    proptest::proptest! {
+        /// A literal taken as it is must be what decoding and quoting it again gives: the
+        /// fast path never changes a text block's bytes.
+        #[test]
+        fn a_literal_taken_as_written_is_its_text_quoted_again(
+            text in "(\\PC|[\\x00-\\x1f\"\\\\/\u{e9}])*",
+            escapes in proptest::collection::vec((0usize..64, 0usize..8), 0..4),
+        ) {
+            let quoted = raw::quote(&text);
+            proptest::prop_assert!(quoted_canonically(&quoted));
+            // Other spellings of the same text: `\/`, `\u00e9`, `\u000A`, `\u0041`.
+            let mut other = quoted.clone();
+            for (at, which) in escapes {
+                let at = 1 + at % quoted.len().saturating_sub(1).max(1);
+                if !other.is_char_boundary(at) || other[..at].ends_with('\\') {
+                    continue;
+                }
+                let piece = ["\\/", "\\u00e9", "\\u000A", "\\u0041", "\\u000a", "\\u0001", "\\t", "é"][which];
+                other.insert_str(at.min(other.len() - 1), piece);
+            }
+            if let Ok(decoded) = serde_json::from_str::<String>(&other) {
+                proptest::prop_assert_eq!(
+                    quoted_canonically(&other),
+                    raw::quote(&decoded) == other,
+                    "{}", other
+                );
+                proptest::prop_assert_eq!(
+                    text_block_of_literal(&other),
+                    Some(text_block(&decoded))
+                );
+            }
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use prompt_measure::AuditConfig;
 use prompt_measure::audit::{Cause, CauseKind, RequestAudit};
-use prompt_wire::engine::{Engine, EngineConfig, Exchange, ReportedRead};
+use prompt_wire::engine::{Block, Canonical, Engine, EngineConfig, Exchange, ReportedRead};
 use prompt_wire::{ToolChange, Verdict, compare};
 use proptest::prelude::*;
 
@@ -215,7 +215,9 @@ proptest! {
 /// One engine over a list of requests: the verdicts.
 fn engine_run(requests: &[Exchange<'_>]) -> Vec<prompt_wire::engine::Analysis> {
     let mut engine = Engine::new(EngineConfig::default());
-    let count = &mut |t: &str| u32::try_from(t.len() / 4).unwrap_or(u32::MAX);
+    let count = &mut |c: &Canonical<'_>, b: &Block| {
+        u32::try_from(c.compared_text(b).len() / 4).unwrap_or(u32::MAX)
+    };
     requests
         .iter()
         .enumerate()

@@ -4,20 +4,20 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use prompt_core::profile::CacheTtl;
 use serde_json::value::RawValue;
 
-use crate::guard::{Elem, Form, GuardError, Parsed, Reading, Shape, Which, parse};
+use crate::guard::{
+    Elem, Form, GuardError, MessageMemo, Parsed, Reading, Shape, Which, parse_memoized,
+    parse_object,
+};
 use crate::raw::{self, Object};
 
-/// A hash of `text` (stable within a process and across runs: `DefaultHasher::new()`).
+/// The element hash of `text` ([`crate::guard::element_hash`]: the same in every run).
 pub(crate) fn hash_of(text: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish()
+    crate::guard::element_hash(text)
 }
 
 /// One element of a request: a tool, a system block, a message or a content block.
@@ -113,7 +113,6 @@ pub struct Canonical<'a> {
     pub(crate) tools_end: u32,
     pub(crate) system_end: u32,
     pub(crate) messages_end: u32,
-    pub(crate) system_text: String,
     pub(crate) body: Option<Cow<'a, str>>,
     /// Fields that name a session (`metadata.user_id`, `previous_response_id`, …), bounded.
     pub(crate) session_hints: Vec<(&'static str, Box<str>)>,
@@ -130,6 +129,22 @@ pub use crate::guard::MAX_AUDIT_BODY_BYTES as MAX_BODY_BYTES;
 
 fn pos(body: &str, part: &str) -> u32 {
     u32::try_from(raw::offset_in(body, part).unwrap_or(0)).unwrap_or(u32::MAX)
+}
+
+/// [`block_of`], its hash as compared remembered in `memo` by its bytes: tools and system
+/// blocks are resent with every request.
+fn remembered_block(body: &str, elem: &Elem<'_>, memo: &mut Option<&mut MessageMemo>) -> Block {
+    let Some(memo) = memo.as_deref_mut() else {
+        return block_of(body, elem);
+    };
+    let raw_hash = hash_of(elem.raw);
+    Block {
+        hash: memo.element(raw_hash, elem.form, || hash_of(&elem.norm())),
+        raw_hash,
+        start: pos(body, elem.raw),
+        len: u32::try_from(elem.raw.len()).unwrap_or(u32::MAX),
+        form: elem.form,
+    }
 }
 
 fn block_of(body: &str, elem: &Elem<'_>) -> Block {
@@ -188,7 +203,44 @@ impl<'a> Canonical<'a> {
     /// Reads one request body (any shape the guard knows), with what its URL and headers
     /// say. Linear in the body's size; a body over [`MAX_BODY_BYTES`] is refused unread.
     pub fn read(body: &'a [u8], context: Context<'_>) -> Result<Canonical<'a>, GuardError> {
-        let parsed = parse(body, Which::Request, Reading::Compare)?;
+        Self::read_memoized(body, context, None)
+    }
+
+    /// [`Canonical::read`], messages read before looked up in `memo`.
+    pub(crate) fn read_memoized(
+        body: &'a [u8],
+        context: Context<'_>,
+        memo: Option<&mut MessageMemo>,
+    ) -> Result<Canonical<'a>, GuardError> {
+        let mut memo = memo;
+        let parsed = parse_memoized(body, Which::Request, Reading::Compare, memo.as_deref_mut())?;
+        Ok(Self::from_read(parsed, context, memo))
+    }
+
+    /// [`Canonical::read_memoized`] of a body whose top-level object is read already.
+    pub(crate) fn read_object(
+        body: &'a str,
+        top: Object<'a>,
+        context: Context<'_>,
+        mut memo: Option<&mut MessageMemo>,
+    ) -> Result<Canonical<'a>, GuardError> {
+        let parsed = parse_object(
+            body,
+            top,
+            Which::Request,
+            Reading::Compare,
+            memo.as_deref_mut(),
+        )?;
+        Ok(Self::from_read(parsed, context, memo))
+    }
+
+    /// The view of a parsed body: its shape (the path's, where it tells Anthropic from Chat
+    /// Completions), then its elements.
+    fn from_read(
+        parsed: Parsed<'a>,
+        context: Context<'_>,
+        memo: Option<&mut MessageMemo>,
+    ) -> Canonical<'a> {
         let mut shape = parsed.shape(parsed.evidence);
         if let Some(hint) = context.path.and_then(shape_of_path)
             && (hint == Shape::Anthropic || hint == Shape::ChatCompletions)
@@ -196,13 +248,14 @@ impl<'a> Canonical<'a> {
         {
             shape = hint;
         }
-        Ok(Self::from_parsed(parsed, shape, context))
+        Self::from_parsed(parsed, shape, context, memo)
     }
 
     pub(crate) fn from_parsed(
         mut p: Parsed<'a>,
         shape: Shape,
         context: Context<'_>,
+        mut memo: Option<&mut MessageMemo>,
     ) -> Canonical<'a> {
         if shape == Shape::ChatCompletions {
             p.split_leading_system();
@@ -250,10 +303,14 @@ impl<'a> Canonical<'a> {
             .iter()
             .map(|t| CanonTool {
                 name: bounded(&t.name),
-                block: block_of(body, &t.elem),
+                block: remembered_block(body, &t.elem, &mut memo),
             })
             .collect();
-        let system: Vec<Block> = p.system.iter().map(|e| block_of(body, e)).collect();
+        let system: Vec<Block> = p
+            .system
+            .iter()
+            .map(|e| remembered_block(body, e, &mut memo))
+            .collect();
         let mut messages = Vec::with_capacity(p.messages.len());
         let mut roles: Vec<Box<str>> = Vec::new();
         let mut role_index: HashMap<&str, u16> = HashMap::new();
@@ -297,7 +354,7 @@ impl<'a> Canonical<'a> {
                 role,
                 block: Block {
                     hash: m.hash,
-                    raw_hash: hash_of(m.elem.raw),
+                    raw_hash: m.raw_hash.unwrap_or_else(|| hash_of(m.elem.raw)),
                     start: pos(body, m.elem.raw),
                     len: u32::try_from(m.elem.raw.len()).unwrap_or(u32::MAX),
                     form: m.elem.form,
@@ -318,7 +375,6 @@ impl<'a> Canonical<'a> {
             tools_end: u32::try_from(p.tools_end).unwrap_or(u32::MAX),
             system_end: u32::try_from(p.system_end).unwrap_or(u32::MAX),
             messages_end: u32::try_from(p.messages_end).unwrap_or(u32::MAX),
-            system_text: std::mem::take(&mut p.system_text),
             body: Some(Cow::Borrowed(body)),
             session_hints: p
                 .session_hints
@@ -395,7 +451,6 @@ impl<'a> Canonical<'a> {
             tools_end: self.tools_end,
             system_end: self.system_end,
             messages_end: self.messages_end,
-            system_text: self.system_text,
             session_hints: self.session_hints,
         }
     }
@@ -443,21 +498,42 @@ impl<'a> Canonical<'a> {
         Some(hash_of(&elem.rest()))
     }
 
+    /// The text of the system field (its blocks' text, a newline between two), while the
+    /// body is kept: what tells text hoisted into it from a rewrite.
+    pub fn system_text(&self) -> Option<String> {
+        let body = self.body.as_deref()?;
+        Some(crate::guard::system_text_of(self.system.iter().map(|b| {
+            Elem {
+                raw: b.bytes(body),
+                form: b.form,
+            }
+        })))
+    }
+
     /// The body, while it is kept.
     pub fn body(&self) -> Option<&str> {
         self.body.as_deref()
     }
 
-    /// Lets the body go (and the system text read from it): what is left is hashes, names
+    /// Lets the body go: what is left is hashes, names
     /// and places, enough to find and name a change but not to quote it.
     pub fn forget_body(&mut self) {
         self.body = None;
-        self.system_text = String::new();
     }
 
-    /// The element's text as the provider caches it (what a tokenizer counts), while the
-    /// body is kept: the bytes as sent, or without `cache_control`, a string content as
-    /// its text block.
+    /// The element's bytes as sent without its `cache_control` markers (breakpoints are not
+    /// part of the prompt), while the body is kept: what a tokenizer counts. Elements of
+    /// one [`Block::hash`] are one prompt whatever their spelling, so a counter keyed by
+    /// the hash counts the first spelling it sees for all of them.
+    pub fn sent_text<'s>(&'s self, block: &Block) -> Cow<'s, str> {
+        match &self.body {
+            Some(body) => crate::without_cache_control(block.bytes(body)),
+            None => Cow::Borrowed(""),
+        }
+    }
+
+    /// The element's text as compared, while the body is kept: the bytes as sent, or
+    /// without `cache_control`, keys sorted, a string content as its text block.
     pub fn compared_text<'s>(&'s self, block: &Block) -> Cow<'s, str> {
         match &self.body {
             Some(body) => {

@@ -290,14 +290,18 @@ impl<'c> Pair<'c> {
                 .first()
                 .is_some_and(|x| x.block.hash == m.block.hash)
         });
-        let texts = e.body.is_some() && l.body.is_some();
-        let grown = texts
-            && messages_kept
-            && l.system_text.len() > e.system_text.len()
-            && l.system_text.starts_with(e.system_text.as_str());
+        // The texts are read only now, at a change.
+        let texts = if messages_kept {
+            e.system_text().zip(l.system_text())
+        } else {
+            None
+        };
+        let hoisted = texts.and_then(|(before, after)| {
+            (after.len() > before.len() && after.starts_with(before.as_str()))
+                .then(|| excerpt(&after[before.len()..], HOISTED_EXCERPT).into_owned())
+        });
         let side = |c: &'c Canonical<'c>, i: usize| c.system.get(i).map(|b| (c, b));
-        if grown {
-            let added = &l.system_text[e.system_text.len()..];
+        if let Some(hoisted) = hoisted {
             let d = divergence(
                 side(e, at),
                 side(l, at),
@@ -308,7 +312,7 @@ impl<'c> Pair<'c> {
             self.push(
                 Cause::InsertAboveHistory {
                     count: 0,
-                    hoisted: Some(excerpt(added, HOISTED_EXCERPT).into_owned()),
+                    hoisted: Some(hoisted),
                 },
                 Place::System { block: at },
                 system_path(l, at),

@@ -20,7 +20,7 @@
 //! let mut engine = Engine::new(EngineConfig::default());
 //! let first = br#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}"#;
 //! let second = br#"{"model":"n","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}"#;
-//! let count = &mut |text: &str| (text.len() / 4) as u32;
+//! let count = &mut |_: &prompt_wire::engine::Canonical<'_>, b: &prompt_wire::engine::Block| b.len / 4;
 //! engine.analyze(&Exchange::body(first), 1, count)?;
 //! let second = engine.analyze(&Exchange::body(second), 2, count)?;
 //! assert_eq!(second.cause, Some(Cause::ModelChanged));
@@ -33,7 +33,9 @@ mod diff;
 mod session;
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use rustc_hash::FxHasher;
 
 use serde::Serialize;
 
@@ -47,8 +49,9 @@ pub use session::{SESSION_HEADERS, SessionKey, SessionSource, keep_header};
 
 use prompt_core::ApiKind;
 use prompt_core::profile::{GapFate, Lifetime, Profile, Provider, Retention};
+use prompt_core::raw_json::Object;
 
-use crate::guard::{GuardError, Shape};
+use crate::guard::{GuardError, MessageMemo, Shape};
 use crate::wire::ANTHROPIC_LOOKBACK_BLOCKS;
 
 /// What the provider said it read, from the response's usage.
@@ -102,6 +105,9 @@ pub struct EngineConfig {
     pub keep_bodies: usize,
     /// Response ids remembered for `previous_response_id` chains.
     pub max_response_ids: usize,
+    /// Messages remembered by their bytes, per generation (two generations): a message
+    /// resent with the history is looked up, not read again.
+    pub memo_entries: usize,
 }
 
 impl Default for EngineConfig {
@@ -111,6 +117,7 @@ impl Default for EngineConfig {
             max_elements: 1 << 20,
             keep_bodies: 64,
             max_response_ids: 1 << 16,
+            memo_entries: 1 << 16,
         }
     }
 }
@@ -221,7 +228,9 @@ struct Stored {
 /// Finds predecessors: prefix hashes of every held request, per scope (session and lane).
 #[derive(Default)]
 struct Index {
-    prefixes: HashMap<(u64, u64), u64>,
+    /// By [`prefix_key`]: the scope and the prefix's hash, already uniformly distributed,
+    /// so the map does not hash them again.
+    prefixes: HashMap<u64, u64, BuildHasherDefault<Prehashed>>,
     latest: HashMap<u64, u64>,
     scopes_of_session: HashMap<u64, Vec<u64>>,
     /// Requests held per scope: a scope none is held for leaves the index.
@@ -233,8 +242,35 @@ struct Index {
     dropped: u64,
 }
 
+/// A hasher for keys that are hashes already: it passes the key through.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else is folded in, never lost.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A prefix's key in the index: its scope's and its own hash, both SipHash outputs,
+/// combined (multiplying by an odd constant keeps the combination a bijection of each).
+fn prefix_key(scope: u64, prefix: u64) -> u64 {
+    prefix ^ scope.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 fn mix(a: u64, b: u64) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = FxHasher::default();
     (a, b).hash(&mut h);
     h.finish()
 }
@@ -260,7 +296,7 @@ impl Index {
     fn find(&self, scope: u64, chain: &[u64]) -> Option<(u64, usize)> {
         let mut best = None;
         for (i, h) in chain.iter().enumerate() {
-            match self.prefixes.get(&(scope, *h)) {
+            match self.prefixes.get(&prefix_key(scope, *h)) {
                 Some(&id) => best = Some((id, i + 1)),
                 None => break,
             }
@@ -270,7 +306,7 @@ impl Index {
 
     fn insert(&mut self, id: u64, stored: Stored, config: &EngineConfig) {
         for h in &stored.chain {
-            self.prefixes.insert((stored.scope, *h), id);
+            self.prefixes.insert(prefix_key(stored.scope, *h), id);
         }
         self.latest.insert(stored.scope, id);
         let held = self.held_in_scope.entry(stored.scope).or_default();
@@ -307,8 +343,8 @@ impl Index {
         self.dropped = self.dropped.saturating_add(1);
         self.elements = self.elements.saturating_sub(stored.chain.len());
         for h in &stored.chain {
-            if self.prefixes.get(&(stored.scope, *h)) == Some(&id) {
-                self.prefixes.remove(&(stored.scope, *h));
+            if self.prefixes.get(&prefix_key(stored.scope, *h)) == Some(&id) {
+                self.prefixes.remove(&prefix_key(stored.scope, *h));
             }
         }
         if self.latest.get(&stored.scope) == Some(&id) {
@@ -339,6 +375,8 @@ pub struct Held {
     pub dropped: u64,
     /// Sessions with a request held.
     pub sessions: usize,
+    /// Messages remembered by their bytes.
+    pub memo: usize,
 }
 
 /// The comparison engine over a stream of requests.
@@ -347,6 +385,7 @@ pub struct Engine {
     index: Index,
     responses: HashMap<String, SessionKey>,
     response_order: VecDeque<String>,
+    memo: MessageMemo,
     next_id: u64,
 }
 
@@ -366,6 +405,7 @@ impl Engine {
             index: Index::default(),
             responses: HashMap::new(),
             response_order: VecDeque::new(),
+            memo: MessageMemo::new(config.memo_entries),
             next_id: 0,
         }
     }
@@ -377,20 +417,22 @@ impl Engine {
             elements: self.index.elements,
             dropped: self.index.dropped,
             sessions: self.index.scopes_of_session.len(),
+            memo: self.memo.len(),
         }
     }
 
     /// Reads one request, compares it with its predecessor and holds it for the requests
-    /// after it. `count` gives the tokens of an element's text as the provider caches it
-    /// (the audit's tokenizer; an estimate where there is none). `tag` names the request in
+    /// after it. `count` gives the tokens of an element (the audit's tokenizer over
+    /// [`Canonical::sent_text`], keyed by [`Block::hash`] so that an element seen before,
+    /// in any spelling, is not counted again; an estimate where there is none). `tag` names the request in
     /// later verdicts (a log line).
     pub fn analyze(
         &mut self,
         exchange: &Exchange<'_>,
         tag: u64,
-        count: &mut dyn FnMut(&str) -> u32,
+        count: &mut dyn FnMut(&Canonical<'_>, &Block) -> u32,
     ) -> Result<Analysis, GuardError> {
-        let canonical = Canonical::read(
+        let canonical = self.read(
             exchange.body,
             Context {
                 path: exchange.path,
@@ -400,15 +442,37 @@ impl Engine {
         Ok(self.analyze_read(canonical, exchange, tag, count))
     }
 
+    /// [`Canonical::read`], with the messages this engine read before looked up by their
+    /// bytes instead of read again: what a caller of [`Engine::analyze_read`] reads with.
+    pub fn read<'b>(
+        &mut self,
+        body: &'b [u8],
+        context: Context<'_>,
+    ) -> Result<Canonical<'b>, GuardError> {
+        Canonical::read_memoized(body, context, Some(&mut self.memo))
+    }
+
+    /// [`Engine::read`] of a body whose top-level object its caller has read already
+    /// (`top`: [`Object::parse`] of `body`), as a log reader that looked for a wrapper's
+    /// keys has: the body is not scanned a second time.
+    pub fn read_object<'b>(
+        &mut self,
+        body: &'b str,
+        top: Object<'b>,
+        context: Context<'_>,
+    ) -> Result<Canonical<'b>, GuardError> {
+        Canonical::read_object(body, top, context, Some(&mut self.memo))
+    }
+
     /// [`Engine::analyze`] of a body its caller has read already
-    /// ([`Canonical::read`] of `exchange.body` with its path and headers): for a caller that
+    /// ([`Engine::read`] of `exchange.body` with its path and headers): for a caller that
     /// needs the body's shape before it can say what the provider reported.
     pub fn analyze_read(
         &mut self,
         canonical: Canonical<'_>,
         exchange: &Exchange<'_>,
         tag: u64,
-        count: &mut dyn FnMut(&str) -> u32,
+        count: &mut dyn FnMut(&Canonical<'_>, &Block) -> u32,
     ) -> Analysis {
         let session = session::session_of(exchange, &canonical, &self.responses);
         let lane = session::lane_of(exchange.path, &canonical);
@@ -416,7 +480,7 @@ impl Engine {
         let scope = mix(session_hash, hash_str(&lane));
         let tokens: Vec<u32> = canonical
             .chain_blocks()
-            .map(|b| count(&canonical.compared_text(b)))
+            .map(|b| count(&canonical, b))
             .collect();
         let total: u64 = tokens.iter().map(|&t| u64::from(t)).sum();
         let chain = chain_of(&canonical);

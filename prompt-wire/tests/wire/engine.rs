@@ -20,7 +20,7 @@ fn sessions_and_requests_held_stay_within_the_configured_bounds() {
         .with_max_elements(400)
         .with_keep_bodies(4);
     let mut engine = Engine::new(config);
-    let count = &mut |t: &str| u32::try_from(t.len()).unwrap_or(u32::MAX);
+    let count = &mut |_: &Canonical<'_>, b: &prompt_wire::engine::Block| b.len;
     for i in 0..2_000usize {
         let b = body(i, 1 + i % 7);
         let id = format!("session-{i}");
