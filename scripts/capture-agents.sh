@@ -190,21 +190,28 @@ EOF
   stop_upstream
 }
 
-capture_gemini_cli() {
-  install_agent gemini-cli "$GEMINI_PKG"
-  setup_dirs gemini-cli
-  start_upstream
-  local bin="$CACHE/gemini-cli/node_modules/.bin/gemini"
-  mkdir -p "$AHOME/.gemini"
-  cat >"$AHOME/.gemini/settings.json" <<EOF
+# Gemini CLI's settings file, which Qwen Code (its fork) shares: the given auth type, no
+# telemetry, no update checks, no folder-trust prompt, no IDE.
+quiet_settings() {
+  local dir=$1 auth=$2
+  mkdir -p "$dir"
+  cat >"$dir/settings.json" <<EOF
 {
-  "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+  "security": {"auth": {"selectedType": "$auth"}, "folderTrust": {"enabled": false}},
   "privacy": {"usageStatisticsEnabled": false},
   "telemetry": {"enabled": false},
   "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
   "ide": {"enabled": false}
 }
 EOF
+}
+
+capture_gemini_cli() {
+  install_agent gemini-cli "$GEMINI_PKG"
+  setup_dirs gemini-cli
+  start_upstream
+  local bin="$CACHE/gemini-cli/node_modules/.bin/gemini"
+  quiet_settings "$AHOME/.gemini" gemini-api-key
   AGENT_ENV=(
     "GEMINI_API_KEY=sk-test-0000"
     "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:$PORT"
@@ -223,16 +230,7 @@ capture_qwen_code() {
   setup_dirs qwen-code
   start_upstream --models qwen3-coder-plus
   local bin="$CACHE/qwen-code/node_modules/.bin/qwen"
-  mkdir -p "$AHOME/.qwen"
-  cat >"$AHOME/.qwen/settings.json" <<EOF
-{
-  "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": false}},
-  "privacy": {"usageStatisticsEnabled": false},
-  "telemetry": {"enabled": false},
-  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
-  "ide": {"enabled": false}
-}
-EOF
+  quiet_settings "$AHOME/.qwen" openai
   AGENT_ENV=(
     "OPENAI_BASE_URL=http://127.0.0.1:$PORT/v1"
     "OPENAI_API_KEY=sk-test-0000"

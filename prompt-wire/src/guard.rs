@@ -554,7 +554,7 @@ const ANTHROPIC_BLOCKS: [&str; 6] = [
 /// edited, inserted, removed or reordered.
 ///
 /// Pass the earlier body as sent (its per-request tail then shows as
-/// [`Cause::TailDropped`]) or without its per-request tail
+/// [`crate::Cause::TailDropped`]) or without its per-request tail
 /// ([`Body::stable_body`](crate::Body::stable_body)). Anthropic bodies are compared block by
 /// block ignoring `cache_control`, since breakpoints move between requests. Each body is
 /// at most [`MAX_AUDIT_BODY_BYTES`]; the work is linear in their size.

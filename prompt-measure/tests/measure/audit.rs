@@ -559,11 +559,16 @@ fn a_large_tools_change_is_described_briefly() {
             name: "tool_4999".into()
         }
     );
-    // One tool replaced: the new one and the one gone, nothing else.
+    // Line 3 continues line 2's history (its tools sorted back, one replaced): against
+    // line 2, the tool gone and the new one, nothing else.
+    assert_eq!(
+        a.requests[2].verdict.predecessor.as_ref().map(|p| p.tag),
+        Some(2)
+    );
     let changed: Vec<String> = changes(2).iter().map(|c| c.cause.to_string()).collect();
     assert_eq!(
         changed,
-        ["tool `tool_new` was added", "tool `tool_4999` was removed"]
+        ["tool `tool_4999` was removed", "tool `tool_new` was added"]
     );
     assert!(
         a.requests[2]

@@ -545,3 +545,41 @@ fn an_anthropic_log_is_priced_at_anthropic_s_prices() {
         "{overspend}"
     );
 }
+
+#[test]
+fn a_conversation_whose_tools_were_re_sorted_is_compared_with_its_own_history_not_an_older_head() {
+    // One inferred session: an older conversation that happened to send the tools in the
+    // new order, then the conversation that re-sorts them.
+    let body = |tools: [&str; 2], messages: &[(&str, &str)]| {
+        let tools: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|n| serde_json::json!({"type": "function", "function": {"name": n, "parameters": {}}}))
+            .collect();
+        let messages: Vec<serde_json::Value> = messages
+            .iter()
+            .map(|(r, c)| serde_json::json!({"role": r, "content": c}))
+            .collect();
+        serde_json::json!({"model": "gpt-4.1", "tools": tools, "messages": messages}).to_string()
+    };
+    let older = body(["b", "a"], &[("user", "x"), ("assistant", "y")]);
+    let first = body(["a", "b"], &[("user", "u1"), ("assistant", "a1")]);
+    let resorted = body(
+        ["b", "a"],
+        &[("user", "u1"), ("assistant", "a1"), ("user", "u2")],
+    );
+    let v = engine_run(&[
+        Exchange::body(older.as_bytes()),
+        Exchange::body(first.as_bytes()),
+        Exchange::body(resorted.as_bytes()),
+    ]);
+    assert_eq!(
+        v[2].predecessor.as_ref().map(|p| p.tag),
+        Some(2),
+        "{:?}",
+        v[2]
+    );
+    assert_eq!(
+        v[2].cause.as_ref().map(Cause::kind),
+        Some(CauseKind::ToolsChanged)
+    );
+}

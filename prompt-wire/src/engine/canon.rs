@@ -102,7 +102,7 @@ pub struct Canonical<'a> {
     pub messages: Vec<CanonMessage>,
     /// The distinct roles of the messages (each at most [`EXCERPT_BYTES`]).
     pub roles: Vec<Box<str>>,
-    /// Chain positions (see [`Canonical::chain`]) after which an element carries an
+    /// Chain positions (see [`Canonical::chain_blocks`]) after which an element carries an
     /// explicit `cache_control` marker (Anthropic's breakpoints).
     pub breakpoints: Vec<u32>,
     /// The longest cache lifetime a `cache_control` marker asks for (a marker without a

@@ -1,6 +1,6 @@
-//! The one comparison engine: what `cacheline audit`, the guard ([`crate::compare`]) and
-//! the proxy call to say whether a request extends what its predecessor left in the
-//! provider's cache, and if not, every change and its cause.
+//! The one comparison engine: what `cacheline audit` and the guard ([`crate::compare`])
+//! call, and the proxy is to call, to say whether a request extends what its predecessor
+//! left in the provider's cache, and if not, every change and its cause.
 //!
 //! A request ([`Exchange`]) is its endpoint, the headers that key a cache, its body, a
 //! timestamp and, when the response said, the tokens the provider read from its cache. The
@@ -12,8 +12,7 @@
 //! lists every change ([`diff`]) under one closed list of causes ([`Cause`]). From the
 //! predecessor and the provider's profile (`prompt_core::profile`: its minimum prefix and
 //! the lifetime of its entries; Anthropic's breakpoints and lookback) it says how many
-//! tokens should have
-//! been read, and names a shortfall even when some were.
+//! tokens should have been read, and names a shortfall even when some were.
 //!
 //! ```
 //! use prompt_wire::engine::{Cause, Engine, EngineConfig, Exchange};
@@ -219,6 +218,8 @@ struct Stored {
     canonical: Canonical<'static>,
     tokens: Vec<u32>,
     chain: Vec<u64>,
+    /// The chain of the messages alone ([`history_of`]).
+    history: Vec<u64>,
     scope: u64,
     session: u64,
     ts: Option<f64>,
@@ -279,6 +280,24 @@ fn hash_str(text: &str) -> u64 {
     canon::hash_of(text)
 }
 
+/// The scope the message histories of `scope` are indexed in.
+fn history_scope(scope: u64) -> u64 {
+    scope ^ 0x6869_7374_6f72_7921
+}
+
+/// The chain of the messages alone: what a request whose tools or system changed still
+/// shares with the conversation it continues.
+fn history_of(c: &Canonical<'_>) -> Vec<u64> {
+    let mut h = 0u64;
+    c.messages
+        .iter()
+        .map(|m| {
+            h = mix(h, m.block.hash);
+            h
+        })
+        .collect()
+}
+
 /// The chain of prefix hashes: element `i`'s is the hash of elements `0..=i`.
 fn chain_of(c: &Canonical<'_>) -> Vec<u64> {
     let mut h = 0u64;
@@ -293,7 +312,30 @@ fn chain_of(c: &Canonical<'_>) -> Vec<u64> {
 impl Index {
     /// The held request of `scope` sharing the longest prefix with `chain`, and how many
     /// elements it shares; the scope's latest request when none shares any.
-    fn find(&self, scope: u64, chain: &[u64]) -> Option<(u64, usize)> {
+    fn find(
+        &self,
+        scope: u64,
+        chain: &[u64],
+        history: &[u64],
+        lead: usize,
+    ) -> Option<(u64, usize)> {
+        let full = self.deepest(scope, chain);
+        if let Some((_, depth)) = full
+            && depth > lead
+        {
+            return full;
+        }
+        // The prefix ends in the tools or the system field: the request whose history this
+        // one continues is the same conversation with its head changed, not an older
+        // request that happened to share the head.
+        if let Some((id, depth)) = self.deepest(history_scope(scope), history) {
+            return Some((id, depth));
+        }
+        full.or_else(|| self.latest.get(&scope).map(|&id| (id, 0)))
+    }
+
+    /// The held request sharing the longest prefix of `chain` in `scope`, and its depth.
+    fn deepest(&self, scope: u64, chain: &[u64]) -> Option<(u64, usize)> {
         let mut best = None;
         for (i, h) in chain.iter().enumerate() {
             match self.prefixes.get(&prefix_key(scope, *h)) {
@@ -301,12 +343,16 @@ impl Index {
                 None => break,
             }
         }
-        best.or_else(|| self.latest.get(&scope).map(|&id| (id, 0)))
+        best
     }
 
     fn insert(&mut self, id: u64, stored: Stored, config: &EngineConfig) {
         for h in &stored.chain {
             self.prefixes.insert(prefix_key(stored.scope, *h), id);
+        }
+        let history = history_scope(stored.scope);
+        for h in &stored.history {
+            self.prefixes.insert(prefix_key(history, *h), id);
         }
         self.latest.insert(stored.scope, id);
         let held = self.held_in_scope.entry(stored.scope).or_default();
@@ -317,7 +363,9 @@ impl Index {
                 .push(stored.scope);
         }
         *held += 1;
-        self.elements = self.elements.saturating_add(stored.chain.len());
+        self.elements = self
+            .elements
+            .saturating_add(stored.chain.len() + stored.history.len());
         self.requests.insert(id, stored);
         self.order.push_back(id);
         self.bodies.push_back(id);
@@ -341,10 +389,15 @@ impl Index {
             return;
         };
         self.dropped = self.dropped.saturating_add(1);
-        self.elements = self.elements.saturating_sub(stored.chain.len());
-        for h in &stored.chain {
-            if self.prefixes.get(&prefix_key(stored.scope, *h)) == Some(&id) {
-                self.prefixes.remove(&prefix_key(stored.scope, *h));
+        self.elements = self
+            .elements
+            .saturating_sub(stored.chain.len() + stored.history.len());
+        let history = history_scope(stored.scope);
+        let keys = stored.chain.iter().map(|h| prefix_key(stored.scope, *h));
+        let keys = keys.chain(stored.history.iter().map(|h| prefix_key(history, *h)));
+        for key in keys {
+            if self.prefixes.get(&key) == Some(&id) {
+                self.prefixes.remove(&key);
             }
         }
         if self.latest.get(&stored.scope) == Some(&id) {
@@ -484,11 +537,13 @@ impl Engine {
             .collect();
         let total: u64 = tokens.iter().map(|&t| u64::from(t)).sum();
         let chain = chain_of(&canonical);
+        let history = history_of(&canonical);
+        let lead = canonical.tools.len() + canonical.system.len();
         let profile = profile_of(&canonical);
 
         let found = self
             .index
-            .find(scope, &chain)
+            .find(scope, &chain, &history, lead)
             .map(|(id, _)| (id, true))
             .or_else(|| {
                 // No request of this lane in the session: the session's latest in another lane
@@ -497,7 +552,7 @@ impl Engine {
                 scopes
                     .iter()
                     .filter(|&&s| s != scope)
-                    .filter_map(|&s| self.index.find(s, &chain))
+                    .filter_map(|&s| self.index.find(s, &chain, &history, lead))
                     .max_by_key(|&(id, depth)| (depth, id))
                     .map(|(id, _)| (id, false))
             });
@@ -580,6 +635,7 @@ impl Engine {
                 canonical: canonical.into_owned(),
                 tokens,
                 chain,
+                history,
                 scope,
                 session: session_hash,
                 ts: exchange.ts,
