@@ -477,10 +477,11 @@ impl<'t> Auditor<'t> {
         }
         .map_err(LineProblem::Request)?;
         let shape = canonical.shape;
-        let (reported, reported_error) = match logged
+        let response = logged
             .response
-            .map(|r| super::logged::reported_usage(shape, r))
-        {
+            .map(|r| super::logged::read_response(shape, r));
+        let response_id = response.as_ref().and_then(|r| r.id.clone());
+        let (reported, reported_error) = match response.map(|r| r.usage) {
             None | Some(Ok(None)) => (None, None),
             Some(Ok(Some((provider, usage)))) => (
                 Some(Reported {
@@ -492,7 +493,6 @@ impl<'t> Auditor<'t> {
             ),
             Some(Err(e)) => (None, Some(e)),
         };
-        let response_id = logged.response.and_then(super::logged::response_id);
         let exchange = Exchange {
             path: logged.path.as_deref(),
             headers: &logged.headers,

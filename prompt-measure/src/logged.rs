@@ -176,13 +176,6 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
     })
 }
 
-/// The id of a whole response (a later `previous_response_id` names it).
-pub(crate) fn response_id(response: &RawValue) -> Option<String> {
-    let object = prompt_core::raw_json::Object::of(response).ok()?;
-    let id = object.str("id")?;
-    Some(prompt_core::input::excerpt(&id, MAX_FIELD_BYTES).into_owned())
-}
-
 /// The request body of a log line: the line itself, or its `request` (an object, or its
 /// JSON as a string): what `audit --guard` compares.
 pub fn request_body(text: &str) -> Result<Cow<'_, str>, LineProblem> {
@@ -193,36 +186,65 @@ pub fn request_body(text: &str) -> Result<Cow<'_, str>, LineProblem> {
 /// pieces stays small, whatever the stream's length.
 const STREAM_PIECE: usize = 64 << 10;
 
-/// The usage a logged response reports: `None` for a null response, an error (a sentence)
-/// when it reports none that can be read.
-pub(crate) fn reported_usage(
-    shape: Shape,
-    response: &RawValue,
-) -> Result<Option<(Provider, Usage)>, String> {
-    let raw = response.get();
-    if raw == "null" {
-        return Ok(None);
-    }
-    if raw.starts_with('{') {
-        return whole(raw).map(Some);
-    }
-    let Some(text) = string_of(response) else {
-        return Err(format!(
-            "the response is {}: expected the whole reply (an object) or the response body as text (a string: the reply's JSON, or a stream's server-sent events)",
-            kind_of(response)
-        ));
-    };
-    if text.trim_start().starts_with('{') {
-        whole(&text).map(Some)
-    } else {
-        streamed(shape, text).map(Some)
+/// What a logged response says: the usage it reports (`None` for a null response, an error
+/// sentence when it reports none that can be read), and its id (a later
+/// `previous_response_id` names it), whole or streamed.
+pub(crate) struct Response {
+    pub(crate) usage: Result<Option<(Provider, Usage)>, String>,
+    pub(crate) id: Option<String>,
+}
+
+impl Response {
+    fn of(usage: Result<Option<(Provider, Usage)>, String>, id: Option<String>) -> Self {
+        Self {
+            usage,
+            id: id.map(|id| prompt_core::input::excerpt(&id, MAX_FIELD_BYTES).into_owned()),
+        }
     }
 }
 
-/// A whole reply's usage, any provider's shape.
-fn whole(text: &str) -> Result<(Provider, Usage), String> {
+/// Reads a logged response: the whole reply (an object, or its JSON as a string) or a
+/// stream's server-sent events (a string).
+pub(crate) fn read_response(shape: Shape, response: &RawValue) -> Response {
+    let raw = response.get();
+    if raw == "null" {
+        return Response::of(Ok(None), None);
+    }
+    if raw.starts_with('{') {
+        return whole(raw);
+    }
+    let Some(text) = string_of(response) else {
+        return Response::of(
+            Err(format!(
+                "the response is {}: expected the whole reply (an object) or the response body as text (a string: the reply's JSON, or a stream's server-sent events)",
+                kind_of(response)
+            )),
+            None,
+        );
+    };
+    if text.trim_start().starts_with('{') {
+        whole(&text)
+    } else {
+        streamed(shape, text)
+    }
+}
+
+/// A whole reply's usage, any provider's shape, and its id.
+fn whole(text: &str) -> Response {
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => return Response::of(Err(format!("response is not JSON: {e}")), None),
+    };
+    let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+    Response::of(
+        Usage::detect(&value).map(Some).map_err(|e| e.to_string()),
+        id,
+    )
+}
+
+fn usage_of(json: &str) -> Result<(Provider, Usage), String> {
     let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("response is not JSON: {e}"))?;
+        serde_json::from_str(json).map_err(|e| format!("response is not JSON: {e}"))?;
     Usage::detect(&value).map_err(|e| e.to_string())
 }
 
@@ -248,9 +270,9 @@ fn stream_api(shape: Shape, sse: &str) -> ApiKind {
     }
 }
 
-/// A streamed reply's usage: the stream read to its end by the wire's reader. The text is
-/// let go once read, before the reply it amounts to is made.
-fn streamed(shape: Shape, sse: Cow<'_, str>) -> Result<(Provider, Usage), String> {
+/// A streamed reply's usage and id: the stream read to its end by the wire's reader. The
+/// text is let go once read, before the reply it amounts to is made.
+fn streamed(shape: Shape, sse: Cow<'_, str>) -> Response {
     let api = stream_api(shape, &sse);
     let mut reader = StreamReader::new(api);
     let mut last = None;
@@ -261,21 +283,24 @@ fn streamed(shape: Shape, sse: Cow<'_, str>) -> Result<(Provider, Usage), String
                 last = Some(usage);
             }
         }
-        fed.map_err(|e| format!("the response stream: {e}"))?;
+        if let Err(e) = fed {
+            return Response::of(Err(format!("the response stream: {e}")), None);
+        }
     }
     drop(sse);
-    let usage = match reader.into_reply() {
-        Ok(reply) => reply.usage,
+    let (usage, id) = match reader.into_reply() {
+        Ok(reply) => (reply.usage, reply.id),
         // A stream that ended as its API ends one but holds no message to record (a prompt
         // blocked) still reports what it cost, as its whole reply does.
-        Err(StreamError::Reply { .. }) => last,
-        Err(e) => return Err(format!("the response stream: {e}")),
+        Err(StreamError::Reply { .. }) => (last, None),
+        Err(e) => return Response::of(Err(format!("the response stream: {e}")), None),
     };
     let Some(usage) = usage else {
-        return Err(match api {
+        let why = match api {
             ApiKind::OpenAi => "the response stream carries no usage (Chat Completions streams it only with `stream_options: {\"include_usage\": true}`)".to_owned(),
             _ => "the response stream carries no usage".to_owned(),
-        });
+        };
+        return Response::of(Err(why), id);
     };
-    whole(&usage.json)
+    Response::of(usage_of(&usage.json).map(Some), id)
 }

@@ -583,3 +583,28 @@ fn a_conversation_whose_tools_were_re_sorted_is_compared_with_its_own_history_no
         Some(CauseKind::ToolsChanged)
     );
 }
+
+#[test]
+fn a_previous_response_id_names_the_session_of_the_streamed_reply_it_follows() {
+    // Codex's first request, its reply streamed (`resp_0001`), logged in session `s1`; then a
+    // request that names only that reply.
+    let capture = capture("codex");
+    let first = std::str::from_utf8(capture.split(|&b| b == b'\n').next().unwrap_or_default())
+        .unwrap_or_default();
+    let mut first: serde_json::Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}"));
+    first["session"] = serde_json::json!("s1");
+    let next = serde_json::json!({
+        "path": "/v1/responses",
+        "request": {"model": "gpt-5-codex", "previous_response_id": "resp_0001",
+                    "input": [{"role": "user", "content": "more"}]},
+    });
+    let log = format!("{first}\n{next}\n");
+    let a = audit_bytes("chain.jsonl", log.as_bytes(), AuditConfig::default());
+    let session = &a.requests[1].verdict.session;
+    assert_eq!(session.id, "s1");
+    assert_eq!(
+        session.source,
+        prompt_wire::engine::SessionSource::PreviousResponse
+    );
+}
