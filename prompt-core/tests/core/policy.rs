@@ -196,6 +196,28 @@ fn glob_matching_nothing_is_a_warning_not_an_error() {
 }
 
 #[test]
+fn a_deny_glob_over_a_runtime_namespace_loads_under_deny_warnings_without_any_such_writer() {
+    // An app without MCP servers or web skills denies them ahead of registration: that is
+    // the point of the entry, so it is not a warning and `deny_warnings` accepts the file.
+    let src = "[prompt]\nprefix_allow = [\"assistant_instructions\"]\nprefix_deny = [\"mcp:slack*\", \"skill:web-*\"]\n";
+    let loaded = try_load(src).unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.warnings().is_empty(), "{:?}", loaded.warnings());
+    let policy = loaded.deny_warnings().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(policy.prefix_deny.len(), 2);
+    // A deny glob outside the run-time namespaces that matches nothing is still a typo.
+    let typo = "[prompt]\nprefix_deny = [\"dtae*\"]\n";
+    let loaded = try_load(typo).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.warnings().len(), 1);
+    assert_eq!(
+        loaded.warnings()[0].to_string(),
+        "agent.toml:2:16: pattern `dtae*` in prefix_deny matches no known component"
+    );
+    // And an allow glob over a run-time namespace still warns: it promotes nothing today.
+    let allow = "[prompt]\nprefix_allow = [\"mcp:slack*\"]\n";
+    assert_eq!(try_load(allow).unwrap_or_else(|e| panic!("{e}")).warnings().len(), 1);
+}
+
+#[test]
 fn good_fixtures_load() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent-toml/good");
     let full = fs::read_to_string(dir.join("full.toml")).unwrap_or_default();
