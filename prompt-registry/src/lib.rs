@@ -135,6 +135,9 @@ pub use prompt_core::{
 pub use prompt_macros::prompt_component;
 pub use registry::{Namespace, Registry, RegistryError};
 
+// An error as `main` shows it: `fn main() -> Result<(), Report>`.
+pub use prompt_core::Report;
+
 // The operator's `[prompt]` section, and what `status` makes of it.
 pub use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PromptPolicy};
 pub use status::{
