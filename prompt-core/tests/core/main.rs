@@ -9,6 +9,7 @@ mod hardening;
 mod history;
 mod lifecycle;
 mod lock;
+mod pairing_props;
 mod policy;
 mod props;
 mod restore;
