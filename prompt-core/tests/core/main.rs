@@ -2,6 +2,7 @@
 //! append-only history, the composer and its property test, the prefix lock.
 
 mod branch;
+mod cleared;
 mod compose;
 mod defects;
 mod document_props;
