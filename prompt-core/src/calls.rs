@@ -6,7 +6,7 @@
 //! Everything here is linear in the nodes it reads: each node is parsed once.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 
 use crate::json::{self, RawObject};
@@ -116,23 +116,31 @@ impl OpenCalls {
     }
 }
 
-/// Every `(call node, result node, call id)` of `nodes`: a result is paired with the call of
-/// the same id in the last assistant message before it, once; a result that answers no call
-/// there is paired with nothing. In result order.
+/// Every `(call node, result node, call id)` of `nodes`: a result is paired with a call of
+/// the same id in the last assistant message before it, as [`OpenCalls`] counts them: the
+/// k-th result with an id answers the k-th call with that id (a reply may repeat an id, and
+/// then needs a result per call). A result beyond the calls with its id there is paired with
+/// nothing. In result order.
 pub(crate) fn pairs(nodes: &[Node]) -> Vec<(usize, usize, String)> {
     let mut out = Vec::new();
     let mut assistant: Option<usize> = None;
-    let mut waiting: HashSet<String> = HashSet::new();
+    // Calls of the last assistant message not answered yet, by id.
+    let mut waiting: HashMap<String, usize> = HashMap::new();
     for (j, node) in nodes.iter().enumerate() {
         match node.kind {
             NodeKind::Assistant => {
                 assistant = Some(j);
-                waiting = tool_links(&node.bytes).0.into_iter().collect();
+                waiting.clear();
+                for id in tool_links(&node.bytes).0 {
+                    *waiting.entry(id).or_default() += 1;
+                }
             }
             NodeKind::Tool => {
                 if let (Some(i), (_, Some(id))) = (assistant, tool_links(&node.bytes))
-                    && waiting.remove(&id)
+                    && let Some(left) = waiting.get_mut(&id)
+                    && *left > 0
                 {
+                    *left -= 1;
                     out.push((i, j, id));
                 }
             }

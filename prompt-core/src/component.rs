@@ -95,6 +95,7 @@ pub struct Component {
     source: SourceLocation,
     content: Content,
     persist: Persist,
+    cleared: Option<Cow<'static, str>>,
 }
 
 impl Component {
@@ -108,6 +109,7 @@ impl Component {
             source: SourceLocation::caller(),
             content,
             persist: Persist::History,
+            cleared: None,
         }
     }
 
@@ -162,6 +164,25 @@ impl Component {
         self
     }
 
+    /// Sets the text a persisting tail writer delivers, once, when it has nothing to say
+    /// (renders `None`) after a turn on which it had text: without it the writer's last
+    /// text stands in the history as its last word ("Open todo items: buy milk" after the
+    /// list emptied). Delivered again only after the writer has had text again. Unused in
+    /// the prefix and by [`Persist::Ephemeral`] writers, whose text is in one request only.
+    ///
+    /// ```
+    /// use prompt_core::{Component, ComponentId};
+    /// let id = ComponentId::new("todo_addendum").unwrap();
+    /// let todo = Component::turn(id, |turn| turn.get::<Vec<String>>().map(|items| items.join("\n")))
+    ///     .describe("open todo items")
+    ///     .cleared("No open todo items.");
+    /// assert_eq!(todo.cleared_text(), Some("No open todo items."));
+    /// ```
+    pub fn cleared(mut self, text: impl Into<Cow<'static, str>>) -> Self {
+        self.cleared = Some(text.into());
+        self
+    }
+
     /// Overrides the source location (the macro passes `file!()` and `line!()`).
     pub fn located_at(mut self, source: SourceLocation) -> Self {
         self.source = source;
@@ -201,5 +222,11 @@ impl Component {
     /// Whether tail output persists in history.
     pub fn persist_mode(&self) -> Persist {
         self.persist
+    }
+
+    /// The text delivered once when the writer stops having something to say (see
+    /// [`Component::cleared`]); `None`: its last text stands.
+    pub fn cleared_text(&self) -> Option<&str> {
+        self.cleared.as_deref()
     }
 }

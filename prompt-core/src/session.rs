@@ -11,7 +11,9 @@
 //!    blank line. It is frozen at the first turn and byte-identical in every request after;
 //! 2. the **history**, oldest first, including, for this turn, an update node for each
 //!    persisting tail component whose output differs from the last one it appended (same
-//!    order as the prefix), then the user message;
+//!    order as the prefix), or, for one that has nothing to say after having had text, its
+//!    [`cleared`](Component::cleared) text once (without one, its last text stands), then
+//!    the user message;
 //! 3. the **ephemeral tail**: output of ephemeral tail components, in this request only.
 //!
 //! Parts 1 and 2 are the *stable part* of the request: it is a byte prefix of every later
@@ -797,8 +799,19 @@ impl Session {
                 Content::Session(render) => render(&self.context),
                 Content::Turn(render) => render(&ctx),
             };
-            let Some(text) = rendered else { continue };
             let producer = Producer::Component(slot.component.id().clone());
+            let Some(text) = rendered else {
+                // Nothing to say after having had text: the writer's `cleared` text, once,
+                // so its last text does not stand as its last word. Without one, it does.
+                if slot.component.persist_mode() == Persist::History
+                    && let Some(cleared) = slot.component.cleared_text()
+                    && slot.last.as_deref().is_some_and(|last| last != cleared)
+                {
+                    self.history.append_update(producer, cleared);
+                    slot.last = Some(cleared.into());
+                }
+                continue;
+            };
             match slot.component.persist_mode() {
                 Persist::History => {
                     if slot.last.as_deref() != Some(text.as_str()) {

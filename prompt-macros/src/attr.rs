@@ -1,9 +1,9 @@
-//! The attribute's arguments: `placement`, `id`, `what`, `persist`.
+//! The attribute's arguments: `placement`, `id`, `what`, `persist`, `cleared`.
 //!
 //! Each argument is an [`Attr`] that takes one value and reports a second one; names are
 //! [`Symbol`]s. A mistake in one argument is reported and parsing goes on with the next, so
-//! that several are reported together; only malformed syntax stops it. What an `id` or a
-//! `what` says is checked later, against the item (see `validate`).
+//! that several are reported together; only malformed syntax stops it. What an `id`, a
+//! `what` or a `cleared` says is checked later, against the item (see `validate`).
 
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
@@ -12,7 +12,9 @@ use syn::parse::Parser;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
 
 use crate::ctxt::Ctxt;
-use crate::symbol::{EPHEMERAL, HISTORY, ID, PERSIST, PLACEMENT, PREFIX, Symbol, TAIL, WHAT};
+use crate::symbol::{
+    CLEARED, EPHEMERAL, HISTORY, ID, PERSIST, PLACEMENT, PREFIX, Symbol, TAIL, WHAT,
+};
 
 /// Where a component's text lands.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub(crate) struct Args {
     pub what: Arg<LitStr>,
     /// `persist = "history" | "ephemeral"`.
     pub persist: Arg<Persist>,
+    /// `cleared = "..."`, as written: what a tail writer says once when it stops having text.
+    pub cleared: Arg<LitStr>,
     /// `false` when malformed syntax stopped parsing: arguments after it may have been given.
     pub complete: bool,
 }
@@ -69,6 +73,7 @@ impl Args {
         let mut id = Attr::none(cx, ID);
         let mut what = Attr::none(cx, WHAT);
         let mut persist = Attr::none(cx, PERSIST);
+        let mut cleared = Attr::none(cx, CLEARED);
         let parser = syn::meta::parser(|meta| {
             let value = take_value(&meta)?;
             let path = &meta.path;
@@ -80,6 +85,8 @@ impl Args {
                 what.parse(path, value, |_, lit| Some(lit));
             } else if *path == PERSIST {
                 persist.parse(path, value, persist_value);
+            } else if *path == CLEARED {
+                cleared.parse(path, value, |_, lit| Some(lit));
             } else {
                 let name = path.to_token_stream().to_string().replace(' ', "");
                 cx.error_spanned_by(
@@ -87,7 +94,8 @@ impl Args {
                     format!(
                         "unknown argument `{name}`; the arguments are \
                          `{PLACEMENT} = \"{PREFIX}\" | \"{TAIL}\"`, `{ID} = \"...\"`, \
-                         `{WHAT} = \"...\"` and `{PERSIST} = \"{HISTORY}\" | \"{EPHEMERAL}\"`"
+                         `{WHAT} = \"...\"`, `{PERSIST} = \"{HISTORY}\" | \"{EPHEMERAL}\"` \
+                         and `{CLEARED} = \"...\"`"
                     ),
                 );
             }
@@ -105,6 +113,7 @@ impl Args {
             id: id.finish(),
             what: what.finish(),
             persist: persist.finish(),
+            cleared: cleared.finish(),
             complete,
         }
     }
@@ -256,7 +265,8 @@ mod tests {
             placement = "prefix",
             id = "notes",
             what = "the notes",
-            persist = "ephemeral"
+            persist = "ephemeral",
+            cleared = "No notes."
         ));
         assert!(errors.is_empty(), "{errors:?}");
         assert!(args.placement.value == Some(Placement::Prefix));
@@ -269,6 +279,10 @@ mod tests {
             Some("the notes")
         );
         assert!(args.persist.value == Some(Persist::Ephemeral));
+        assert_eq!(
+            args.cleared.value.map(|lit| lit.value()).as_deref(),
+            Some("No notes.")
+        );
         assert!(args.complete);
     }
 

@@ -18,6 +18,8 @@ pub(crate) struct Registration {
     pub placement: Option<Placement>,
     /// The persistence, defaulted.
     pub persist: Persist,
+    /// What a tail writer says once when it stops having text.
+    pub cleared: Option<LitStr>,
     /// How the item renders.
     pub render: Render,
 }
@@ -55,6 +57,7 @@ impl Registration {
             what,
             placement,
             persist,
+            cleared,
             render,
         } = self;
         let private = quote!(::prompt_registry::__private);
@@ -70,6 +73,10 @@ impl Registration {
         let persist = match persist {
             Persist::History => quote!(#private::Persist::History),
             Persist::Ephemeral => quote!(#private::Persist::Ephemeral),
+        };
+        let cleared = match cleared {
+            None => quote!(#private::core::option::Option::None),
+            Some(text) => quote!(#private::core::option::Option::Some(#text)),
         };
         // Written out (not `#private`) so that every token of the call carries the item's
         // span: `line!()` then reports the item's line, not the attribute's.
@@ -93,6 +100,7 @@ impl Registration {
                         id: #id,
                         placement: #placement,
                         persist: #persist,
+                        cleared: #cleared,
                         what: #what,
                         file: #file,
                         line: #line,

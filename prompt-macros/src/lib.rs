@@ -44,6 +44,9 @@
 //!   producers (`user`, `system_prompt`, `tool`, ...).
 //! - `what = "..."`: a one-line description; defaults to the first line of the doc comment.
 //! - `persist = "history" | "ephemeral"`: tail components only; defaults to `history`.
+//! - `cleared = "..."`: a tail renderer returning `Option<String>` whose updates are kept in
+//!   the history: the text delivered once when it returns `None` after having had text.
+//!   Without it, its last text stands.
 //!
 //! # Items
 //!
@@ -91,7 +94,7 @@ use crate::parse::Component;
 /// Declares a prompt component and registers it with the cacheline registry.
 ///
 /// `#[prompt_component(placement = "prefix" | "tail", id = "...", what = "...", persist =
-/// "history" | "ephemeral")]` on a `const`/`static` `&'static str`, or on a fn taking
+/// "history" | "ephemeral", cleared = "...")]` on a `const`/`static` `&'static str`, or on a fn taking
 /// `&SessionContext` (rendered once per session) or `&TurnContext` (rendered each turn) and
 /// returning `String` or `Option<String>`. The whole reference (every argument, what each
 /// signature means, every compile error) is on the front page of `prompt_registry`.

@@ -90,8 +90,13 @@ pub(crate) enum Context<'a> {
 pub(crate) enum Output<'a> {
     /// No return type.
     Missing,
-    /// `String` or `Option<String>` (any path), with the span of the type.
-    Text(Span),
+    /// `String` or `Option<String>` (any path).
+    Text {
+        /// The span of the type.
+        span: Span,
+        /// Whether it is `Option<String>` (the renderer may have nothing to say).
+        optional: bool,
+    },
     /// Another type.
     Other(&'a Type),
 }
@@ -255,24 +260,25 @@ fn output(output: &ReturnType) -> Output<'_> {
         last_segment(ty)
             .is_some_and(|segment| segment.ident == STRING && segment.arguments.is_none())
     };
-    let is_text = last_segment(ty).is_some_and(|segment| {
-        if segment.ident == STRING {
-            return segment.arguments.is_none();
-        }
-        if segment.ident != OPTION {
-            return false;
-        }
-        match &segment.arguments {
-            PathArguments::AngleBracketed(args) if args.args.len() == 1 => {
-                matches!(args.args.first(), Some(GenericArgument::Type(inner)) if is_string(inner))
+    let is_option_string = |segment: &PathSegment| {
+        segment.ident == OPTION
+            && match &segment.arguments {
+                PathArguments::AngleBracketed(args) if args.args.len() == 1 => {
+                    matches!(args.args.first(), Some(GenericArgument::Type(inner)) if is_string(inner))
+                }
+                _ => false,
             }
-            _ => false,
-        }
-    });
-    if is_text {
-        Output::Text(ty.span())
-    } else {
-        Output::Other(ty)
+    };
+    match last_segment(ty) {
+        Some(segment) if segment.ident == STRING && segment.arguments.is_none() => Output::Text {
+            span: ty.span(),
+            optional: false,
+        },
+        Some(segment) if is_option_string(segment) => Output::Text {
+            span: ty.span(),
+            optional: true,
+        },
+        _ => Output::Other(ty),
     }
 }
 

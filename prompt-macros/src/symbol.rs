@@ -18,6 +18,8 @@ pub(crate) const ID: Symbol = Symbol("id");
 pub(crate) const WHAT: Symbol = Symbol("what");
 /// `persist = "history" | "ephemeral"`.
 pub(crate) const PERSIST: Symbol = Symbol("persist");
+/// `cleared = "..."`.
+pub(crate) const CLEARED: Symbol = Symbol("cleared");
 
 // Their values.
 /// `placement = "prefix"`.

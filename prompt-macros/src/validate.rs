@@ -1,7 +1,8 @@
 //! The rules a component follows, checked against its arguments: prefix text is a
 //! `&'static str` constant or a session renderer, a renderer takes one context by shared
-//! reference and returns `String` or `Option<String>`, the id is a valid bare id, and there is
-//! a one-line description.
+//! reference and returns `String` or `Option<String>`, the id is a valid bare id, there is
+//! a one-line description, and a `cleared` text goes with a tail writer that may have nothing
+//! to say.
 //!
 //! Every rule reports to the `Ctxt` and the checks go on, so that independent mistakes are
 //! reported together. A rule that cannot be judged because of an earlier mistake (an
@@ -12,12 +13,12 @@ use proc_macro2::Span;
 use quote::quote;
 use syn::{GenericParam, LitStr, Safety};
 
-use crate::attr::{Args, Placement};
+use crate::attr::{Args, Persist, Placement};
 use crate::ctxt::Ctxt;
 use crate::expand::{Registration, Render, Spans};
 use crate::id_grammar::{self, IdProblem};
 use crate::parse::{Component, Context, Kind, Output, Param, Renderer, Text};
-use crate::symbol::{ID, PERSIST, PLACEMENT, TAIL, WHAT};
+use crate::symbol::{CLEARED, EPHEMERAL, ID, PERSIST, PLACEMENT, TAIL, WHAT};
 use crate::text::{first_doc_line, snake_case, suggest_id};
 
 const PREFIX_TEXT: &str = "prefix text must be a `&'static str` constant or a session renderer fn";
@@ -37,6 +38,7 @@ pub(crate) fn registration(
         .and_then(|lit| given_id(cx, lit, component));
     let what = args.what.value.as_ref().and_then(|lit| given_what(cx, lit));
     persist_on_prefix(cx, args);
+    cleared_misuse(cx, args, component);
     let render = match &component.kind {
         Kind::Text(text) => text_render(cx, placement, text),
         Kind::Renderer(renderer) => renderer_render(cx, placement, renderer),
@@ -58,6 +60,7 @@ pub(crate) fn registration(
         what: what?,
         placement,
         persist: args.persist.value.unwrap_or_default(),
+        cleared: args.cleared.value.clone(),
         render: render?,
     })
 }
@@ -177,6 +180,66 @@ fn persist_on_prefix(cx: &Ctxt, args: &Args) {
                 "`{PERSIST}` only applies to tail components (it says whether their updates are \
                  kept in the history); a prefix component is rendered once per session. Remove \
                  `{PERSIST}`, or declare `{PLACEMENT} = \"{TAIL}\"`"
+            ),
+        );
+    }
+}
+
+/// `cleared` is what a tail writer whose updates are kept in the history says once when it
+/// stops having text: it needs such a writer, one that can have nothing to say (a renderer
+/// returning `Option<String>`), and a text.
+fn cleared_misuse(cx: &Ctxt, args: &Args, component: &Component<'_>) {
+    let (Some(key), Some(lit)) = (&args.cleared.key, &args.cleared.value) else {
+        // Not given, or given with an invalid value (reported already).
+        return;
+    };
+    if lit.value().trim().is_empty() {
+        cx.error_spanned_by(
+            lit,
+            format!(
+                "`{CLEARED}` is empty; write what the writer says once when it has nothing left \
+                 to say, like `{CLEARED} = \"No open todo items.\"`"
+            ),
+        );
+    }
+    if args.placement.value == Some(Placement::Prefix) {
+        cx.error_spanned_by(
+            key,
+            format!(
+                "`{CLEARED}` only applies to tail components (it is what a tail writer says once \
+                 when it stops having text); a prefix component is rendered once per session. \
+                 Remove `{CLEARED}`, or declare `{PLACEMENT} = \"{TAIL}\"`"
+            ),
+        );
+    }
+    if args.persist.value == Some(Persist::Ephemeral) {
+        cx.error_spanned_by(
+            key,
+            format!(
+                "`{CLEARED}` only applies to tail components whose updates are kept in the \
+                 history; an ephemeral component's text is in one request only, so none of it \
+                 stands. Remove `{CLEARED}`, or remove `{PERSIST} = \"{EPHEMERAL}\"`"
+            ),
+        );
+    }
+    let always = match &component.kind {
+        Kind::Text(_) => Some("a `const`/`static` always has its text"),
+        Kind::Renderer(Renderer {
+            output: Output::Text {
+                optional: false, ..
+            },
+            ..
+        }) => Some("this renderer returns `String`, so it always has text"),
+        // `Option<String>`, or a return type reported already.
+        Kind::Renderer(_) => None,
+    };
+    if let Some(always) = always {
+        cx.error_spanned_by(
+            key,
+            format!(
+                "`{CLEARED}` is what a writer says once when it returns `None` after having had \
+                 text, but {always}; return `Option<String>` from a renderer fn, or remove \
+                 `{CLEARED}`"
             ),
         );
     }
@@ -352,7 +415,7 @@ fn context_param(cx: &Ctxt, ty: &syn::Type, context: &Context<'_>) -> Option<(Re
 fn output(cx: &Ctxt, renderer: &Renderer<'_>) -> Option<Span> {
     const EXPECTED: &str = "`-> String`, or `-> Option<String>` when there may be nothing to say";
     match renderer.output {
-        Output::Text(span) => return Some(span),
+        Output::Text { span, .. } => return Some(span),
         Output::Missing => cx.error_at(
             renderer.sig.paren_token.span.close(),
             format!("a renderer returns its text: add {EXPECTED}"),

@@ -46,6 +46,7 @@
 //! | `id` | a bare id: lowercase `[a-z0-9_]+`, at most 128 bytes, not reserved | the item's name in snake_case |
 //! | `what` | a one-line description, shown by `status` | the first line of the doc comment |
 //! | `persist` | tail only: `"history"` (each changed output is appended once and stays) or `"ephemeral"` (sent at the end of this request only) | `"history"` |
+//! | `cleared` | tail renderers returning `Option<String>`, `persist = "history"`: the text delivered once when the writer returns `None` after having had text | none: after `None` the writer's last text stands |
 //!
 //! A declaration is a request: the operator's `[prompt]` section decides, and a component
 //! reaches the prefix only through a `prefix_allow` entry that no `prefix_deny` entry beats.
@@ -62,8 +63,13 @@
 //! | `fn name(session: &SessionContext) -> String` (or `Option<String>`) | session: rendered once, when the session starts, from session-frozen values | yes |
 //! | `fn name(turn: &TurnContext) -> String` (or `Option<String>`) | turn: rendered every turn | no: a compile error with `placement = "prefix"` |
 //!
-//! `Option<String>` returns `None` when the component has nothing to say. The item is
-//! emitted unchanged and stays callable. A crate that only defines components must be
+//! `Option<String>` returns `None` when the component has nothing to say. For a tail writer
+//! whose updates are kept in the history, `None` appends nothing: the last text it delivered
+//! stays the last word the model read from it (`"Open todo items: buy milk"` after the list
+//! emptied). Declare `cleared = "No open todo items."` and the session delivers that text
+//! once when the writer returns `None` after having had text, then nothing until it has text
+//! again; whether it had text is saved with the session. The item is emitted unchanged and
+//! stays callable. A crate that only defines components must be
 //! linked: `use my_components as _;`.
 //!
 //! ### Compile errors, one line each
@@ -78,6 +84,7 @@
 //! - `const_not_const_expr`: a `const` whose value is computed at run time (the compiler's own error).
 //! - `unknown_argument`, `duplicate_argument`, `argument_without_value`, `non_literal_argument`, `malformed_arguments`, `malformed_arguments_no_follow_on`: the argument list.
 //! - `unknown_placement`, `unknown_persist`, `persist_on_prefix`: argument values.
+//! - `cleared_on_prefix`, `cleared_on_ephemeral`, `cleared_on_const`, `cleared_on_string_renderer`, `empty_cleared`: `cleared` goes with a tail writer kept in the history that can return `None`, and says something.
 //! - `invalid_id`, `invalid_default_id`, `reserved_id`, `reserved_default_id`, `id_too_long`: the id grammar, for `id = "..."` and for the name it defaults to.
 //! - `missing_what`, `empty_what`: every component has a one-line description.
 //! - `no_parameters`, `two_parameters`, `variadic_renderer`, `parameter_by_value`, `parameter_mut_ref`, `unknown_context`, `context_via_alias`: a renderer takes exactly `&SessionContext` or `&TurnContext`.

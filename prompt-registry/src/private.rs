@@ -24,6 +24,9 @@ pub struct Registration {
     pub placement: Option<Placement>,
     /// For tail components: whether updates persist in history.
     pub persist: Persist,
+    /// For tail components: what the writer says once when it has nothing to say after
+    /// having had text (`cleared = "..."`); `None`: its last text stands.
+    pub cleared: Option<&'static str>,
     /// One-line description.
     pub what: &'static str,
     /// `file!()` of the item.

@@ -323,5 +323,8 @@ fn component_of(reg: &Registration) -> Result<Component, RegistryError> {
     if let Some(p) = reg.placement {
         component = component.placement(p);
     }
+    if let Some(text) = reg.cleared {
+        component = component.cleared(text);
+    }
     Ok(component)
 }

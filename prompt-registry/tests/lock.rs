@@ -53,6 +53,7 @@ fn declared(
         id,
         placement,
         persist: Persist::History,
+        cleared: None,
         what: "A fixture writer.",
         file: file!(),
         line,

@@ -1,5 +1,5 @@
 //! Turn renderers: `&TurnContext`, `&TurnContext<'_>`, `&'a path::TurnContext<'a>`, tail or no
-//! placement, both persist values.
+//! placement, both persist values, a `cleared` text.
 #![deny(warnings, missing_docs)]
 
 #[path = "../support/registered.rs"]
@@ -16,6 +16,14 @@ pub struct Todo(pub Vec<&'static str>);
 fn todo_addendum(turn: &TurnContext) -> Option<String> {
     turn.get::<Todo>()
         .map(|todo| format!("Open: {}", todo.0.join(", ")))
+}
+
+/// The errands, when there are any; once they are done, says so once.
+#[prompt_component(placement = "tail", cleared = "No errands left.")]
+fn errands(turn: &TurnContext) -> Option<String> {
+    turn.get::<Todo>()
+        .filter(|todo| !todo.0.is_empty())
+        .map(|todo| format!("Errands: {}", todo.0.join(", ")))
 }
 
 /// The turn number.
@@ -43,11 +51,20 @@ fn main() {
         .iter()
         .map(|component| component.id)
         .collect();
-    assert_eq!(ids, ["scratch", "todo_addendum", "turn_number"]);
+    assert_eq!(ids, ["errands", "scratch", "todo_addendum", "turn_number"]);
+
+    let errands = registered::get(file!(), "errands");
+    assert_eq!(errands.cleared, Some("No errands left."));
+    assert_eq!(errands.persist, Persist::History);
+    let Render::Turn(render) = errands.render else {
+        panic!("not a turn renderer")
+    };
+    assert_eq!(render(&turn).as_deref(), Some("Errands: write tests"));
 
     let todo = registered::get(file!(), "todo_addendum");
     assert_eq!(todo.placement, Some(Placement::Tail));
     assert_eq!(todo.persist, Persist::History);
+    assert_eq!(todo.cleared, None);
     assert_eq!(todo.what, "The open todo items, when there are any.");
     assert_eq!(todo.line, registered::line_of(source, "fn todo_addendum("));
     let Render::Turn(render) = todo.render else {

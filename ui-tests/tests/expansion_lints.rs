@@ -30,6 +30,12 @@ fn notes(_session: &SessionContext) -> Option<String> {
     None
 }
 
+/// Reminders, when there are any.
+#[prompt_component(placement = "tail", cleared = "No reminders.")]
+fn reminders(turn: &TurnContext<'_>) -> Option<String> {
+    turn.get::<Vec<String>>().map(|items| items.join("\n"))
+}
+
 /// The turn number.
 #[prompt_component(placement = "tail")]
 fn turn_number(turn: &TurnContext<'_>) -> String {
@@ -61,6 +67,7 @@ fn every_form_registered() {
             "answer_style",
             "assistant_instructions",
             "notes",
+            "reminders",
             "tool_schemas",
             "turn_number",
             "unused_by_user"

@@ -2,6 +2,7 @@
 //! append-only history, the composer and its property test, the prefix lock.
 
 mod branch;
+mod cleared;
 mod compose;
 mod defects;
 mod document_props;
@@ -9,6 +10,7 @@ mod hardening;
 mod history;
 mod lifecycle;
 mod lock;
+mod pairing_props;
 mod policy;
 mod props;
 mod restore;
