@@ -138,10 +138,10 @@ fn family(segments: &[String]) -> Option<Family> {
 pub(crate) fn check_prefix_body(cx: &Ctxt, ident: &Ident, body: &Block) {
     let mut finder = Finder::default();
     finder.visit_block(body);
-    let more = finder.found.len().saturating_sub(MAX_REPORTED);
-    for read in finder.found.into_iter().take(MAX_REPORTED) {
+    for read in finder.found {
         cx.error_spanned_by(read.tokens, message(&read.path, read.family));
     }
+    let more = finder.more;
     if more > 0 {
         cx.error_at(
             ident.span(),
@@ -175,12 +175,20 @@ struct Read {
 
 #[derive(Default)]
 struct Finder {
+    /// The first [`MAX_REPORTED`] reads.
     found: Vec<Read>,
+    /// How many more there are.
+    more: usize,
 }
 
 impl Finder {
     fn check(&mut self, segments: &[String], tokens: TokenStream) {
-        if let Some(family) = family(segments) {
+        let Some(family) = family(segments) else {
+            return;
+        };
+        if self.found.len() >= MAX_REPORTED {
+            self.more = self.more.saturating_add(1);
+        } else {
             self.found.push(Read {
                 tokens,
                 path: bounded(&segments.join("::")),
