@@ -56,6 +56,13 @@
 //! - `fn name(turn: &TurnContext) -> String` (or `Option<String>`): rendered each turn; never
 //!   in the prefix.
 //!
+//! A prefix session renderer's body may not read the clock, random numbers, the process
+//! environment or the file system (`SystemTime::now()`, `rand::random()`, `std::env::var`,
+//! `fs::read_to_string`, …): its text must be the same whenever the session starts or is
+//! restored, so such a value is frozen into the `SessionContext` at session start. The check
+//! matches the paths written in the body, closures and macro arguments (not nested fns); a
+//! renamed import (`use std::time::SystemTime as T; T::now()`) hides a read from it.
+//!
 //! The item is emitted unchanged. Mistakes are compile errors on the offending token, all of
 //! them at once; when there is one, nothing is registered, so there are no follow-on errors.
 
@@ -82,6 +89,7 @@ mod parse;
 mod symbol;
 mod text;
 mod validate;
+mod varying;
 
 use proc_macro::TokenStream;
 use proc_macro2::Span;
@@ -202,6 +210,42 @@ mod tests {
             ),
         );
         assert_eq!(errors.len(), 2, "{errors:?}");
+    }
+
+    #[test]
+    fn only_a_prefix_writer_is_refused_the_clock() {
+        let session = quote!(
+            /// The time.
+            fn time(_session: &SessionContext) -> String {
+                format!("{:?}", std::time::SystemTime::now())
+            }
+        );
+        let refused = errors(quote!(placement = "prefix"), session.clone());
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].starts_with(
+                "a prefix writer cannot use `std::time::SystemTime::now`, which reads the clock"
+            ),
+            "{refused:?}"
+        );
+        assert!(refused[0].contains("freeze it into the `SessionContext`"));
+        for args in [quote!(placement = "tail"), quote!()] {
+            if let Err(error) = try_expand(args.clone(), &session) {
+                panic!("{args} refused: {error}");
+            }
+        }
+        // A turn writer in the prefix is told to move to the tail, where it may read the clock.
+        let refused = errors(
+            quote!(placement = "prefix"),
+            quote!(
+                /// The time.
+                fn time(_turn: &TurnContext) -> String {
+                    format!("{:?}", std::time::SystemTime::now())
+                }
+            ),
+        );
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].starts_with("per-turn content cannot be in the prefix"));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, Expr, ExprLit, FnArg, GenericArgument, Generics, Ident, Item, Lit, Meta,
+    Attribute, Block, Expr, ExprLit, FnArg, GenericArgument, Generics, Ident, Item, Lit, Meta,
     PathArguments, PathSegment, Receiver, ReturnType, Signature, StaticMutability, Token, Type,
 };
 
@@ -47,6 +47,8 @@ pub(crate) struct Text<'a> {
 pub(crate) struct Renderer<'a> {
     /// Its signature.
     pub sig: &'a Signature,
+    /// Its body.
+    pub body: &'a Block,
     /// A leading `self` parameter.
     pub receiver: Option<&'a Receiver>,
     /// The parameter after the receiver, if any, which should be the context.
@@ -124,7 +126,7 @@ impl<'a> Component<'a> {
             Item::Fn(item) => (
                 &item.sig.ident,
                 &item.attrs,
-                Kind::Renderer(Renderer::new(&item.sig)),
+                Kind::Renderer(Renderer::new(&item.sig, &item.block)),
             ),
             other => {
                 let (tokens, kind) = unsupported(other);
@@ -164,7 +166,7 @@ impl<'a> Text<'a> {
 }
 
 impl<'a> Renderer<'a> {
-    fn new(sig: &'a Signature) -> Self {
+    fn new(sig: &'a Signature, body: &'a Block) -> Self {
         let mut inputs = sig.inputs.iter().peekable();
         let receiver = match inputs.next_if(|input| matches!(input, FnArg::Receiver(_))) {
             Some(FnArg::Receiver(receiver)) => Some(receiver),
@@ -180,6 +182,7 @@ impl<'a> Renderer<'a> {
         };
         Renderer {
             sig,
+            body,
             receiver,
             param,
             extra: inputs.collect(),

@@ -1,7 +1,8 @@
 //! The rules a component follows, checked against its arguments: prefix text is a
 //! `&'static str` constant or a session renderer, a renderer takes one context by shared
-//! reference and returns `String` or `Option<String>`, the id is a valid bare id, there is
-//! a one-line description, and a `cleared` text goes with a tail writer that may have nothing
+//! reference and returns `String` or `Option<String>`, a prefix renderer reads no clock,
+//! random numbers, environment or files (`varying`), the id is a valid bare id, there is a
+//! one-line description, and a `cleared` text goes with a tail writer that may have nothing
 //! to say.
 //!
 //! Every rule reports to the `Ctxt` and the checks go on, so that independent mistakes are
@@ -20,6 +21,7 @@ use crate::id_grammar::{self, IdProblem};
 use crate::parse::{Component, Context, Kind, Output, Param, Renderer, Text};
 use crate::symbol::{CLEARED, EPHEMERAL, ID, PERSIST, PLACEMENT, TAIL, WHAT};
 use crate::text::{first_doc_line, snake_case, suggest_id};
+use crate::varying;
 
 const PREFIX_TEXT: &str = "prefix text must be a `&'static str` constant or a session renderer fn";
 
@@ -379,6 +381,18 @@ fn renderer_render(
              session; declare `placement = \"tail\"`, or render from `&SessionContext` \
              (session-frozen inputs)",
         );
+    }
+    // A `&TurnContext` writer in the prefix is reported above; in the tail, where that error
+    // sends it, it may read the clock.
+    let turn = matches!(
+        renderer.param,
+        Param::Typed {
+            context: Context::Turn(_),
+            ..
+        }
+    );
+    if placement == Some(Placement::Prefix) && !turn {
+        varying::check_prefix_body(cx, &sig.ident, renderer.body);
     }
     let ((variant, context), output) = (context?, output?);
     Some(variant(Spans { context, output }))

@@ -72,6 +72,26 @@
 //! stays callable. A crate that only defines components must be
 //! linked: `use my_components as _;`.
 //!
+//! A session renderer declared `placement = "prefix"` must render the same bytes every time
+//! the session starts or is restored (a restored session whose prefix changed is refused), so
+//! its body may not read a source of variation: the clock (`SystemTime::now`, `Instant::now`,
+//! chrono's `Utc::now`, `Local::now`, `Local::today`, `time`'s `OffsetDateTime::now_utc`,
+//! jiff's `Timestamp::now`, `Zoned::now`), random numbers (`rand::random`, `rand::rng`,
+//! `thread_rng`, `OsRng`, `from_entropy`, `from_os_rng`, any `fastrand::` or `getrandom::`
+//! path, `Uuid::new_v4`, `Uuid::now_v7`), the process environment (`env::var`, `var_os`,
+//! `vars`, `args`, `current_dir`, `home_dir`, …) or the file system (`fs::read_to_string`,
+//! `fs::read`, `fs::read_dir`, `fs::metadata`, `File::open`, `OpenOptions::new`, …). Each
+//! such path is a compile error on the path, all of them at once: read the value when the
+//! session starts, freeze it into the [`SessionContext`] and get it with `session.get::<T>()`.
+//! `env!`, `option_env!` and `include_str!` are read when the program is built and are fine;
+//! tail writers and `&TurnContext` renderers may read anything. The check reads the paths
+//! written in the body (any prefix: `SystemTime::now` and `std::time::SystemTime::now` alike),
+//! in closures, blocks and macro arguments, not in nested fns; it cannot see through a
+//! renamed import (`use std::time::SystemTime as T; T::now()`), a function imported alone
+//! (`use std::env::var; var("X")`), a method on a value (`UNIX_EPOCH.elapsed()`) or a call to
+//! another fn that reads the clock. What it misses shows only when a saved session is
+//! restored: [`RestoreMode::Strict`] refuses it with [`RestoreError::PrefixChanged`].
+//!
 //! ### Compile errors, one line each
 //!
 //! Each is a `ui-tests/fail/*.rs` case with its reviewed compiler output. Independent
@@ -79,6 +99,7 @@
 //! are no follow-on errors.
 //!
 //! - `prefix_turn_renderer`: a `&TurnContext` renderer with `placement = "prefix"`: per-turn content cannot be in the prefix.
+//! - `prefix_reads_std_clock`, `prefix_reads_chrono`, `prefix_reads_rand`, `prefix_reads_env_var`, `prefix_reads_file`, `prefix_reads_in_closure`, `prefix_reads_several`: a prefix session renderer reads the clock, random numbers, the environment or files.
 //! - `prefix_static_mut`, `tail_static_mut`: a `static mut` can change at run time.
 //! - `prefix_non_str_type`, `tail_non_str_type`: a `const`/`static` that is not a `&'static str`.
 //! - `const_not_const_expr`: a `const` whose value is computed at run time (the compiler's own error).
