@@ -8,7 +8,8 @@
 //!   the frozen prefix (its bytes as given); one that differs stays message 0 as it is, and
 //!   the prefix the components render now reaches the model as an update appended at the end;
 //! - a message in the delivery style's update role whose whole content is an update wrapper
-//!   (`<system-update from="todo_addendum">…`) is that producer's update;
+//!   (`<system-update from="todo_addendum">…`) is that producer's update (with
+//!   [`UpdateRole::MergedIntoUser`], a user message carrying it, as the style merges one);
 //! - a system message starting with the compaction marker is a compaction summary;
 //! - user, assistant and tool messages are the user's, the assistant's and a tool's;
 //! - anything else (a system message in the middle, another role) is `foreign`.
@@ -25,7 +26,7 @@ use serde_json::value::RawValue;
 
 use crate::Component;
 use crate::context::SessionContext;
-use crate::delivery::{DeliveryStyle, PrefixRole};
+use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::id::ComponentId;
 use crate::json::{self, RawObject};
 use crate::node::{NodeKind, Producer};
@@ -218,6 +219,17 @@ impl Session {
                 .then(|| text.as_deref().and_then(|t| parse_update(&style, t)))
                 .flatten();
             let (producer, kind, stored_text) = match (role.as_ref(), update) {
+                // A merged style has no update message of its own: a user message that is
+                // only a reminder is a user message carrying that update, as the style
+                // itself would have merged it.
+                (_, Some((producer, inner))) if style.role == UpdateRole::MergedIntoUser => {
+                    report.updates.push(producer.to_string());
+                    session
+                        .history
+                        .push_merged(bytes.to_owned(), Arc::from([(producer, Arc::from(inner))]));
+                    session.turn = session.turn.saturating_add(1);
+                    continue;
+                }
                 (_, Some((producer, inner))) => {
                     report.updates.push(producer.to_string());
                     (producer, NodeKind::Update, Some(inner.to_owned()))

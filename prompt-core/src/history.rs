@@ -318,6 +318,16 @@ impl History {
         self.push(producer, kind, bytes, text, Arc::from([]))
     }
 
+    /// Appends an adopted user message, as it is, that carries `merged` updates (a user
+    /// message that is only a reminder, in a merged delivery style).
+    pub(crate) fn push_merged(
+        &mut self,
+        bytes: String,
+        merged: Arc<[(Producer, Arc<str>)]>,
+    ) -> NodeId {
+        self.push(Producer::User, NodeKind::User, bytes, None, merged)
+    }
+
     fn push(
         &mut self,
         producer: Producer,

@@ -68,6 +68,8 @@ pub struct SessionSnapshot {
     prefix: Option<SavedPrefix>,
     tails: Vec<SavedTail>,
     history: SavedHistory,
+    /// A system prompt no request carries yet: held while tool calls wait for their
+    /// results, or, before the first request, the one the prefix will freeze.
     pending_prompt: Option<String>,
     counters: SavedCounters,
     checkpoints: Vec<Checkpoint>,
@@ -905,7 +907,12 @@ impl Session {
                     })
                     .collect(),
             },
-            pending_prompt: self.pending_prompt.clone(),
+            // Before the first request the prompt to freeze is held here: nothing was sent
+            // to carry it yet.
+            pending_prompt: match &self.prefix {
+                Some(_) => self.pending_prompt.clone(),
+                None => self.system_prompt.as_deref().map(str::to_owned),
+            },
             counters: SavedCounters {
                 turn: self.turn,
                 requests: self.requests,
@@ -949,7 +956,9 @@ impl Session {
     /// refuses with [`RestoreError::PrefixChanged`] naming what changed;
     /// [`RestoreMode::NewEpoch`] resumes with the new prefix and tools in a new cache epoch,
     /// the history kept. A system prompt in `options` is the app's current one: when it
-    /// differs from the session's, it is appended as an update ([`Restored::system_prompt`]).
+    /// differs from the session's, it is appended as an update ([`Restored::system_prompt`]);
+    /// before the first request it is simply the text to freeze (`Placed`), and without one
+    /// the saved session's is kept.
     pub fn restore(
         snapshot: &SessionSnapshot,
         components: Vec<Component>,
@@ -1027,7 +1036,12 @@ impl Session {
         session.turn = snapshot.counters.turn;
         session.requests = snapshot.counters.requests;
         session.sent = snapshot.counters.sent;
-        session.pending_prompt = snapshot.pending_prompt.clone();
+        if snapshot.prefix.is_some() {
+            session.pending_prompt = snapshot.pending_prompt.clone();
+        } else {
+            // Nothing was sent: the saved prompt is the one to freeze.
+            session.system_prompt = snapshot.pending_prompt.as_deref().map(Arc::from);
+        }
         session.checkpoints = if changes.is_some() {
             Vec::new()
         } else {
@@ -1036,18 +1050,12 @@ impl Session {
         // The saved identity wins: the resumed session routes where it did.
         session.session_id = Arc::from(snapshot.session_id.as_str());
         session.routing_id = Arc::from(snapshot.routing_id.as_str());
-        let system_prompt = match current_prompt {
-            Some(prompt) if session.prefix.is_some() => {
-                let change = session.set_system_prompt(&prompt);
-                (change != SystemPromptChange::Unchanged).then_some(change)
-            }
-            Some(prompt) => {
-                // Nothing was sent: the app's text is simply the one to freeze.
-                session.system_prompt = Some(Arc::from(prompt.as_str()));
-                None
-            }
-            None => None,
-        };
+        // The app's current text: appended as an edit, or, when nothing was sent, simply
+        // the one to freeze.
+        let system_prompt = current_prompt.and_then(|prompt| {
+            let change = session.set_system_prompt(&prompt);
+            (change != SystemPromptChange::Unchanged).then_some(change)
+        });
         Ok(Restored {
             session,
             changes,
