@@ -28,6 +28,7 @@ use crate::Component;
 use crate::context::SessionContext;
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::id::ComponentId;
+use crate::input::chain;
 use crate::json::{self, RawObject};
 use crate::node::{NodeKind, Producer};
 use crate::policy::PromptPolicy;
@@ -83,7 +84,7 @@ pub struct AdoptReport {
 #[derive(Debug, thiserror::Error)]
 pub enum AdoptError {
     /// Not a JSON array.
-    #[error("the conversation is not a JSON array of messages")]
+    #[error("the conversation is not a JSON array of messages: {}", chain(.0))]
     NotAnArray(#[source] serde_json::Error),
     /// An element that is not a message object.
     #[error("message {index} is not a JSON object with a string \"role\"")]
@@ -92,7 +93,7 @@ pub enum AdoptError {
         index: usize,
     },
     /// Starting the session failed.
-    #[error("starting the session")]
+    #[error("starting the session: {}", chain(.0))]
     Start(#[source] ComposeError),
 }
 

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use crate::calls::{self, OpenCalls};
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
-use crate::input::{EXCERPT_BYTES, excerpt};
+use crate::input::{EXCERPT_BYTES, chain, excerpt};
 use crate::json::{self, ObjectProblem, RawObject};
 use crate::node::{Node, NodeKind, Producer};
 
@@ -24,7 +24,7 @@ use crate::node::{Node, NodeKind, Producer};
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// The text is not JSON.
-    #[error("message from {producer} is not valid JSON")]
+    #[error("message from {producer} is not valid JSON: {}", chain(.source))]
     InvalidJson {
         /// Who sent it.
         producer: Producer,

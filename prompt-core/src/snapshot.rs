@@ -32,6 +32,7 @@ use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, Fingerprint};
 use crate::history::{History, Pending, SystemPromptChange};
 use crate::id::ComponentId;
+use crate::input::chain;
 use crate::json::RawObject;
 use crate::node::{Node, NodeKind, Producer};
 use crate::policy::PromptPolicy;
@@ -182,7 +183,7 @@ pub enum RestoreError {
         version: u32,
     },
     /// The document is not JSON of the saved-session shape.
-    #[error("the saved session does not parse")]
+    #[error("the saved session does not parse: {}", chain(.0))]
     Json(#[source] serde_json::Error),
     /// Larger than [`MAX_SNAPSHOT_BYTES`], or more items than [`MAX_SNAPSHOT_ITEMS`].
     #[error("the saved session's {what} is {len}; at most {max} are read")]
@@ -229,10 +230,10 @@ pub enum RestoreError {
         now: Box<DeliveryStyle>,
     },
     /// The saved tools do not form a tool set.
-    #[error("the saved tools")]
+    #[error("the saved tools: {}", chain(.0))]
     Tools(#[source] ToolSetError),
     /// Starting the session failed.
-    #[error("starting the session")]
+    #[error("starting the session: {}", chain(.0))]
     Start(#[source] ComposeError),
     /// The saved message is not a valid message.
     #[error("saved node {index} is not a message object")]

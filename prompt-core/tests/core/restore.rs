@@ -451,3 +451,58 @@ fn an_adopted_conversation_whose_user_message_is_only_a_reminder_restores_in_a_m
         assert_eq!(next, next_two(&mut uninterrupted), "{style:?}");
     }
 }
+
+#[test]
+fn errors_whose_cause_says_what_failed_show_it_in_their_message() {
+    // A saved session that does not parse: the parser's position is in the message.
+    let err =
+        SessionSnapshot::from_json(br#"{"format": "cacheline-session", "version": }"#).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("the saved session does not parse: expected value at line 1 column"),
+        "{message}"
+    );
+    // A conversation to adopt that is not an array.
+    let err = Session::adopt(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::new(),
+        r#"[{"role": "user", "content": "hi"},"#,
+        &AdoptOptions::default(),
+    )
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("the conversation is not a JSON array of messages: ")
+            && message.contains("line 1 column"),
+        "{message}"
+    );
+    // A message that is not JSON.
+    let mut s = Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let message = s
+        .record_assistant_raw(r#"{"role": "assistant", "content": "#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with("message from assistant is not valid JSON: ")
+            && message.contains("line 1 column"),
+        "{message}"
+    );
+    // A file that cannot be read: what the system said.
+    let missing = std::path::Path::new("/nonexistent/cacheline/agent.toml");
+    let message = prompt_core::input::read_text(missing, 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with("/nonexistent/cacheline/agent.toml: cannot read: ")
+            && message.contains("No such file"),
+        "{message}"
+    );
+}
