@@ -168,6 +168,51 @@ fn a_conversation_restored_from_its_document_sends_the_same_bodies_on_every_api(
 }
 
 #[test]
+fn a_conversation_saved_before_its_first_body_keeps_the_system_prompt_set_and_its_routing_header() {
+    for api in APIS {
+        let mut c = start(api);
+        assert_eq!(
+            c.set_system_prompt("Answer in French."),
+            prompt_core::history::SystemPromptChange::Placed
+        );
+        let file = c.save().to_json();
+        let snapshot =
+            ConversationSnapshot::from_json(file.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        // The app restarts with options that carry no system prompt.
+        let mut restored = Conversation::restore(
+            &snapshot,
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        assert_eq!(
+            restored.session().system_prompt().as_deref(),
+            Some("Answer in French."),
+            "{api:?}"
+        );
+        let a = c
+            .turn(values("a", 1), "hi")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        let b = restored
+            .turn(values("a", 1), "hi")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        assert!(
+            String::from_utf8_lossy(&b).contains("Answer in French."),
+            "{api:?}"
+        );
+        assert_eq!(a, b, "{api:?}");
+        assert_eq!(restored.routing_header(), c.routing_header(), "{api:?}");
+    }
+}
+
+#[test]
 fn a_conversation_document_reads_back_through_from_json_and_one_over_the_limit_is_refused_unparsed()
 {
     let mut c = start(ApiKind::OpenAi);
