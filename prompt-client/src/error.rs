@@ -37,7 +37,7 @@ pub enum ClientError {
         name: String,
     },
     /// No response: the connection failed, timed out, or the body broke off.
-    #[error("{url}: no response after {attempts} attempt(s): {source}")]
+    #[error("{url}: no response after {attempts} attempt(s): {}", prompt_core::input::chain(.source))]
     Transport {
         /// The URL.
         url: String,

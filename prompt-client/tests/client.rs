@@ -424,6 +424,28 @@ async fn no_server_is_a_transport_error_after_every_retry() {
 }
 
 #[tokio::test]
+async fn a_transport_error_shows_the_connection_error_under_reqwest_s_message() {
+    let server = ScriptedServer::start(vec![]).unwrap();
+    let url = server.url().to_owned();
+    drop(server);
+    let client = Client::new(Endpoint::new(format!("{url}/v1")))
+        .unwrap()
+        .retry(fast_retries(0));
+    let mut whole = conversation(ApiKind::OpenAi, true);
+    let message = client.send(&mut whole, hi()).await.unwrap_err().to_string();
+    // reqwest's own message is only "error sending request"; what failed is in its causes.
+    assert!(
+        message.contains("no response after 1 attempt(s): "),
+        "{message}"
+    );
+    assert!(
+        message.to_lowercase().contains("connection refused"),
+        "{message}"
+    );
+    assert!(message.len() < 4 * 300 + 200, "{message}");
+}
+
+#[tokio::test]
 async fn a_whole_reply_over_the_limit_is_refused_unread_and_nothing_is_recorded() {
     let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(MAX_REPLY_BYTES));
     let server = ScriptedServer::start(vec![

@@ -8,7 +8,8 @@
 //!   the frozen prefix (its bytes as given); one that differs stays message 0 as it is, and
 //!   the prefix the components render now reaches the model as an update appended at the end;
 //! - a message in the delivery style's update role whose whole content is an update wrapper
-//!   (`<system-update from="todo_addendum">…`) is that producer's update;
+//!   (`<system-update from="todo_addendum">…`) is that producer's update (with
+//!   [`UpdateRole::MergedIntoUser`], a user message carrying it, as the style merges one);
 //! - a system message starting with the compaction marker is a compaction summary;
 //! - user, assistant and tool messages are the user's, the assistant's and a tool's;
 //! - anything else (a system message in the middle, another role) is `foreign`.
@@ -25,8 +26,9 @@ use serde_json::value::RawValue;
 
 use crate::Component;
 use crate::context::SessionContext;
-use crate::delivery::{DeliveryStyle, PrefixRole};
+use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::id::ComponentId;
+use crate::input::chain;
 use crate::json::{self, RawObject};
 use crate::node::{NodeKind, Producer};
 use crate::policy::PromptPolicy;
@@ -82,7 +84,7 @@ pub struct AdoptReport {
 #[derive(Debug, thiserror::Error)]
 pub enum AdoptError {
     /// Not a JSON array.
-    #[error("the conversation is not a JSON array of messages")]
+    #[error("the conversation is not a JSON array of messages: {}", chain(.0))]
     NotAnArray(#[source] serde_json::Error),
     /// An element that is not a message object.
     #[error("message {index} is not a JSON object with a string \"role\"")]
@@ -91,7 +93,7 @@ pub enum AdoptError {
         index: usize,
     },
     /// Starting the session failed.
-    #[error("starting the session")]
+    #[error("starting the session: {}", chain(.0))]
     Start(#[source] ComposeError),
 }
 
@@ -218,6 +220,17 @@ impl Session {
                 .then(|| text.as_deref().and_then(|t| parse_update(&style, t)))
                 .flatten();
             let (producer, kind, stored_text) = match (role.as_ref(), update) {
+                // A merged style has no update message of its own: a user message that is
+                // only a reminder is a user message carrying that update, as the style
+                // itself would have merged it.
+                (_, Some((producer, inner))) if style.role == UpdateRole::MergedIntoUser => {
+                    report.updates.push(producer.to_string());
+                    session
+                        .history
+                        .push_merged(bytes.to_owned(), Arc::from([(producer, Arc::from(inner))]));
+                    session.turn = session.turn.saturating_add(1);
+                    continue;
+                }
                 (_, Some((producer, inner))) => {
                     report.updates.push(producer.to_string());
                     (producer, NodeKind::Update, Some(inner.to_owned()))

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use crate::calls::{self, OpenCalls};
 use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, NodeId};
-use crate::input::{EXCERPT_BYTES, excerpt};
+use crate::input::{EXCERPT_BYTES, chain, excerpt};
 use crate::json::{self, ObjectProblem, RawObject};
 use crate::node::{Node, NodeKind, Producer};
 
@@ -24,7 +24,7 @@ use crate::node::{Node, NodeKind, Producer};
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// The text is not JSON.
-    #[error("message from {producer} is not valid JSON")]
+    #[error("message from {producer} is not valid JSON: {}", chain(.source))]
     InvalidJson {
         /// Who sent it.
         producer: Producer,
@@ -316,6 +316,16 @@ impl History {
         text: Option<Arc<str>>,
     ) -> NodeId {
         self.push(producer, kind, bytes, text, Arc::from([]))
+    }
+
+    /// Appends an adopted user message, as it is, that carries `merged` updates (a user
+    /// message that is only a reminder, in a merged delivery style).
+    pub(crate) fn push_merged(
+        &mut self,
+        bytes: String,
+        merged: Arc<[(Producer, Arc<str>)]>,
+    ) -> NodeId {
+        self.push(Producer::User, NodeKind::User, bytes, None, merged)
     }
 
     fn push(

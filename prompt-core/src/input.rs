@@ -4,9 +4,11 @@
 //! A config, a log or a template is hostile until read. Every reader in the workspace goes
 //! through here, so none of them can be made to allocate without bound (`/dev/zero`), or to
 //! block forever (a FIFO nobody writes to). Every diagnostic that quotes input quotes an
-//! [`excerpt`], so none of them can be made to repeat a megabyte.
+//! [`excerpt`], so none of them can be made to repeat a megabyte; an error that shows its
+//! cause shows a bounded [`chain`].
 
 use std::borrow::Cow;
+use std::error::Error;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -35,11 +37,67 @@ pub fn excerpt(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &text[..end]))
 }
 
+/// The most links of an error's cause chain a message shows ([`chain`], [`report`]).
+pub const CHAIN_LINKS: usize = 4;
+
+/// The most causes [`chain`] and [`report`] look at, shown or not (a chain of errors that
+/// each repeat their cause's text is walked no further than this).
+const CHAIN_WALK: usize = 32;
+
+/// `error`'s message and its causes (its [`Error::source`] chain) joined by `: `: at most
+/// [`CHAIN_LINKS`] links, each an [`excerpt`] of at most [`EXCERPT_BYTES`] bytes. A cause
+/// whose text a link before it already shows (an error that writes its cause into its own
+/// message) is not repeated.
+///
+/// An error whose cause says what failed (a parser's position, the connection error under
+/// an HTTP client's "error sending request") shows it through this, in its own message:
+/// `#[error("the saved session does not parse: {}", chain(.0))]`.
+///
+/// ```
+/// use prompt_core::input::chain;
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("the settings do not parse")]
+/// struct Settings(#[source] serde_json::Error);
+/// let parse = serde_json::from_str::<serde_json::Value>("{\"a\": }").unwrap_err();
+/// assert_eq!(chain(&Settings(parse)), "the settings do not parse: expected value at line 1 column 7");
+/// ```
+pub fn chain(error: &dyn Error) -> String {
+    let text = excerpt(&error.to_string(), EXCERPT_BYTES).into_owned();
+    causes(text, error)
+}
+
+/// [`chain`], but with `error`'s own message whole: what a program prints for the error it
+/// reports (`error: {report}`), whose own message is bounded by its own fields.
+pub fn report(error: &dyn Error) -> String {
+    causes(error.to_string(), error)
+}
+
+/// `text` (the head's message) followed by the causes of `head` it does not show yet.
+fn causes(mut text: String, head: &dyn Error) -> String {
+    let mut links = 1;
+    let mut cause = head.source();
+    for _ in 0..CHAIN_WALK {
+        let Some(current) = cause else { break };
+        if links >= CHAIN_LINKS {
+            break;
+        }
+        let message = current.to_string();
+        let quoted = excerpt(&message, EXCERPT_BYTES);
+        if !text.contains(quoted.as_ref()) {
+            text.push_str(": ");
+            text.push_str(&quoted);
+            links += 1;
+        }
+        cause = current.source();
+    }
+    text
+}
+
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// Opening or reading failed.
-    #[error("{path}: cannot read")]
+    #[error("{path}: cannot read: {}", chain(.source))]
     Io {
         /// The file (`-` for standard input).
         path: PathBuf,
@@ -167,4 +225,64 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, InputError> {
         path: path.to_owned(),
         offset: e.utf8_error().valid_up_to(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link of a test chain: its message, and the next link.
+    #[derive(Debug)]
+    struct Link(String, Option<Box<Link>>);
+
+    impl std::fmt::Display for Link {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl Error for Link {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.1.as_deref().map(|l| l as &(dyn Error + 'static))
+        }
+    }
+
+    fn links(messages: &[String]) -> Link {
+        let mut next = None;
+        for m in messages.iter().rev() {
+            next = Some(Box::new(Link(m.clone(), next)));
+        }
+        match next {
+            Some(head) => *head,
+            None => Link(String::new(), None),
+        }
+    }
+
+    #[test]
+    fn chain_shows_each_cause_once_at_most_four_links_each_excerpted() {
+        let long = "x".repeat(10_000);
+        let messages: Vec<String> = ["head", "one", long.as_str(), "three", "four", "five"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let text = chain(&links(&messages));
+        let excerpted = format!("{}…", "x".repeat(EXCERPT_BYTES));
+        assert_eq!(text, format!("head: one: {excerpted}: three"));
+        // A cause an earlier message already shows is not repeated, and does not count.
+        let repeating: Vec<String> = ["a: b", "b", "c", "d", "e"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert_eq!(chain(&links(&repeating)), "a: b: c: d: e");
+        // `report` keeps the head whole.
+        let head = vec![long.clone(), "cause".to_owned()];
+        assert_eq!(report(&links(&head)), format!("{long}: cause"));
+        assert_eq!(chain(&links(&head)), format!("{excerpted}: cause"));
+    }
+
+    #[test]
+    fn a_long_chain_of_repeated_causes_is_walked_a_bounded_way() {
+        let messages = vec!["same".to_owned(); 1_000];
+        assert_eq!(chain(&links(&messages)), "same");
+    }
 }

@@ -32,6 +32,7 @@ use crate::delivery::{DeliveryStyle, PrefixRole, UpdateRole};
 use crate::hash::{Digest128, Fingerprint};
 use crate::history::{History, Pending, SystemPromptChange};
 use crate::id::ComponentId;
+use crate::input::chain;
 use crate::json::RawObject;
 use crate::node::{Node, NodeKind, Producer};
 use crate::policy::PromptPolicy;
@@ -68,6 +69,8 @@ pub struct SessionSnapshot {
     prefix: Option<SavedPrefix>,
     tails: Vec<SavedTail>,
     history: SavedHistory,
+    /// A system prompt no request carries yet: held while tool calls wait for their
+    /// results, or, before the first request, the one the prefix will freeze.
     pending_prompt: Option<String>,
     counters: SavedCounters,
     checkpoints: Vec<Checkpoint>,
@@ -180,7 +183,7 @@ pub enum RestoreError {
         version: u32,
     },
     /// The document is not JSON of the saved-session shape.
-    #[error("the saved session does not parse")]
+    #[error("the saved session does not parse: {}", chain(.0))]
     Json(#[source] serde_json::Error),
     /// Larger than [`MAX_SNAPSHOT_BYTES`], or more items than [`MAX_SNAPSHOT_ITEMS`].
     #[error("the saved session's {what} is {len}; at most {max} are read")]
@@ -227,10 +230,10 @@ pub enum RestoreError {
         now: Box<DeliveryStyle>,
     },
     /// The saved tools do not form a tool set.
-    #[error("the saved tools")]
+    #[error("the saved tools: {}", chain(.0))]
     Tools(#[source] ToolSetError),
     /// Starting the session failed.
-    #[error("starting the session")]
+    #[error("starting the session: {}", chain(.0))]
     Start(#[source] ComposeError),
     /// The saved message is not a valid message.
     #[error("saved node {index} is not a message object")]
@@ -905,7 +908,12 @@ impl Session {
                     })
                     .collect(),
             },
-            pending_prompt: self.pending_prompt.clone(),
+            // Before the first request the prompt to freeze is held here: nothing was sent
+            // to carry it yet.
+            pending_prompt: match &self.prefix {
+                Some(_) => self.pending_prompt.clone(),
+                None => self.system_prompt.as_deref().map(str::to_owned),
+            },
             counters: SavedCounters {
                 turn: self.turn,
                 requests: self.requests,
@@ -949,7 +957,9 @@ impl Session {
     /// refuses with [`RestoreError::PrefixChanged`] naming what changed;
     /// [`RestoreMode::NewEpoch`] resumes with the new prefix and tools in a new cache epoch,
     /// the history kept. A system prompt in `options` is the app's current one: when it
-    /// differs from the session's, it is appended as an update ([`Restored::system_prompt`]).
+    /// differs from the session's, it is appended as an update ([`Restored::system_prompt`]);
+    /// before the first request it is simply the text to freeze (`Placed`), and without one
+    /// the saved session's is kept.
     pub fn restore(
         snapshot: &SessionSnapshot,
         components: Vec<Component>,
@@ -1027,7 +1037,12 @@ impl Session {
         session.turn = snapshot.counters.turn;
         session.requests = snapshot.counters.requests;
         session.sent = snapshot.counters.sent;
-        session.pending_prompt = snapshot.pending_prompt.clone();
+        if snapshot.prefix.is_some() {
+            session.pending_prompt = snapshot.pending_prompt.clone();
+        } else {
+            // Nothing was sent: the saved prompt is the one to freeze.
+            session.system_prompt = snapshot.pending_prompt.as_deref().map(Arc::from);
+        }
         session.checkpoints = if changes.is_some() {
             Vec::new()
         } else {
@@ -1036,18 +1051,12 @@ impl Session {
         // The saved identity wins: the resumed session routes where it did.
         session.session_id = Arc::from(snapshot.session_id.as_str());
         session.routing_id = Arc::from(snapshot.routing_id.as_str());
-        let system_prompt = match current_prompt {
-            Some(prompt) if session.prefix.is_some() => {
-                let change = session.set_system_prompt(&prompt);
-                (change != SystemPromptChange::Unchanged).then_some(change)
-            }
-            Some(prompt) => {
-                // Nothing was sent: the app's text is simply the one to freeze.
-                session.system_prompt = Some(Arc::from(prompt.as_str()));
-                None
-            }
-            None => None,
-        };
+        // The app's current text: appended as an edit, or, when nothing was sent, simply
+        // the one to freeze.
+        let system_prompt = current_prompt.and_then(|prompt| {
+            let change = session.set_system_prompt(&prompt);
+            (change != SystemPromptChange::Unchanged).then_some(change)
+        });
         Ok(Restored {
             session,
             changes,

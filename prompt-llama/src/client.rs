@@ -14,7 +14,7 @@ pub const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     /// The connection or the transfer failed (refused, reset, timed out).
-    #[error("{url}: transport failed")]
+    #[error("{url}: transport failed: {}", prompt_core::input::chain(.source))]
     Transport {
         /// The endpoint.
         url: String,
@@ -32,7 +32,7 @@ pub enum LiveError {
         body: String,
     },
     /// The response is not the JSON this client expects.
-    #[error("{url}: unexpected response; it starts {excerpt:?}")]
+    #[error("{url}: unexpected response ({}); it starts {excerpt:?}", prompt_core::input::chain(.source))]
     Parse {
         /// The endpoint.
         url: String,
@@ -50,7 +50,7 @@ pub enum LiveError {
         field: &'static str,
     },
     /// Reading a streamed response failed.
-    #[error("{url}: reading the event stream")]
+    #[error("{url}: reading the event stream: {}", prompt_core::input::chain(.source))]
     Stream {
         /// The endpoint.
         url: String,
@@ -58,7 +58,7 @@ pub enum LiveError {
         source: std::io::Error,
     },
     /// The URL file exists but cannot be read.
-    #[error("cannot read the server URL file {path}")]
+    #[error("cannot read the server URL file {path}: {}", prompt_core::input::chain(.source))]
     UrlFile {
         /// The file.
         path: PathBuf,
@@ -69,7 +69,7 @@ pub enum LiveError {
     #[error(transparent)]
     Compose(#[from] prompt_core::ComposeError),
     /// A request composed here is not the JSON array of messages it should be.
-    #[error("the composed {what} is not valid JSON")]
+    #[error("the composed {what} is not valid JSON: {}", prompt_core::input::chain(.source))]
     Composed {
         /// Which request.
         what: &'static str,

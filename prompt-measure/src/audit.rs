@@ -130,7 +130,7 @@ pub struct LineError {
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// The log could not be opened.
-    #[error("{path}: cannot open")]
+    #[error("{path}: cannot open: {}", prompt_core::input::chain(.source))]
     Open {
         /// The log.
         path: PathBuf,
@@ -138,7 +138,7 @@ pub enum AuditError {
         source: std::io::Error,
     },
     /// Reading failed.
-    #[error("{path}:{line}: read error")]
+    #[error("{path}:{line}: read error: {}", prompt_core::input::chain(.source))]
     Read {
         /// The log.
         path: PathBuf,

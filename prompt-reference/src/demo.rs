@@ -30,13 +30,13 @@ pub enum DemoError {
     #[error("cannot resume the saved demo: {0}")]
     State(String),
     /// The saved session cannot be resumed.
-    #[error("cannot resume the saved session")]
+    #[error("cannot resume the saved session: {}", prompt_registry::input::chain(.0))]
     Restore(#[from] prompt_registry::snapshot::RestoreError),
     /// Writing a body failed.
-    #[error("writing a request body")]
+    #[error("writing a request body: {}", prompt_registry::input::chain(.0))]
     Write(#[source] std::io::Error),
     /// The encoder could not turn a request into its body.
-    #[error("encoding request {sequence}")]
+    #[error("encoding request {sequence}: {}", prompt_registry::input::chain(&**.source))]
     Encode {
         /// The request's sequence number.
         sequence: u64,

@@ -140,7 +140,7 @@ pub enum LockError {
     #[error("{0}")]
     Malformed(LockFileErrors),
     /// Writing the file failed.
-    #[error("{}: cannot write the prefix lock", .path.display())]
+    #[error("{}: cannot write the prefix lock: {}", .path.display(), prompt_core::input::chain(.source))]
     Write {
         /// The file.
         path: PathBuf,
@@ -321,16 +321,10 @@ fn test_command() -> String {
     }
 }
 
-/// `message: cause: cause`, each cause of the chain once.
+/// `message: cause: cause`, each cause of the chain once, bounded
+/// ([`prompt_core::input::report`]).
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
+    prompt_core::input::report(e)
 }
 
 /// A test helper fails the way `assert!` does.

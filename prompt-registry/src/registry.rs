@@ -57,7 +57,7 @@ pub enum RegistryError {
     },
     /// A registration whose id is invalid (only possible for hand-written registrations;
     /// the attribute checks ids at compile time).
-    #[error("{location}: invalid prompt component id")]
+    #[error("{location}: invalid prompt component id: {}", prompt_core::input::chain(.source))]
     InvalidId {
         /// Where it was registered.
         location: SourceLocation,

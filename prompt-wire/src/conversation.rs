@@ -81,6 +81,17 @@ pub enum ConversationError {
         /// The version found.
         version: u32,
     },
+    /// The document is not JSON of the saved-conversation shape.
+    #[error("the saved conversation does not parse: {}", prompt_core::input::chain(.0))]
+    Json(#[source] serde_json::Error),
+    /// Larger than [`MAX_SNAPSHOT_BYTES`].
+    #[error("the saved conversation is {len} bytes; at most {max} are read")]
+    TooLarge {
+        /// Its size in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The saved API, wire point or session does not match the conversation's seal.
     #[error("the saved conversation was edited or damaged: {field} does not match its seal")]
     Edited {
@@ -127,14 +138,12 @@ impl ConversationSnapshot {
     /// document whichever way it was read.)
     pub fn from_json(bytes: &[u8]) -> Result<Self, ConversationError> {
         if bytes.len() > MAX_SNAPSHOT_BYTES {
-            return Err(RestoreError::TooLarge {
-                what: "document bytes",
+            return Err(ConversationError::TooLarge {
                 len: bytes.len(),
                 max: MAX_SNAPSHOT_BYTES,
-            }
-            .into());
+            });
         }
-        serde_json::from_slice(bytes).map_err(|e| RestoreError::Json(e).into())
+        serde_json::from_slice(bytes).map_err(ConversationError::Json)
     }
 
     /// The document as JSON.

@@ -25,7 +25,7 @@ pub enum WireError {
         api: &'static str,
     },
     /// A parameter given as JSON text is not JSON.
-    #[error("parameter \"{key}\" is not valid JSON")]
+    #[error("parameter \"{key}\" is not valid JSON: {}", prompt_core::input::chain(.source))]
     InvalidParameter {
         /// The parameter.
         key: String,
@@ -107,6 +107,6 @@ pub enum WireError {
         model: String,
     },
     /// The session refused the reply's message (its tool calls wait for results, …).
-    #[error("the session refused the reply's message")]
+    #[error("the session refused the reply's message: {}", prompt_core::input::chain(.0))]
     Record(#[source] ComposeError),
 }

@@ -76,11 +76,6 @@ struct Recorded {
     simulated: Vec<Simulated>,
 }
 
-/// The cause of `e`, for a one-line message.
-fn source_text(e: &dyn Error) -> String {
-    e.source().map(ToString::to_string).unwrap_or_default()
-}
-
 /// The simulator's figures for the same sessions: each plays the live run's requests in the
 /// live run's order (prompt tokens as the replicas counted them, and what each shares with
 /// the one before),
@@ -178,8 +173,8 @@ fn play_fleet(
     let url = |name: &str| {
         fleet::fleet_url(&dir, name).map_err(|e| {
             format!(
-                "{e}: {} (start the fleet: scripts/fleet.sh start 2)",
-                source_text(&e)
+                "{} (start the fleet: scripts/fleet.sh start 2)",
+                prompt_core::input::report(&e)
             )
         })
     };

@@ -5,6 +5,7 @@
 
 use std::sync::OnceLock;
 
+use prompt_core::adopt::AdoptOptions;
 use prompt_core::delivery::PrefixRole;
 use prompt_core::node::Producer;
 use prompt_core::placement::Placement;
@@ -61,13 +62,37 @@ fn ok<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
     result.unwrap_or_else(|e| panic!("building the base documents: {what}: {e}"))
 }
 
-/// One saved document per delivery style, of a session that did a bit of everything a
-/// document records: turns, a tool round, a system prompt change, a removal, a
-/// compaction, requests sent and checkpoints.
-fn base_documents() -> &'static [Value] {
-    static DOCUMENTS: OnceLock<Vec<Value>> = OnceLock::new();
+/// A saved document, its session's delivery style, and the next request the session that
+/// saved it sends: what the document, unedited, must restore into.
+struct Base {
+    style: DeliveryStyle,
+    document: Value,
+    next: Option<Vec<u8>>,
+}
+
+impl Base {
+    fn of(style: &DeliveryStyle, session: &Session) -> Self {
+        Self {
+            style: style.clone(),
+            document: ok(
+                serde_json::from_str(&session.save().to_json()),
+                "the saved document as a value",
+            ),
+            next: next_turn(&mut session.clone()),
+        }
+    }
+}
+
+/// The base documents: one per delivery style of a session that did a bit of everything a
+/// document records (turns, a tool round, a system prompt change, a removal, a compaction,
+/// requests sent and checkpoints); then the shapes fuzzing found lost or refused: a session
+/// saved before its first request with a system prompt set (it was saved without it), and
+/// an adopted merged-style conversation whose user message is only a reminder (its saved
+/// document was refused).
+fn base_documents() -> &'static [Base] {
+    static DOCUMENTS: OnceLock<Vec<Base>> = OnceLock::new();
     DOCUMENTS.get_or_init(|| {
-        styles()
+        let mut bases: Vec<Base> = styles()
             .iter()
             .map(|style| {
                 let mut s = ok(
@@ -106,12 +131,35 @@ fn base_documents() -> &'static [Value] {
                 assert!(cut > 0, "the base session has something to compact");
                 ok(s.compact(0..cut, "Read main.rs.").map(drop), "compact");
                 ok(s.turn(todo(&[]), "Thanks").map(drop), "turn 3");
-                ok(
-                    serde_json::from_str(&s.save().to_json()),
-                    "the saved document as a value",
-                )
+                Base::of(style, &s)
             })
-            .collect()
+            .collect();
+        let style = DeliveryStyle::system();
+        let mut fresh = ok(
+            Session::start(
+                components(),
+                &policy(),
+                SessionContext::default(),
+                options(&style),
+            ),
+            "start",
+        );
+        fresh.set_system_prompt("You are a coding agent.");
+        bases.push(Base::of(&style, &fresh));
+        let style = DeliveryStyle::merged_into_user("system-reminder");
+        let (adopted, _) = ok(
+            Session::adopt(
+                components(),
+                &policy(),
+                SessionContext::default(),
+                options(&style),
+                r#"[{"role":"system","content":"Be careful with files."},{"role":"user","content":"<system-reminder from=\"todo_addendum\">\n- a\n</system-reminder>"},{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."}]"#,
+                &AdoptOptions::default(),
+            ),
+            "adopt",
+        );
+        bases.push(Base::of(&style, &adopted));
+        bases
     })
 }
 
@@ -274,13 +322,14 @@ fn check_restored(restored: Restored, style: &DeliveryStyle) {
 }
 
 /// The first byte picks the input: 0, the rest as a document's bytes; 1, the same, resealed
-/// before the restore; else edits (the rest of the bytes) to a base document, resealed.
+/// before the restore; else edits (the rest of the bytes) to a base document, resealed (no
+/// edit: the document must restore into the session that saved it).
 pub fn saved_session(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
     let styles = styles();
-    let style = &styles[usize::from(mode / 3) % styles.len()];
+    let mut style = &styles[usize::from(mode / 3) % styles.len()];
     let snapshot = match mode % 3 {
         0 | 1 => {
             let Ok(mut snapshot) = SessionSnapshot::from_json(rest) else {
@@ -292,7 +341,13 @@ pub fn saved_session(data: &[u8]) {
             snapshot
         }
         _ => {
-            let mut document = base_documents()[usize::from(mode / 3) % styles.len()].clone();
+            let bases = base_documents();
+            let base = &bases[usize::from(mode / 3) % bases.len()];
+            style = &base.style;
+            if rest.is_empty() {
+                check_base(base);
+            }
+            let mut document = base.document.clone();
             let mut edits = Edits(Program::new(rest));
             while !edits.0.is_empty() {
                 edits.apply(&mut document);
@@ -311,24 +366,52 @@ pub fn saved_session(data: &[u8]) {
     }
 }
 
+/// A base document, unedited, restores Strict into the session that saved it: the same
+/// next request.
+fn check_base(base: &Base) {
+    let snapshot: SessionSnapshot = match serde_json::from_value(base.document.clone()) {
+        Ok(snapshot) => snapshot,
+        Err(e) => panic!("a saved document does not read back: {e}"),
+    };
+    let restored = match Session::restore(
+        &snapshot,
+        components(),
+        &policy(),
+        SessionContext::default(),
+        options(&base.style),
+        RestoreMode::Strict,
+    ) {
+        Ok(restored) => restored,
+        Err(e) => panic!("a saved document is refused: {e}"),
+    };
+    let mut session = restored.session;
+    let text = |bytes: Option<Vec<u8>>| bytes.map(|b| String::from_utf8_lossy(&b).into_owned());
+    assert_eq!(
+        text(next_turn(&mut session)),
+        text(base.next.clone()),
+        "a restored session sends the request the session that saved it would have sent"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_base_documents_restore_and_hold_the_invariants() {
-        for (index, (document, style)) in base_documents().iter().zip(styles()).enumerate() {
-            let snapshot: SessionSnapshot = serde_json::from_value(document.clone())
+        for (index, base) in base_documents().iter().enumerate() {
+            check_base(base);
+            let snapshot: SessionSnapshot = serde_json::from_value(base.document.clone())
                 .unwrap_or_else(|e| panic!("base document {index}: {e}"));
-            let restored = restore(&snapshot, &style, RestoreMode::Strict)
+            let restored = restore(&snapshot, &base.style, RestoreMode::Strict)
                 .unwrap_or_else(|| panic!("base document {index} is refused"));
-            check_restored(restored, &style);
+            check_restored(restored, &base.style);
         }
     }
 
     #[test]
     fn known_inputs_hold_the_invariants() {
-        let text = base_documents()[0].to_string();
+        let text = base_documents()[0].document.to_string();
         for input in [
             &b""[..],
             b"\x00{}",
@@ -337,6 +420,13 @@ mod tests {
             b"\x02\x05\x80\x02",
             b"\x02\x85\x00\x07\x03abc",
             b"\x05\x06\x01\x80\x01\x00",
+            // The base documents unedited: the set-system-prompt-before-the-first-request
+            // one and the adopted merged-style one restore into their sessions' requests.
+            b"\x08",
+            b"\x0b",
+            // The same, edited (seeds for the fuzzer to go on from).
+            b"\x08\x00\x80\x07\x05Hello",
+            b"\x0b\x02\x00\x80\x00",
         ] {
             saved_session(input);
         }

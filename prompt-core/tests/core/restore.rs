@@ -363,3 +363,146 @@ fn a_snapshot_over_the_size_limit_is_refused_before_it_is_parsed() {
     let text = rich_snapshot().to_string();
     assert!(SessionSnapshot::from_json(text.as_bytes()).is_ok());
 }
+
+#[test]
+fn a_system_prompt_set_before_the_first_request_is_saved_and_restored_with_the_same_routing_key() {
+    for style in STYLES {
+        let style = style();
+        // Set through `set_system_prompt`, and given in the options: both before a request.
+        let set = {
+            let mut s = Session::start(
+                components(),
+                &policy(),
+                SessionContext::default(),
+                options(&style),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                s.set_system_prompt("Answer in French."),
+                prompt_core::history::SystemPromptChange::Placed
+            );
+            s
+        };
+        let given = Session::start(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            options(&style).with_system_prompt("Answer in French."),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        for session in [set, given] {
+            let mut uninterrupted = session.clone();
+            // Restored with options that carry no system prompt: the saved one is kept.
+            let mut restored = round_trip(&session, &style);
+            assert_eq!(
+                restored.system_prompt().as_deref(),
+                Some("Answer in French."),
+                "{style:?}"
+            );
+            let (first, second, key, fingerprint) = next_two(&mut restored);
+            assert!(
+                String::from_utf8_lossy(&first).contains("Answer in French."),
+                "{style:?}"
+            );
+            assert_eq!(
+                (first, second, key, fingerprint),
+                next_two(&mut uninterrupted),
+                "{style:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_adopted_conversation_whose_user_message_is_only_a_reminder_restores_in_a_merged_style() {
+    let reminder = r#"{"role":"user","content":"<system-reminder from=\"todo_addendum\">\n- a\n</system-reminder>"}"#;
+    let conversation = format!(
+        r#"[{{"role":"system","content":"{INSTRUCTIONS}"}},{reminder},{{"role":"user","content":"hi"}},{{"role":"assistant","content":"Hello."}}]"#
+    );
+    for style in [
+        DeliveryStyle::merged_into_user("system-reminder"),
+        DeliveryStyle::merged_into_user("system-reminder").with_prefix(PrefixRole::FirstUser),
+    ] {
+        let (adopted, report) = Session::adopt(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            options(&style),
+            &conversation,
+            &AdoptOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        assert_eq!(report.updates, ["todo_addendum"], "{style:?}");
+        // The reminder is the tail component's last update: it is not sent again.
+        assert_eq!(
+            adopted
+                .history()
+                .last_update_from(&Producer::Component(id("todo_addendum"))),
+            Some("- a"),
+            "{style:?}"
+        );
+        let mut uninterrupted = adopted.clone();
+        let mut restored = round_trip(&adopted, &style);
+        let next = next_two(&mut restored);
+        assert!(
+            String::from_utf8_lossy(&next.0).contains(reminder),
+            "{style:?}: the adopted reminder is sent as it was"
+        );
+        assert_eq!(next, next_two(&mut uninterrupted), "{style:?}");
+    }
+}
+
+#[test]
+fn errors_whose_cause_says_what_failed_show_it_in_their_message() {
+    // A saved session that does not parse: the parser's position is in the message.
+    let err =
+        SessionSnapshot::from_json(br#"{"format": "cacheline-session", "version": }"#).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("the saved session does not parse: expected value at line 1 column"),
+        "{message}"
+    );
+    // A conversation to adopt that is not an array.
+    let err = Session::adopt(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::new(),
+        r#"[{"role": "user", "content": "hi"},"#,
+        &AdoptOptions::default(),
+    )
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("the conversation is not a JSON array of messages: ")
+            && message.contains("line 1 column"),
+        "{message}"
+    );
+    // A message that is not JSON.
+    let mut s = Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        SessionOptions::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let message = s
+        .record_assistant_raw(r#"{"role": "assistant", "content": "#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with("message from assistant is not valid JSON: ")
+            && message.contains("line 1 column"),
+        "{message}"
+    );
+    // A file that cannot be read: what the system said.
+    let missing = std::path::Path::new("/nonexistent/cacheline/agent.toml");
+    let message = prompt_core::input::read_text(missing, 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with("/nonexistent/cacheline/agent.toml: cannot read: ")
+            && message.contains("No such file"),
+        "{message}"
+    );
+}

@@ -234,7 +234,7 @@ pub enum StreamError {
     },
     /// The reply the stream amounts to was refused: no message to record, a message that
     /// is not the API's shape, or a session that refuses it (its source says why).
-    #[error("the {api} stream's reply (after {events} events) is refused")]
+    #[error("the {api} stream's reply (after {events} events) is refused: {}", prompt_core::input::chain(&**.source))]
     Reply {
         /// The API.
         api: &'static str,

@@ -168,6 +168,51 @@ fn a_conversation_restored_from_its_document_sends_the_same_bodies_on_every_api(
 }
 
 #[test]
+fn a_conversation_saved_before_its_first_body_keeps_the_system_prompt_set_and_its_routing_header() {
+    for api in APIS {
+        let mut c = start(api);
+        assert_eq!(
+            c.set_system_prompt("Answer in French."),
+            prompt_core::history::SystemPromptChange::Placed
+        );
+        let file = c.save().to_json();
+        let snapshot =
+            ConversationSnapshot::from_json(file.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        // The app restarts with options that carry no system prompt.
+        let mut restored = Conversation::restore(
+            &snapshot,
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        assert_eq!(
+            restored.session().system_prompt().as_deref(),
+            Some("Answer in French."),
+            "{api:?}"
+        );
+        let a = c
+            .turn(values("a", 1), "hi")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        let b = restored
+            .turn(values("a", 1), "hi")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        assert!(
+            String::from_utf8_lossy(&b).contains("Answer in French."),
+            "{api:?}"
+        );
+        assert_eq!(a, b, "{api:?}");
+        assert_eq!(restored.routing_header(), c.routing_header(), "{api:?}");
+    }
+}
+
+#[test]
 fn a_conversation_document_reads_back_through_from_json_and_one_over_the_limit_is_refused_unparsed()
 {
     let mut c = start(ApiKind::OpenAi);
@@ -180,21 +225,44 @@ fn a_conversation_document_reads_back_through_from_json_and_one_over_the_limit_i
     let read = ConversationSnapshot::from_json(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(read, c.save());
     let big = vec![b' '; prompt_core::snapshot::MAX_SNAPSHOT_BYTES + 1];
-    assert!(matches!(
-        ConversationSnapshot::from_json(&big),
-        Err(ConversationError::Restore(
-            prompt_core::snapshot::RestoreError::TooLarge {
-                what: "document bytes",
-                ..
-            }
-        ))
-    ));
-    assert!(matches!(
-        ConversationSnapshot::from_json(b"{\"format\": 1}"),
-        Err(ConversationError::Restore(
-            prompt_core::snapshot::RestoreError::Json(_)
-        ))
-    ));
+    let err = ConversationSnapshot::from_json(&big).unwrap_err();
+    assert!(
+        matches!(err, ConversationError::TooLarge { len, .. } if len == big.len()),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().starts_with("the saved conversation is "),
+        "{err}"
+    );
+    let err = ConversationSnapshot::from_json(b"{\"format\": 1}").unwrap_err();
+    assert!(matches!(err, ConversationError::Json(_)), "{err:?}");
+}
+
+#[test]
+fn a_conversation_document_that_does_not_parse_is_named_with_the_parser_s_position() {
+    let mut c = start(ApiKind::OpenAi);
+    three_turns(&mut c, ApiKind::OpenAi);
+    let text = c.save().to_json();
+    // Cut off in the middle: the message names the document and where the parser stopped.
+    let cut = &text.as_bytes()[..text.len() / 2];
+    let err = ConversationSnapshot::from_json(cut).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("the saved conversation does not parse: "),
+        "{message}"
+    );
+    assert!(message.contains("line 1 column"), "{message}");
+    assert!(!message.contains("session"), "{message}");
+    // A saved session read as one names the session, with the position too.
+    let session = c.session().save().to_json();
+    let err = prompt_core::SessionSnapshot::from_json(&session.as_bytes()[..session.len() / 2])
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("the saved session does not parse: "),
+        "{message}"
+    );
+    assert!(message.contains("line 1 column"), "{message}");
 }
 
 #[test]

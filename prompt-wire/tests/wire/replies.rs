@@ -209,7 +209,12 @@ fn a_reply_while_tool_calls_wait_for_results_is_refused_with_the_session_error_a
     );
     w.record_reply(&mut s, body.as_bytes()).unwrap();
     let err = w.record_reply(&mut s, body.as_bytes()).unwrap_err();
-    assert_eq!(err.to_string(), "the session refused the reply's message");
+    // The message shows why, not only the source.
+    assert!(
+        err.to_string()
+            .starts_with("the session refused the reply's message: the assistant's tool calls [\"toolu_1\"] have no results yet"),
+        "{err}"
+    );
     let source = err.source().unwrap();
     assert!(
         source
