@@ -3,8 +3,8 @@
 //! `fn main() -> Result<(), E>` prints a returned error with `{:?}`, and a derived `Debug`
 //! shows a struct dump (`Policy(PolicyErrors([PolicyDiagnostic { position: … }]))`) instead of
 //! the message. A `Report` is what `?` turns any error into; its `Debug` is the error's
-//! `Display` followed by the causes that text does not already show, one per line, each
-//! excerpted and at most [`MAX_CAUSES`] of them, so a hostile chain cannot flood the terminal.
+//! message followed by the causes that message does not already show, as
+//! [`input::report`](crate::input::report) writes them (bounded).
 //!
 //! ```
 //! use prompt_core::Report;
@@ -21,10 +21,7 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::input::{EXCERPT_BYTES, excerpt};
-
-/// The most causes a [`Report`] prints below the error itself.
-pub const MAX_CAUSES: usize = 8;
+use crate::input;
 
 /// Any error, boxed, whose `Debug` is meant for a person: the error's `Display` and the
 /// causes it does not already name. Return it from `main` (`fn main() -> Result<(), Report>`)
@@ -60,26 +57,7 @@ impl fmt::Display for Report {
 
 impl fmt::Debug for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut shown = self.0.to_string();
-        f.write_str(&shown)?;
-        let mut cause = self.0.source();
-        let mut printed = 0;
-        while let Some(error) = cause {
-            if printed == MAX_CAUSES {
-                return f.write_str("\n  (further causes not shown)");
-            }
-            let text = error.to_string();
-            // Errors of this workspace already end their message with their cause: print only
-            // what the text above does not show.
-            if !text.is_empty() && !shown.contains(text.as_str()) {
-                let line = excerpt(&text, EXCERPT_BYTES);
-                write!(f, "\n  caused by: {line}")?;
-                shown.push_str(&text);
-                printed += 1;
-            }
-            cause = error.source();
-        }
-        Ok(())
+        f.write_str(&input::report(self.0.as_ref()))
     }
 }
 
@@ -119,7 +97,7 @@ mod tests {
         ]));
         assert_eq!(
             format!("{report:?}"),
-            "loading agent.toml: connection refused\n  caused by: os error 111"
+            "loading agent.toml: connection refused: os error 111"
         );
         assert_eq!(report.to_string(), "loading agent.toml: connection refused");
     }
@@ -130,8 +108,13 @@ mod tests {
         let texts: Vec<String> = (0..100).map(|i| format!("{i}{long}")).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let shown = format!("{:?}", Report::from(chain(&refs)));
-        assert_eq!(shown.matches("caused by").count(), MAX_CAUSES);
-        assert!(shown.ends_with("(further causes not shown)"));
-        assert!(shown.len() < 10_000 + (MAX_CAUSES + 1) * 400, "{}", shown.len());
+        // The head whole, then at most CHAIN_LINKS - 1 causes of at most EXCERPT_BYTES each.
+        let bound = texts[0].len() + (input::CHAIN_LINKS - 1) * (input::EXCERPT_BYTES + 8);
+        assert!(shown.len() <= bound, "{} > {bound}", shown.len());
+        assert!(
+            shown.contains("1xxx") && !shown.contains("9xxx"),
+            "{}",
+            &shown[..64]
+        );
     }
 }
