@@ -364,3 +364,56 @@ async fn accept_loop(
         });
     }
 }
+
+impl ProxySummary {
+    /// The session summary printed on exit: requests, tokens cached and re-processed, breaks
+    /// by cause, and the cost above the ideal when the audit's price table applies.
+    pub fn text(&self) -> String {
+        let t = &self.totals;
+        let mut s = format!(
+            "cacheline proxy: {} requests forwarded, {} analysed",
+            t.forwarded, t.analysed
+        );
+        if t.not_analysed > 0 {
+            s.push_str(&format!(", {} not analysed", t.not_analysed));
+        }
+        if t.analysis_dropped > 0 {
+            s.push_str(&format!(
+                "; analysis dropped {} requests (its queue was full)",
+                t.analysis_dropped
+            ));
+        }
+        s.push_str(&format!("; {} sessions", t.sessions));
+        if t.sessions_dropped > 0 {
+            s.push_str(&format!(
+                " ({} more dropped, least recently used)",
+                t.sessions_dropped
+            ));
+        }
+        s.push_str(&format!(
+            "\n  tokens: {} input, {} reported cached, {} re-processed, {} expected from cache",
+            t.input, t.cached, t.reprocessed, t.expected_cached
+        ));
+        if !t.breaks.is_empty() {
+            let causes: Vec<String> = t
+                .breaks
+                .iter()
+                .map(|(c, n)| format!("{} {n}", c.as_str()))
+                .collect();
+            s.push_str(&format!("\n  verdicts by cause: {}", causes.join(", ")));
+        }
+        if let Some(a) = &self.audit
+            && a.requests > 0
+        {
+            match (a.overspend_pct, a.overspend_undefined) {
+                (Some(p), _) => s.push_str(&format!(
+                    "\n  cost: {p:.1}% above the ideal (every re-sent token read from cache), at the audit's prices ({})",
+                    a.hit_rate_source
+                )),
+                (None, Some(why)) => s.push_str(&format!("\n  cost: undefined ({why})")),
+                (None, None) => {}
+            }
+        }
+        s
+    }
+}
