@@ -157,7 +157,11 @@ pub(crate) fn run(
     let tokenizer = match O200kBase::shared() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("cacheline proxy: no analysis: the tokenizer could not be loaded: {e}");
+            let warning = format!("no analysis: the tokenizer could not be loaded: {e}");
+            if settings.print_verdicts {
+                eprintln!("cacheline proxy: {warning}");
+            }
+            state.warn(warning);
             // Drain so senders never block (they never do: try_send), then stop.
             for m in rx {
                 if matches!(m, Message::Stop) {
@@ -198,7 +202,10 @@ pub(crate) fn run(
             body: None,
         };
         let cap = settings.max_copy_bytes;
-        if job.request.over {
+        if job.outcome == Outcome::Unreachable {
+            // Its body was never read: nothing to compare, nothing billed.
+            row.verdict = "not analysed: the upstream was not reached".to_owned();
+        } else if job.request.over {
             row.verdict = format!(
                 "not analysed: body over {cap} bytes ({} bytes)",
                 job.request.len
@@ -217,7 +224,11 @@ pub(crate) fn run(
             if let Some(log) = settings.log.as_mut()
                 && let Err(e) = writeln!(log, "{text}")
             {
-                eprintln!("cacheline proxy: writing the log failed, no more lines written: {e}");
+                let warning = format!("writing the log failed, no more lines written: {e}");
+                if settings.print_verdicts {
+                    eprintln!("cacheline proxy: {warning}");
+                }
+                state.warn(warning);
                 settings.log = None;
             }
             if settings.keep_bodies {

@@ -114,7 +114,9 @@ pub struct ProxyConfig {
     pub log: Option<PathBuf>,
     /// Keep each request's body in its row ([`RequestRow::body`]) (`--keep-bodies`).
     pub keep_bodies: bool,
-    /// Print one verdict line per request on standard error.
+    /// Print one verdict line per request on standard error (from the analysis thread:
+    /// a host that holds standard error's lock prints [`ProxyState::subscribe`]'s rows
+    /// instead).
     pub print_verdicts: bool,
     /// Exchanges waiting for analysis; more are dropped and counted. Default 1024.
     pub queue: usize,
@@ -389,6 +391,9 @@ impl ProxySummary {
                 " ({} more dropped, least recently used)",
                 t.sessions_dropped
             ));
+        }
+        for w in &t.warnings {
+            s.push_str(&format!("\n  warning: {w}"));
         }
         s.push_str(&format!(
             "\n  tokens: {} input, {} reported cached, {} re-processed, {} expected from cache",
