@@ -47,7 +47,10 @@ const HOP_BY_HOP: [&str; 6] = [
     "upgrade",
 ];
 
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// The headers without the hop-by-hop ones, in their order (a `HeaderMap`'s `remove`
+/// swaps the last entry into the hole: the map is rebuilt instead); `host`, when given,
+/// replaces the `Host` header's value where it stands (or is added last).
+fn without_hop_by_hop(headers: HeaderMap, host: Option<HeaderValue>) -> HeaderMap {
     let named: Vec<HeaderName> = headers
         .get_all(hyper::header::CONNECTION)
         .iter()
@@ -55,20 +58,32 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.split(','))
         .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
         .collect();
-    for n in named {
-        headers.remove(n);
+    let dropped = |n: &HeaderName| {
+        HOP_BY_HOP.contains(&n.as_str()) || n.as_str().starts_with("proxy-") || named.contains(n)
+    };
+    let mut out = HeaderMap::with_capacity(headers.len());
+    let mut host = host;
+    let mut current: Option<HeaderName> = None;
+    for (name, value) in headers {
+        if let Some(n) = name {
+            current = Some(n);
+        }
+        let Some(name) = &current else { continue };
+        if dropped(name) {
+            continue;
+        }
+        if name == hyper::header::HOST {
+            if let Some(h) = host.take() {
+                out.append(name.clone(), h);
+            }
+            continue;
+        }
+        out.append(name.clone(), value);
     }
-    for n in HOP_BY_HOP {
-        headers.remove(n);
+    if let Some(h) = host {
+        out.append(hyper::header::HOST, h);
     }
-    let proxy: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| k.as_str().starts_with("proxy-"))
-        .cloned()
-        .collect();
-    for n in proxy {
-        headers.remove(n);
-    }
+    out
 }
 
 /// The request body forwarded upstream, frame by frame, with its copy kept aside.
@@ -267,10 +282,8 @@ pub(crate) async fn handle(
         }
     }
     parts.version = hyper::Version::HTTP_11;
-    strip_hop_by_hop(&mut parts.headers);
-    if let Ok(host) = HeaderValue::from_str(&upstream.authority) {
-        parts.headers.insert(hyper::header::HOST, host);
-    }
+    let host = HeaderValue::from_str(&upstream.authority).ok();
+    parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), host);
     let headers: Vec<(String, String)> = parts
         .headers
         .iter()
@@ -354,7 +367,7 @@ pub(crate) async fn handle(
         }
     };
     let (mut parts, body) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
+    parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), None);
     let content_encoding = parts
         .headers
         .get(hyper::header::CONTENT_ENCODING)
