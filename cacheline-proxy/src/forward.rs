@@ -149,6 +149,10 @@ impl Pending {
 /// (or breaks off, or the client drops it) the exchange goes to the analysis queue.
 pub(crate) struct ResponseTee {
     inner: Incoming,
+    /// The upstream's error, held for one poll: the server flushes what it has written
+    /// (the head, earlier frames) before the body is aborted, so the client sees every
+    /// byte that came before the cut.
+    failed: Option<hyper::Error>,
     copy: BodyCopy,
     cap: usize,
     pending: Option<Pending>,
@@ -171,8 +175,19 @@ impl Body for ResponseTee {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
+            Poll::Ready(Some(Err(_))) => {
+                this.finish(Outcome::UpstreamAborted);
+                if let Poll::Ready(Some(Err(e))) = polled {
+                    this.failed = Some(e);
+                }
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.copy.push(data, this.cap);
@@ -181,7 +196,6 @@ impl Body for ResponseTee {
                     this.finish(Outcome::Complete);
                 }
             }
-            Poll::Ready(Some(Err(_))) => this.finish(Outcome::UpstreamAborted),
             Poll::Ready(None) => this.finish(Outcome::Complete),
             Poll::Pending => {}
         }
@@ -189,7 +203,7 @@ impl Body for ResponseTee {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.failed.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -382,6 +396,7 @@ pub(crate) async fn handle(
     };
     let tee = ResponseTee {
         inner: body,
+        failed: None,
         copy: BodyCopy::default(),
         cap: shared.max_copy_bytes,
         pending: Some(pending),

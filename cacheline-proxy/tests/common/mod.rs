@@ -272,7 +272,8 @@ pub async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> (Vec<u8>, bool) 
 
 /// Splits a raw reply into its head and body.
 pub fn split(reply: &[u8]) -> (String, Vec<u8>) {
-    let end = find(reply, b"\r\n\r\n").expect("a reply head");
+    let end = find(reply, b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no reply head in {:?}", String::from_utf8_lossy(reply)));
     (
         String::from_utf8_lossy(&reply[..end]).into_owned(),
         reply[end + 4..].to_vec(),
