@@ -217,6 +217,9 @@ async fn the_audit_of_the_log_gives_the_verdicts_the_proxy_printed() {
         printed.push(events.recv().await.unwrap());
     }
     proxy.shutdown().await;
+    for row in &printed {
+        eprintln!("{}", verdict_line(row));
+    }
     // The break the test is about is there: the date in the system prompt.
     assert!(printed[2].cause.is_some(), "{}", verdict_line(&printed[2]));
     assert!(
