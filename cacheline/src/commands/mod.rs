@@ -18,6 +18,7 @@ mod bench_live;
 mod bench_stream;
 mod demo;
 mod probe_template;
+mod proxy;
 mod simulate;
 mod simulate_fleet;
 
@@ -63,6 +64,9 @@ enum Command {
     /// Play several scripted sessions at once through the routers `scripts/fleet.sh` runs
     /// in front of llama-server replicas: per routing policy, what the replicas' caches serve.
     BenchFleet(bench_fleet::BenchFleetArgs),
+    /// Run a byte-exact local proxy for the Anthropic, OpenAI and Gemini APIs that prints
+    /// per request what broke the prompt cache (`-- CMD ARGS…`: run an agent through it).
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Runs the command line `args` (program name first); returns the exit status. Output goes
@@ -92,5 +96,6 @@ fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8,
         Command::ProbeTemplate(args) => probe_template::run(&args, out, err),
         Command::BenchLive(args) => bench_live::run(&args, &registry, out, err),
         Command::BenchFleet(args) => bench_fleet::run(&args, &registry, out, err),
+        Command::Proxy(args) => proxy::run(&args, out, err),
     }
 }

@@ -1,0 +1,322 @@
+//! The analysis thread: owns the audit (and so the one comparison engine), reads each
+//! exchange's copy off the hot path, writes it as a line of the audit's log format, audits
+//! that very line and prints its verdict. `cacheline audit` on the log runs the same code on
+//! the same lines: its verdicts are the proxy's.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use bytes::Bytes;
+use prompt_measure::audit::{AuditSummary, Place, verdict_text};
+use prompt_measure::{AuditConfig, Auditor, O200kBase};
+use serde_json::{Map, Value};
+
+use crate::route::Api;
+use crate::state::{Outcome, ProxyState, RequestRow};
+
+/// A copy of a body, as frames (shared with the forwarded ones, not copied), bounded.
+#[derive(Debug, Default)]
+pub(crate) struct BodyCopy {
+    pub(crate) chunks: Vec<Bytes>,
+    pub(crate) len: u64,
+    pub(crate) over: bool,
+}
+
+impl BodyCopy {
+    pub(crate) fn push(&mut self, data: &Bytes, cap: usize) {
+        self.len = self.len.saturating_add(data.len() as u64);
+        if self.over {
+            return;
+        }
+        if self.len > cap as u64 {
+            self.over = true;
+            self.chunks = Vec::new();
+        } else {
+            self.chunks.push(data.clone());
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len as usize);
+        for c in &self.chunks {
+            v.extend_from_slice(c);
+        }
+        v
+    }
+}
+
+/// One exchange, handed to the analysis thread.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) api: Api,
+    /// The path, without its query (Gemini's `?key=` never leaves the hot path).
+    pub(crate) path: String,
+    /// The headers the engine keeps ([`prompt_wire::engine::keep_header`]), lowercase.
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) agent: Option<String>,
+    pub(crate) ts: f64,
+    pub(crate) request: BodyCopy,
+    pub(crate) response: BodyCopy,
+    pub(crate) content_encoding: Option<String>,
+    pub(crate) status: u16,
+    pub(crate) outcome: Outcome,
+    pub(crate) added_latency: Duration,
+}
+
+/// What the analysis thread is told.
+pub(crate) enum Message {
+    Exchange(Box<Job>),
+    Stop,
+}
+
+/// The analysis thread's settings.
+pub(crate) struct Settings {
+    pub(crate) audit: AuditConfig,
+    pub(crate) log: Option<File>,
+    pub(crate) max_copy_bytes: usize,
+    pub(crate) keep_bodies: bool,
+    pub(crate) print_verdicts: bool,
+}
+
+/// The longest excerpt of a verdict printed on a terminal line.
+const VERDICT_BYTES: usize = 600;
+
+/// A decompressed copy of a reply: `Err` says why it is not analysed. Output bounded by
+/// `cap`: a small bomb cannot grow memory.
+fn decoded(encoding: Option<&str>, body: Vec<u8>, cap: usize) -> Result<Vec<u8>, String> {
+    let limit = cap as u64 + 1;
+    let mut out = Vec::new();
+    let read = match encoding.map(str::trim) {
+        None | Some("" | "identity") => return Ok(body),
+        Some("gzip" | "x-gzip") => flate2::read::MultiGzDecoder::new(&body[..])
+            .take(limit)
+            .read_to_end(&mut out),
+        Some("deflate") => flate2::read::ZlibDecoder::new(&body[..])
+            .take(limit)
+            .read_to_end(&mut out),
+        Some(other) => {
+            return Err(format!(
+                "a reply in `{}` encoding is forwarded but not read",
+                prompt_core_excerpt(other, 40)
+            ));
+        }
+    };
+    match read {
+        Ok(_) if out.len() > cap => Err(format!("the reply decompresses to over {cap} bytes")),
+        Ok(_) => Ok(out),
+        Err(e) => Err(format!("the compressed reply could not be read: {e}")),
+    }
+}
+
+fn prompt_core_excerpt(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// The log line of an exchange, in the audit's format.
+fn log_line(job: &Job, request: &[u8], response: Option<&[u8]>) -> String {
+    let mut o = Map::new();
+    o.insert(
+        "request".to_owned(),
+        Value::String(String::from_utf8_lossy(request).into_owned()),
+    );
+    o.insert(
+        "response".to_owned(),
+        response.map_or(Value::Null, |r| {
+            Value::String(String::from_utf8_lossy(r).into_owned())
+        }),
+    );
+    o.insert("path".to_owned(), Value::String(job.path.clone()));
+    let headers: Map<String, Value> = job
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    o.insert("headers".to_owned(), Value::Object(headers));
+    if let Some(ts) = serde_json::Number::from_f64(job.ts) {
+        o.insert("ts".to_owned(), Value::Number(ts));
+    }
+    Value::Object(o).to_string()
+}
+
+/// The summary the analysis thread hands back when it stops.
+pub(crate) type Finished = Option<AuditSummary>;
+
+/// Runs until told to stop (or every sender is gone).
+pub(crate) fn run(
+    rx: Receiver<Message>,
+    state: Arc<ProxyState>,
+    mut settings: Settings,
+) -> Finished {
+    let tokenizer = match O200kBase::shared() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("cacheline proxy: no analysis: the tokenizer could not be loaded: {e}");
+            // Drain so senders never block (they never do: try_send), then stop.
+            for m in rx {
+                if matches!(m, Message::Stop) {
+                    break;
+                }
+            }
+            return None;
+        }
+    };
+    let mut auditor = Auditor::new(tokenizer, settings.audit);
+    let mut seq = 0u64;
+    let mut line_no = 0u64;
+    for message in rx {
+        let job = match message {
+            Message::Exchange(job) => job,
+            Message::Stop => break,
+        };
+        seq += 1;
+        let mut row = RequestRow {
+            request: seq,
+            line: None,
+            session: "-".to_owned(),
+            api: job.api,
+            agent: job.agent.clone(),
+            model: None,
+            status: job.status,
+            outcome: job.outcome,
+            input: 0,
+            cached: None,
+            reprocessed: 0,
+            new: 0,
+            expected_cached: 0,
+            cause: None,
+            place: None,
+            excerpt: None,
+            verdict: String::new(),
+            added_latency: job.added_latency,
+            body: None,
+        };
+        let cap = settings.max_copy_bytes;
+        if job.request.over {
+            row.verdict = format!(
+                "not analysed: body over {cap} bytes ({} bytes)",
+                job.request.len
+            );
+        } else {
+            let request = job.request.bytes();
+            let response = if job.response.over {
+                Err(format!("the reply is over {cap} bytes"))
+            } else {
+                decoded(job.content_encoding.as_deref(), job.response.bytes(), cap)
+            };
+            // A reply that cannot be read is logged as none: its usage is not known.
+            let text = log_line(&job, &request, response.as_deref().ok());
+            line_no += 1;
+            row.line = Some(line_no);
+            if let Some(log) = settings.log.as_mut()
+                && let Err(e) = writeln!(log, "{text}")
+            {
+                eprintln!("cacheline proxy: writing the log failed, no more lines written: {e}");
+                settings.log = None;
+            }
+            if settings.keep_bodies {
+                row.body = Some(String::from_utf8_lossy(&request).into_owned());
+            }
+            match auditor.push_line(line_no, &text) {
+                Ok(Some(audit)) => {
+                    let v = &audit.verdict;
+                    row.session = v.session.id.clone();
+                    row.model = v.model.clone();
+                    row.input = audit.tokens;
+                    row.cached = audit.reported.map(|r| r.usage.cache_read);
+                    row.reprocessed = v.tokens_lost;
+                    row.new = v.tokens.saturating_sub(v.common_tokens);
+                    row.expected_cached = v.expected_cached;
+                    row.cause = v.cause.as_ref().map(|c| c.kind());
+                    if let Some(change) = v
+                        .cause
+                        .as_ref()
+                        .and_then(|c| v.changes.iter().find(|ch| ch.cause == *c))
+                    {
+                        row.place = Some(match &change.place {
+                            Place::Request => change.json_path.clone(),
+                            other => other.to_string(),
+                        });
+                        row.excerpt = Some((
+                            change.divergence.excerpt.earlier.clone(),
+                            change.divergence.excerpt.later.clone(),
+                        ));
+                    }
+                    row.verdict = verdict_text(&audit);
+                    if let Some(e) = &audit.reported_error
+                        && job.status < 300
+                    {
+                        row.verdict.push_str(&format!("; usage not read: {e}"));
+                    }
+                }
+                Ok(None) => row.verdict = "not analysed: an empty body".to_owned(),
+                Err(e) => row.verdict = format!("could not be read: {e}"),
+            }
+        }
+        if settings.print_verdicts {
+            eprintln!("{}", verdict_line(&row));
+        }
+        state.record(row);
+    }
+    Some(auditor.summary())
+}
+
+/// One request's verdict line on standard error.
+pub fn verdict_line(row: &RequestRow) -> String {
+    let cached = row.cached.map_or_else(|| "-".to_owned(), |c| c.to_string());
+    let mut verdict = row.verdict.clone();
+    if verdict.len() > VERDICT_BYTES {
+        let mut end = VERDICT_BYTES;
+        while !verdict.is_char_boundary(end) {
+            end -= 1;
+        }
+        verdict.truncate(end);
+        verdict.push('…');
+    }
+    let outcome = match row.outcome {
+        Outcome::Complete => String::new(),
+        Outcome::UpstreamAborted => " [upstream aborted]".to_owned(),
+        Outcome::ClientGone => " [client gone]".to_owned(),
+        Outcome::Unreachable => " [upstream unreachable]".to_owned(),
+    };
+    format!(
+        "cacheline proxy: {} #{} {} {} input={} cached={} expected={} status={}{}: {}",
+        row.session,
+        row.request,
+        row.api,
+        row.model.as_deref().unwrap_or("-"),
+        row.input,
+        cached,
+        row.expected_cached,
+        row.status,
+        outcome,
+        verdict
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gzip_bomb_is_cut_at_the_cap() {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&vec![b'a'; 4 << 20]).unwrap();
+        let bomb = e.finish().unwrap();
+        assert!(bomb.len() < 64 << 10);
+        let err = decoded(Some("gzip"), bomb.clone(), 1 << 20).unwrap_err();
+        assert!(err.contains("over 1048576 bytes"), "{err}");
+        assert_eq!(decoded(Some("gzip"), bomb, 8 << 20).unwrap().len(), 4 << 20);
+        let err = decoded(Some("br"), vec![1, 2], 10).unwrap_err();
+        assert!(
+            err.contains("`br` encoding is forwarded but not read"),
+            "{err}"
+        );
+    }
+}

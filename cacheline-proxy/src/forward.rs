@@ -1,0 +1,377 @@
+//! The hot path: a request forwarded as it came, its reply returned as it arrives, and a
+//! copy of both (the same frames, shared, bounded) handed to the analysis queue with
+//! `try_send`: never waiting on it.
+
+use std::pin::Pin;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+
+use crate::analysis::{BodyCopy, Job, Message};
+use crate::route::{Upstreams, route};
+use crate::state::{Outcome, ProxyState};
+
+/// The body the proxy answers with: the upstream's, teed, or its own short text.
+pub(crate) type ProxyBody = Either<ResponseTee, Full<Bytes>>;
+
+pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, RequestTee>;
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub(crate) client: HttpsClient,
+    pub(crate) upstreams: Upstreams,
+    pub(crate) queue: SyncSender<Message>,
+    pub(crate) state: Arc<ProxyState>,
+    pub(crate) max_copy_bytes: usize,
+    pub(crate) upstream_timeout: Duration,
+}
+
+/// Headers that belong to one connection, never forwarded (as Go's
+/// `httputil.ReverseProxy`), besides those `Connection` names and any `Proxy-*`.
+const HOP_BY_HOP: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        headers.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        headers.remove(n);
+    }
+    let proxy: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for n in proxy {
+        headers.remove(n);
+    }
+}
+
+/// The request body forwarded upstream, frame by frame, with its copy kept aside.
+pub(crate) struct RequestTee {
+    inner: Incoming,
+    copy: Arc<Mutex<BodyCopy>>,
+    cap: usize,
+}
+
+impl Body for RequestTee {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+            && let Ok(mut copy) = this.copy.lock()
+        {
+            copy.push(data, this.cap);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What is sent to the analysis when a reply ends.
+struct Pending {
+    job: Job,
+    request: Arc<Mutex<BodyCopy>>,
+    queue: SyncSender<Message>,
+    state: Arc<ProxyState>,
+}
+
+impl Pending {
+    fn send(mut self, response: BodyCopy, outcome: Outcome) {
+        if let Ok(mut copy) = self.request.lock() {
+            self.job.request = std::mem::take(&mut *copy);
+        }
+        self.job.response = response;
+        self.job.outcome = outcome;
+        match self.queue.try_send(Message::Exchange(Box::new(self.job))) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.state.dropped(),
+            // The analysis has stopped (the proxy is shutting down).
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+/// The reply returned to the client, frame by frame, with its copy kept aside; when it ends
+/// (or breaks off, or the client drops it) the exchange goes to the analysis queue.
+pub(crate) struct ResponseTee {
+    inner: Incoming,
+    copy: BodyCopy,
+    cap: usize,
+    pending: Option<Pending>,
+}
+
+impl ResponseTee {
+    fn finish(&mut self, outcome: Outcome) {
+        if let Some(p) = self.pending.take() {
+            p.send(std::mem::take(&mut self.copy), outcome);
+        }
+    }
+}
+
+impl Body for ResponseTee {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.copy.push(data, this.cap);
+                }
+                if this.inner.is_end_stream() {
+                    this.finish(Outcome::Complete);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => this.finish(Outcome::UpstreamAborted),
+            Poll::Ready(None) => this.finish(Outcome::Complete),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for ResponseTee {
+    fn drop(&mut self) {
+        let outcome = if self.inner.is_end_stream() {
+            Outcome::Complete
+        } else {
+            Outcome::ClientGone
+        };
+        self.finish(outcome);
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut r = Response::new(Either::Right(Full::new(Bytes::from(body))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// The first `n` bytes of a text, on a character boundary.
+fn bounded(s: &str, n: usize) -> &str {
+    let mut end = s.len().min(n);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// An error and its causes on one line, bounded.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    let mut n = 0;
+    while let Some(c) = source {
+        if n >= 4 {
+            break;
+        }
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        source = c.source();
+        n += 1;
+    }
+    bounded(&s, 300).to_owned()
+}
+
+/// Forwards one request.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+    let start = Instant::now();
+    let path = req.uri().path().to_owned();
+    let Some(api) = route(&path) else {
+        return Ok(text(
+            StatusCode::NOT_FOUND,
+            format!(
+                "cacheline proxy: no API is routed at {} (routes: /v1/messages… → anthropic, other /v1/… → openai, /v1beta/… and /v1alpha/… → gemini)\n",
+                bounded(&path, 200)
+            ),
+        ));
+    };
+    shared.state.forwarded();
+    let upstream = shared.upstreams.of(api);
+    let (mut parts, body) = req.into_parts();
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let uri = format!(
+        "{}://{}{}{}",
+        upstream.scheme, upstream.authority, upstream.prefix, path_and_query
+    );
+    match uri.parse::<Uri>() {
+        Ok(u) => parts.uri = u,
+        Err(e) => {
+            return Ok(text(
+                StatusCode::BAD_REQUEST,
+                format!("cacheline proxy: the request's path cannot be forwarded: {e}\n"),
+            ));
+        }
+    }
+    parts.version = hyper::Version::HTTP_11;
+    strip_hop_by_hop(&mut parts.headers);
+    if let Ok(host) = HeaderValue::from_str(&upstream.authority) {
+        parts.headers.insert(hyper::header::HOST, host);
+    }
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .filter(|(k, _)| prompt_wire::engine::keep_header(k.as_str()))
+        .take(64)
+        .filter_map(|(k, v)| {
+            Some((
+                k.as_str().to_owned(),
+                bounded(v.to_str().ok()?, 1024).to_owned(),
+            ))
+        })
+        .collect();
+    let agent = parts
+        .headers
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| bounded(v, 128).to_owned());
+    let copy = Arc::new(Mutex::new(BodyCopy::default()));
+    let tee = RequestTee {
+        inner: body,
+        copy: copy.clone(),
+        cap: shared.max_copy_bytes,
+    };
+    let ts = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let upstream_url = upstream.url();
+    let before = start.elapsed();
+    let sent = tokio::time::timeout(
+        shared.upstream_timeout,
+        shared.client.request(Request::from_parts(parts, tee)),
+    )
+    .await;
+    let head = Instant::now();
+    let job = |status: u16, content_encoding: Option<String>, added: Duration| Job {
+        api,
+        path: path.clone(),
+        headers: headers.clone(),
+        agent: agent.clone(),
+        ts,
+        request: BodyCopy::default(),
+        response: BodyCopy::default(),
+        content_encoding,
+        status,
+        outcome: Outcome::Complete,
+        added_latency: added,
+    };
+    let response = match sent {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => {
+            let p = Pending {
+                job: job(502, None, before),
+                request: copy,
+                queue: shared.queue.clone(),
+                state: shared.state.clone(),
+            };
+            p.send(BodyCopy::default(), Outcome::Unreachable);
+            return Ok(text(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "cacheline proxy: upstream {api} ({upstream_url}) failed: {}\n",
+                    chain(&e)
+                ),
+            ));
+        }
+        Err(_) => {
+            let p = Pending {
+                job: job(502, None, before),
+                request: copy,
+                queue: shared.queue.clone(),
+                state: shared.state.clone(),
+            };
+            p.send(BodyCopy::default(), Outcome::Unreachable);
+            return Ok(text(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "cacheline proxy: upstream {api} ({upstream_url}) did not answer within {} s\n",
+                    shared.upstream_timeout.as_secs_f64()
+                ),
+            ));
+        }
+    };
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let content_encoding = parts
+        .headers
+        .get(hyper::header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| bounded(v, 64).to_ascii_lowercase());
+    let added = before + head.elapsed();
+    let pending = Pending {
+        job: job(parts.status.as_u16(), content_encoding, added),
+        request: copy,
+        queue: shared.queue.clone(),
+        state: shared.state.clone(),
+    };
+    let tee = ResponseTee {
+        inner: body,
+        copy: BodyCopy::default(),
+        cap: shared.max_copy_bytes,
+        pending: Some(pending),
+    };
+    Ok(Response::from_parts(parts, Either::Left(tee)))
+}

@@ -1,0 +1,419 @@
+//! # cacheline-proxy
+//!
+//! `cacheline proxy`: a local proxy for LLM APIs that forwards every request and reply byte
+//! for byte and names, per session and as it happens, what broke the prompt cache.
+//!
+//! - **Byte-exact**: the request's method, path and query, headers (hop-by-hop ones aside,
+//!   as Go's `httputil.ReverseProxy`; `Host` set to the upstream's) and body go upstream
+//!   unchanged; the reply's status, headers and body come back unchanged, frame by frame as
+//!   they arrive (server-sent events are never re-encoded).
+//! - **Off the hot path**: the analysis gets the same frames (shared, not copied), at most
+//!   [`ProxyConfig::max_copy_bytes`] of each body, through a bounded queue it is never
+//!   waited on: when the queue is full the copy is dropped and counted
+//!   ([`Totals::analysis_dropped`]).
+//! - **One analysis**: the analysis thread writes each exchange as a line of the audit's log
+//!   format ([`prompt_measure::audit`]) and audits that line; `cacheline audit` on the log
+//!   gives the verdicts the proxy printed.
+//! - **No credential written**: only the headers [`prompt_wire::engine::keep_header`] keeps
+//!   reach the analysis and the log; the query (Gemini's `?key=`) never does.
+//!
+//! [`Proxy::start`] runs one on a listener; [`ProxyState::snapshot`] and
+//! [`ProxyState::subscribe`] observe it; [`launcher`] runs a command through it.
+
+#![deny(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prompt_measure::AuditConfig;
+use prompt_measure::audit::AuditSummary;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+mod analysis;
+mod forward;
+pub mod launcher;
+pub mod route;
+pub mod state;
+
+pub use analysis::verdict_line;
+pub use route::{Api, Upstream, Upstreams, route};
+pub use state::{Outcome, ProxyState, RequestRow, SessionView, Totals};
+
+/// Why the proxy could not start or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// An `--upstream` that cannot be used.
+    #[error("upstream {url}: {why}")]
+    Upstream {
+        /// The URL (or spec) given, bounded; not shown when it carries credentials.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// A non-loopback listen address without `--allow-remote`.
+    #[error(
+        "listening on {0} would expose the proxy (and the credentials it forwards) beyond this machine: pass --allow-remote to do so"
+    )]
+    NotLoopback(SocketAddr),
+    /// Binding the listener failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The listener's own address could not be read.
+    #[error("the listener's address: {0}")]
+    LocalAddr(std::io::Error),
+    /// The `--log` file could not be opened.
+    #[error("cannot open the log {path}: {source}")]
+    Log {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The TLS setup for the hosted APIs failed.
+    #[error("TLS setup: {0}")]
+    Tls(String),
+    /// The analysis thread could not be started.
+    #[error("cannot start the analysis thread: {0}")]
+    Thread(std::io::Error),
+    /// The launched command could not be started or waited for.
+    #[error("the command `{command}`: {source}")]
+    Command {
+        /// The program.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// How a proxy runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProxyConfig {
+    /// Where each API goes.
+    pub upstreams: Upstreams,
+    /// The JSONL log in the audit's format, appended to (`--log`).
+    pub log: Option<PathBuf>,
+    /// Keep each request's body in its row ([`RequestRow::body`]) (`--keep-bodies`).
+    pub keep_bodies: bool,
+    /// Print one verdict line per request on standard error.
+    pub print_verdicts: bool,
+    /// Exchanges waiting for analysis; more are dropped and counted. Default 1024.
+    pub queue: usize,
+    /// The most bytes of a body copied for analysis (forwarding is never capped). Default
+    /// 32 MiB, the audit's line limit.
+    pub max_copy_bytes: usize,
+    /// Sessions held in the state (least recently used dropped and counted). Default 10,000.
+    pub max_sessions: usize,
+    /// How long to wait for the upstream's reply head before answering 502. Default 600 s.
+    pub upstream_timeout: Duration,
+    /// How long to wait for a TCP connection to the upstream. Default 10 s.
+    pub connect_timeout: Duration,
+    /// The audit's configuration (prices, engine bounds).
+    pub audit: AuditConfig,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            upstreams: Upstreams::default(),
+            log: None,
+            keep_bodies: false,
+            print_verdicts: false,
+            queue: 1024,
+            max_copy_bytes: prompt_measure::audit::DEFAULT_MAX_LINE_BYTES,
+            max_sessions: 10_000,
+            upstream_timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(10),
+            audit: AuditConfig::default(),
+        }
+    }
+}
+
+impl ProxyConfig {
+    /// The same, every API sent to `upstreams`.
+    pub fn with_upstreams(mut self, upstreams: Upstreams) -> Self {
+        self.upstreams = upstreams;
+        self
+    }
+
+    /// The same, writing the audit-format log to `path`.
+    pub fn with_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log = Some(path.into());
+        self
+    }
+
+    /// The same, keeping bodies in rows or not.
+    pub fn with_keep_bodies(mut self, keep: bool) -> Self {
+        self.keep_bodies = keep;
+        self
+    }
+
+    /// The same, printing verdict lines or not.
+    pub fn with_print_verdicts(mut self, print: bool) -> Self {
+        self.print_verdicts = print;
+        self
+    }
+
+    /// The same, with an analysis queue of `n`.
+    pub fn with_queue(mut self, n: usize) -> Self {
+        self.queue = n;
+        self
+    }
+
+    /// The same, copying at most `n` bytes of a body for analysis.
+    pub fn with_max_copy_bytes(mut self, n: usize) -> Self {
+        self.max_copy_bytes = n;
+        self
+    }
+
+    /// The same, holding at most `n` sessions.
+    pub fn with_max_sessions(mut self, n: usize) -> Self {
+        self.max_sessions = n;
+        self
+    }
+
+    /// The same, waiting at most `d` for an upstream's reply head.
+    pub fn with_upstream_timeout(mut self, d: Duration) -> Self {
+        self.upstream_timeout = d;
+        self
+    }
+}
+
+/// Binds `addr`, refusing a non-loopback one unless `allow_remote`. Port 0 takes a free port.
+pub async fn bind(addr: SocketAddr, allow_remote: bool) -> Result<TcpListener, ProxyError> {
+    if !addr.ip().is_loopback() && !allow_remote {
+        return Err(ProxyError::NotLoopback(addr));
+    }
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ProxyError::Bind { addr, source })
+}
+
+/// A running proxy.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    state: Arc<ProxyState>,
+    stop: watch::Sender<bool>,
+    accept: tokio::task::JoinHandle<()>,
+    queue: std::sync::mpsc::SyncSender<analysis::Message>,
+    analysis: std::thread::JoinHandle<analysis::Finished>,
+}
+
+/// What a proxy leaves when it stops.
+#[derive(Debug, Clone)]
+pub struct ProxySummary {
+    /// The totals.
+    pub totals: Totals,
+    /// The audit's summary of every analysed request (cost, breakers), if the analysis ran.
+    pub audit: Option<AuditSummary>,
+}
+
+impl Proxy {
+    /// Serves `listener` with `config`: call inside a tokio runtime.
+    pub async fn start(listener: TcpListener, config: ProxyConfig) -> Result<Proxy, ProxyError> {
+        let addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
+        let log = match &config.log {
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| ProxyError::Log {
+                        path: path.clone(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(config.connect_timeout));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
+            .map_err(|e| ProxyError::Tls(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .http1_preserve_header_case(true)
+            .set_host(false)
+            .retry_canceled_requests(false)
+            .build(https);
+        let state = Arc::new(ProxyState::new(config.max_sessions));
+        let (queue, rx) = std::sync::mpsc::sync_channel(config.queue.max(1));
+        let settings = analysis::Settings {
+            audit: config.audit,
+            log,
+            max_copy_bytes: config.max_copy_bytes,
+            keep_bodies: config.keep_bodies,
+            print_verdicts: config.print_verdicts,
+        };
+        let thread_state = state.clone();
+        let analysis = std::thread::Builder::new()
+            .name("cacheline-proxy-analysis".to_owned())
+            .spawn(move || analysis::run(rx, thread_state, settings))
+            .map_err(ProxyError::Thread)?;
+        let shared = Arc::new(forward::Shared {
+            client,
+            upstreams: config.upstreams.clone(),
+            queue: queue.clone(),
+            state: state.clone(),
+            max_copy_bytes: config.max_copy_bytes,
+            upstream_timeout: config.upstream_timeout,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let accept = tokio::spawn(accept_loop(listener, shared, stopped));
+        Ok(Proxy {
+            addr,
+            state,
+            stop,
+            accept,
+            queue,
+            analysis,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its state: sessions, rows, totals, the event stream.
+    pub fn state(&self) -> Arc<ProxyState> {
+        self.state.clone()
+    }
+
+    /// Stops accepting, lets the analysis finish what is queued, and returns the summary.
+    pub async fn shutdown(self) -> ProxySummary {
+        let _ = self.stop.send(true);
+        let _ = self.accept.await;
+        let queue = self.queue;
+        let handle = self.analysis;
+        let audit = tokio::task::spawn_blocking(move || {
+            // Blocks only while the queue is full of exchanges still to analyse.
+            let _ = queue.send(analysis::Message::Stop);
+            handle.join().ok().flatten()
+        })
+        .await
+        .ok()
+        .flatten();
+        ProxySummary {
+            totals: self.state.totals(),
+            audit,
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<forward::Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopped.changed() => return,
+        };
+        let (stream, _) = match accepted {
+            Ok(a) => a,
+            // Out of descriptors, a reset before accept: wait a little, go on serving.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |req| forward::handle(shared.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .preserve_header_case(true)
+                .auto_date_header(false)
+                .serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopped.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+}
+
+impl ProxySummary {
+    /// The session summary printed on exit: requests, tokens cached and re-processed, breaks
+    /// by cause, and the cost above the ideal when the audit's price table applies.
+    pub fn text(&self) -> String {
+        let t = &self.totals;
+        let mut s = format!(
+            "cacheline proxy: {} requests forwarded, {} analysed",
+            t.forwarded, t.analysed
+        );
+        if t.not_analysed > 0 {
+            s.push_str(&format!(", {} not analysed", t.not_analysed));
+        }
+        if t.analysis_dropped > 0 {
+            s.push_str(&format!(
+                "; analysis dropped {} requests (its queue was full)",
+                t.analysis_dropped
+            ));
+        }
+        s.push_str(&format!("; {} sessions", t.sessions));
+        if t.sessions_dropped > 0 {
+            s.push_str(&format!(
+                " ({} more dropped, least recently used)",
+                t.sessions_dropped
+            ));
+        }
+        s.push_str(&format!(
+            "\n  tokens: {} input, {} reported cached, {} re-processed, {} expected from cache",
+            t.input, t.cached, t.reprocessed, t.expected_cached
+        ));
+        if !t.breaks.is_empty() {
+            let causes: Vec<String> = t
+                .breaks
+                .iter()
+                .map(|(c, n)| format!("{} {n}", c.as_str()))
+                .collect();
+            s.push_str(&format!("\n  verdicts by cause: {}", causes.join(", ")));
+        }
+        if let Some(a) = &self.audit
+            && a.requests > 0
+        {
+            match (a.overspend_pct, a.overspend_undefined) {
+                (Some(p), _) => s.push_str(&format!(
+                    "\n  cost: {p:.1}% above the ideal (every re-sent token read from cache), at the audit's prices ({})",
+                    a.hit_rate_source
+                )),
+                (None, Some(why)) => s.push_str(&format!("\n  cost: undefined ({why})")),
+                (None, None) => {}
+            }
+        }
+        s
+    }
+}

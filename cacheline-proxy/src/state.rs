@@ -1,0 +1,338 @@
+//! What the proxy remembers: per session, counts and the last few requests' rows (no body
+//! unless `--keep-bodies`), least-recently-used sessions dropped and counted.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prompt_measure::audit::CauseKind;
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::route::Api;
+
+/// How a forwarded exchange ended, as the client saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The reply reached its end.
+    Complete,
+    /// The upstream's reply broke off (a reset, a malformed frame): the client saw an
+    /// aborted body.
+    UpstreamAborted,
+    /// The client went away before the reply's end; the upstream request was ended.
+    ClientGone,
+    /// The upstream could not be reached or did not answer in time: the client got a 502.
+    Unreachable,
+}
+
+/// One request, as the proxy saw and analysed it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestRow {
+    /// The proxy's number for it, from 1, in the order analyses complete.
+    pub request: u64,
+    /// Its line in the `--log` file (and the audit's tag for it), when it was analysed.
+    pub line: Option<u64>,
+    /// The session the engine put it in (`-` when not analysed).
+    pub session: String,
+    /// The API its path was routed to.
+    pub api: Api,
+    /// The agent, from its `user-agent` (bounded), if it sent one.
+    pub agent: Option<String>,
+    /// The model, if read.
+    pub model: Option<String>,
+    /// The upstream's status (502 when unreachable).
+    pub status: u16,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Input tokens, by the audit's tokenizer.
+    pub input: u64,
+    /// Input tokens the provider said it read from its cache, if its reply said.
+    pub cached: Option<u64>,
+    /// Tokens an append-only request would have reused, processed again here.
+    pub reprocessed: u64,
+    /// Tokens new in this request (not shared with its predecessor from the start).
+    pub new: u64,
+    /// Tokens the provider's rule says should have been read from the cache.
+    pub expected_cached: u64,
+    /// The verdict's cause, `None` when it extends its predecessor as it should.
+    pub cause: Option<CauseKind>,
+    /// Where the change is (`tools[1]`, `message 3`…), when there is one.
+    pub place: Option<String>,
+    /// The changed bytes, earlier and later (bounded by the engine).
+    pub excerpt: Option<(String, String)>,
+    /// The verdict, as `cacheline audit` words it, or why the request was not analysed.
+    pub verdict: String,
+    /// The proxy's own time on the request's path (before sending upstream, after the
+    /// reply's head arrived), not the upstream's.
+    pub added_latency: Duration,
+    /// The request body as sent (only with `--keep-bodies`, credentials never included:
+    /// headers are not kept and the body is what the agent sent).
+    pub body: Option<String>,
+}
+
+/// A session: its counts and its latest rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionView {
+    /// The engine's key for it.
+    pub session: String,
+    /// Requests seen.
+    pub requests: u64,
+    /// Input tokens.
+    pub input: u64,
+    /// Tokens the providers reported read from cache.
+    pub cached: u64,
+    /// Tokens processed again that an append-only request would have reused.
+    pub reprocessed: u64,
+    /// Tokens the rules expected from cache.
+    pub expected_cached: u64,
+    /// Breaks by cause.
+    pub breaks: BTreeMap<CauseKind, u64>,
+    /// Its latest requests (at most [`ProxyState::ROWS_PER_SESSION`]), oldest first.
+    pub rows: Vec<RequestRow>,
+}
+
+/// The proxy's totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Totals {
+    /// Requests forwarded (all, analysed or not).
+    pub forwarded: u64,
+    /// Requests analysed (verdict printed).
+    pub analysed: u64,
+    /// Copies dropped because the analysis queue was full ("analysis dropped N requests").
+    pub analysis_dropped: u64,
+    /// Requests not analysed: a body over the copy cap, or a copy that could not be read.
+    pub not_analysed: u64,
+    /// Sessions dropped from the state, least recently used first.
+    pub sessions_dropped: u64,
+    /// Sessions held now.
+    pub sessions: u64,
+    /// Input tokens.
+    pub input: u64,
+    /// Tokens reported read from cache.
+    pub cached: u64,
+    /// Tokens re-processed.
+    pub reprocessed: u64,
+    /// Tokens the rules expected from cache.
+    pub expected_cached: u64,
+    /// Breaks by cause.
+    pub breaks: BTreeMap<CauseKind, u64>,
+}
+
+struct Session {
+    view: SessionView,
+    rows: VecDeque<RequestRow>,
+    used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<String, Session>,
+    tick: u64,
+    totals: Totals,
+}
+
+/// The state shared by the proxy's connections, its analysis thread and observers (the
+/// CLI's summary, a page, metrics). Cheap to read: [`ProxyState::snapshot`] copies it.
+pub struct ProxyState {
+    inner: Mutex<Inner>,
+    forwarded: AtomicU64,
+    dropped: AtomicU64,
+    max_sessions: usize,
+    events: broadcast::Sender<RequestRow>,
+}
+
+impl std::fmt::Debug for ProxyState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyState")
+            .field("max_sessions", &self.max_sessions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProxyState {
+    /// Rows kept per session (older ones are counted, not kept).
+    pub const ROWS_PER_SESSION: usize = 64;
+
+    pub(crate) fn new(max_sessions: usize) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        ProxyState {
+            inner: Mutex::new(Inner::default()),
+            forwarded: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            max_sessions: max_sessions.max(1),
+            events,
+        }
+    }
+
+    /// Every session held, least recently active first, with its latest rows.
+    pub fn snapshot(&self) -> Vec<SessionView> {
+        let inner = self.lock();
+        let mut sessions: Vec<(u64, SessionView)> = inner
+            .sessions
+            .values()
+            .map(|s| {
+                let mut view = s.view.clone();
+                view.rows = s.rows.iter().cloned().collect();
+                (s.used, view)
+            })
+            .collect();
+        sessions.sort_by_key(|(used, _)| *used);
+        sessions.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The totals so far.
+    pub fn totals(&self) -> Totals {
+        let inner = self.lock();
+        let mut t = inner.totals.clone();
+        t.forwarded = self.forwarded.load(Ordering::Relaxed);
+        t.analysis_dropped = self.dropped.load(Ordering::Relaxed);
+        t.sessions = inner.sessions.len() as u64;
+        t
+    }
+
+    /// A stream of every request's row as its analysis completes (a slow receiver misses
+    /// rows: `RecvError::Lagged` says how many).
+    pub fn subscribe(&self) -> broadcast::Receiver<RequestRow> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn forwarded(&self) {
+        self.forwarded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn dropped(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding it leaves counts that are still counts.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records an analysed (or unanalysed) request.
+    pub(crate) fn record(&self, row: RequestRow) {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        inner.tick = inner.tick.saturating_add(1);
+        let tick = inner.tick;
+        let t = &mut inner.totals;
+        if row.line.is_some() {
+            t.analysed = t.analysed.saturating_add(1);
+        } else {
+            t.not_analysed = t.not_analysed.saturating_add(1);
+        }
+        t.input = t.input.saturating_add(row.input);
+        t.cached = t.cached.saturating_add(row.cached.unwrap_or(0));
+        t.reprocessed = t.reprocessed.saturating_add(row.reprocessed);
+        t.expected_cached = t.expected_cached.saturating_add(row.expected_cached);
+        if let Some(c) = row.cause {
+            let n = t.breaks.entry(c).or_default();
+            *n = n.saturating_add(1);
+        }
+        if !inner.sessions.contains_key(&row.session) && inner.sessions.len() >= self.max_sessions {
+            let oldest = inner
+                .sessions
+                .iter()
+                .min_by_key(|(_, s)| s.used)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                inner.sessions.remove(&k);
+                t.sessions_dropped = t.sessions_dropped.saturating_add(1);
+            }
+        }
+        let s = inner
+            .sessions
+            .entry(row.session.clone())
+            .or_insert_with(|| Session {
+                view: SessionView {
+                    session: row.session.clone(),
+                    requests: 0,
+                    input: 0,
+                    cached: 0,
+                    reprocessed: 0,
+                    expected_cached: 0,
+                    breaks: BTreeMap::new(),
+                    rows: Vec::new(),
+                },
+                rows: VecDeque::new(),
+                used: tick,
+            });
+        s.used = tick;
+        let v = &mut s.view;
+        v.requests = v.requests.saturating_add(1);
+        v.input = v.input.saturating_add(row.input);
+        v.cached = v.cached.saturating_add(row.cached.unwrap_or(0));
+        v.reprocessed = v.reprocessed.saturating_add(row.reprocessed);
+        v.expected_cached = v.expected_cached.saturating_add(row.expected_cached);
+        if let Some(c) = row.cause {
+            let n = v.breaks.entry(c).or_default();
+            *n = n.saturating_add(1);
+        }
+        if s.rows.len() >= Self::ROWS_PER_SESSION {
+            s.rows.pop_front();
+        }
+        s.rows.push_back(row.clone());
+        drop(guard);
+        // No receiver is not an error.
+        let _ = self.events.send(row);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(session: &str) -> RequestRow {
+        RequestRow {
+            request: 1,
+            line: Some(1),
+            session: session.to_owned(),
+            api: Api::OpenAi,
+            agent: None,
+            model: None,
+            status: 200,
+            outcome: Outcome::Complete,
+            input: 10,
+            cached: Some(4),
+            reprocessed: 0,
+            new: 6,
+            expected_cached: 4,
+            cause: None,
+            place: None,
+            excerpt: None,
+            verdict: String::new(),
+            added_latency: Duration::ZERO,
+            body: None,
+        }
+    }
+
+    #[test]
+    fn the_least_recently_used_session_is_dropped_and_counted() {
+        let state = ProxyState::new(2);
+        state.record(row("a"));
+        state.record(row("b"));
+        state.record(row("a"));
+        state.record(row("c"));
+        let names: Vec<String> = state.snapshot().into_iter().map(|s| s.session).collect();
+        assert_eq!(names, ["a", "c"]);
+        let t = state.totals();
+        assert_eq!(t.sessions_dropped, 1);
+        assert_eq!(t.sessions, 2);
+        assert_eq!(t.input, 40);
+    }
+
+    #[test]
+    fn rows_per_session_are_capped() {
+        let state = ProxyState::new(4);
+        for _ in 0..(ProxyState::ROWS_PER_SESSION + 5) {
+            state.record(row("a"));
+        }
+        let s = &state.snapshot()[0];
+        assert_eq!(s.rows.len(), ProxyState::ROWS_PER_SESSION);
+        assert_eq!(s.requests, ProxyState::ROWS_PER_SESSION as u64 + 5);
+    }
+}

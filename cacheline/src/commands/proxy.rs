@@ -1,0 +1,103 @@
+//! `cacheline proxy`: the byte-exact proxy of `cacheline-proxy`, and its launcher.
+
+use std::error::Error;
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use cacheline_proxy::{Proxy, ProxyConfig, Upstreams, bind, launcher};
+
+/// Arguments of `proxy`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ProxyArgs {
+    /// Address to listen on (port 0: a free port). A non-loopback address needs
+    /// --allow-remote. With a command: a free loopback port unless given.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Where an API goes: anthropic=URL, openai=URL or gemini=URL (repeatable). Defaults:
+    /// the providers' own endpoints.
+    #[arg(long, value_name = "API=URL")]
+    upstream: Vec<String>,
+    /// Append every exchange to FILE as JSONL in the format `cacheline audit` reads
+    /// (request and response bodies, path without its query, no credential header).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Keep request bodies in the proxy's state (for a page); by default only hashes and
+    /// counts are kept.
+    #[arg(long)]
+    keep_bodies: bool,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Run this command with its base-URL variables pointed at the proxy; its exit code
+    /// is the proxy's.
+    #[arg(last = true, value_name = "CMD ARGS")]
+    command: Vec<OsString>,
+}
+
+/// The default address without a command.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8790";
+
+pub(crate) fn run(
+    args: &ProxyArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, Box<dyn Error>> {
+    let mut upstreams = Upstreams::default();
+    for spec in &args.upstream {
+        upstreams.set(spec)?;
+    }
+    let mut config = ProxyConfig::default()
+        .with_upstreams(upstreams)
+        .with_keep_bodies(args.keep_bodies)
+        .with_print_verdicts(true);
+    if let Some(log) = &args.log {
+        config = config.with_log(log);
+    }
+    let listen = match (args.listen, args.command.is_empty()) {
+        (Some(a), _) => a,
+        (None, true) => DEFAULT_LISTEN.parse()?,
+        (None, false) => SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(cacheline_proxy::ProxyError::Runtime)?;
+    let (code, summary) = runtime.block_on(async {
+        let listener = bind(listen, args.allow_remote).await?;
+        let proxy = Proxy::start(listener, config).await?;
+        let addr = proxy.addr();
+        let code = match args.command.split_first() {
+            Some((cmd, rest)) => launcher::run(cmd, rest, addr).await?,
+            None => {
+                eprintln!(
+                    "cacheline proxy: listening on http://{addr} (ANTHROPIC_BASE_URL=http://{addr}, OPENAI_BASE_URL=http://{addr}/v1, GOOGLE_GEMINI_BASE_URL=http://{addr}); Ctrl-C stops"
+                );
+                wait_for_stop().await;
+                0
+            }
+        };
+        let summary = proxy.shutdown().await;
+        Ok::<_, Box<dyn Error>>((code, summary))
+    })?;
+    out.flush()?;
+    writeln!(err, "{}", summary.text())?;
+    Ok(u8::try_from(code & 0xff).unwrap_or(1))
+}
+
+/// Until SIGINT or SIGTERM.
+async fn wait_for_stop() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
