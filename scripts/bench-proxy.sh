@@ -71,9 +71,17 @@ if command -v taskset >/dev/null && (($(nproc) >= 2)); then
 fi
 
 pids=()
+# SIGTERM, then SIGKILL for whatever still runs 5 s later (`cacheline proxy` as of ab82d7f
+# outlives SIGTERM, and a background job ignores SIGINT).
 cleanup() {
-    local pid
+    local pid i
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for ((i = 0; i < 10; i++)); do
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; done
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
