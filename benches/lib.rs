@@ -1,1 +1,5 @@
-//! Benchmarks only: see `benches/` and docs/benchmarks.md.
+//! Benchmarks only: see `benches/` and docs/benchmarks.md. The library holds the proxy
+//! benchmark's parts ([`proxy_bench`]), which the `proxy-bench` binary runs.
+
+#[path = "proxy_bench/mod.rs"]
+pub mod proxy_bench;

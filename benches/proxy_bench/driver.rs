@@ -1,0 +1,358 @@
+//! The open-loop load driver: requests leave at a fixed rate whatever the answers do, from many
+//! sessions that each grow like an agent's conversation.
+//!
+//! Request `j` of a run belongs to session `j % sessions`, at turn `(j / sessions) % max_turns`;
+//! even sessions speak OpenAI Chat Completions, odd ones Anthropic Messages. A session's body is
+//! a system prompt naming the session (about 1 KiB: a distinct prefix per session), its first
+//! user message, then one assistant reply and one tool-result-like user message per earlier turn,
+//! so turn `t + 1` is turn `t` with an append.
+//!
+//! Each request records its total latency (send to last body byte) and its time to first byte
+//! (send to the first body frame), measured from when its task starts sending; a request that
+//! takes longer than [`LoadConfig::timeout`] counts as an error.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// The paths and headers a contender is reached by.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `http://host:port`, without a trailing slash.
+    pub base: String,
+    /// Path of OpenAI Chat Completions at the target, e.g. `/v1/chat/completions`.
+    pub openai_path: String,
+    /// Path of Anthropic Messages at the target, e.g. `/v1/messages`.
+    pub anthropic_path: String,
+    /// Extra request headers (name, value), e.g. a proxy's key; each replaces a default header of
+    /// the same name.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Target {
+    /// The scripted upstream itself at `base`.
+    pub fn direct(base: impl Into<String>) -> Self {
+        Self {
+            base: base.into(),
+            openai_path: "/v1/chat/completions".into(),
+            anthropic_path: "/v1/messages".into(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// One run at one rate.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// Requests per second (at least 1).
+    pub rate: u32,
+    /// How long requests are sent.
+    pub duration: Duration,
+    /// Whether requests ask for an SSE stream.
+    pub stream: bool,
+    /// Distinct sessions the requests rotate over (at least 1).
+    pub sessions: usize,
+    /// Turns a session grows to before it starts again (at least 1).
+    pub max_turns: usize,
+    /// A request slower than this is an error.
+    pub timeout: Duration,
+}
+
+/// What one request measured.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Send to the first body frame.
+    pub ttfb: Duration,
+    /// Send to the end of the body.
+    pub total: Duration,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Default)]
+pub struct RunResult {
+    /// Requests that got a 2xx and their whole body.
+    pub samples: Vec<Sample>,
+    /// Requests that failed.
+    pub errors: usize,
+    /// The first failure, for the table (bounded to 300 characters).
+    pub first_error: Option<String>,
+}
+
+/// A failed request, as the run reports it.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The request could not be built (a bad header or URL).
+    #[error("building the request: {0}")]
+    Build(String),
+    /// The connection or exchange failed.
+    #[error("sending: {0}")]
+    Send(String),
+    /// The contender answered with a non-2xx status.
+    #[error("status {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The body broke off.
+    #[error("reading the body: {0}")]
+    Body(String),
+    /// No complete answer within the timeout.
+    #[error("no complete answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Bounds a message for a table cell.
+fn bounded(text: impl std::fmt::Display) -> String {
+    let text = text.to_string().replace(['\n', '\r', '|'], " ");
+    match text.char_indices().nth(300) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
+/// The client every run uses: HTTP/1.1, kept-alive connections, no Nagle delay.
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// A client for [`run`] and [`send`].
+pub fn client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(4096)
+        .build(connector)
+}
+
+/// The body of request `j` of a run, and whether it goes to the OpenAI path.
+pub fn request_body(j: u64, sessions: usize, max_turns: usize, stream: bool) -> (bool, String) {
+    let sessions = sessions.max(1) as u64;
+    let session = j % sessions;
+    let turn = ((j / sessions) % max_turns.max(1) as u64) as usize;
+    let openai = session.is_multiple_of(2);
+    let system = format!(
+        "You are coding agent session {session}. {}",
+        "Follow the repository's conventions, keep changes small, run the tests. ".repeat(14)
+    );
+    // Written by hand, not through a map: the keys keep this order, so a later turn's body is
+    // an earlier one's with messages appended (serde_json's map would sort `system` last).
+    let text = |s: &str| serde_json::Value::from(s).to_string();
+    let mut messages = Vec::with_capacity(1 + 2 * turn);
+    messages.push(format!(
+        r#"{{"role":"user","content":{}}}"#,
+        text(&format!("Session {session}: list the files."))
+    ));
+    for t in 0..turn {
+        messages.push(r#"{"role":"assistant","content":"Scripted reply."}"#.to_owned());
+        let result = format!(
+            "Result {session}.{t}: {}",
+            "src/lib.rs src/main.rs Cargo.toml ".repeat(6)
+        );
+        messages.push(format!(r#"{{"role":"user","content":{}}}"#, text(&result)));
+    }
+    let messages = messages.join(",");
+    let body = if openai {
+        format!(
+            r#"{{"model":"bench","messages":[{{"role":"system","content":{}}},{messages}],"stream":{stream}}}"#,
+            text(&system)
+        )
+    } else {
+        format!(
+            r#"{{"model":"bench","max_tokens":64,"system":{},"messages":[{messages}],"stream":{stream}}}"#,
+            text(&system)
+        )
+    };
+    (openai, body)
+}
+
+/// Sends request `j` and measures it.
+pub async fn send(
+    client: &HttpClient,
+    target: &Target,
+    j: u64,
+    config: &LoadConfig,
+) -> Result<Sample, RequestError> {
+    let (openai, body) = request_body(j, config.sessions, config.max_turns, config.stream);
+    let path = if openai {
+        &target.openai_path
+    } else {
+        &target.anthropic_path
+    };
+    let mut builder = Request::post(format!("{}{}", target.base, path))
+        .header("content-type", "application/json");
+    builder = if openai {
+        builder.header("authorization", "Bearer sk-bench")
+    } else {
+        builder
+            .header("x-api-key", "sk-bench")
+            .header("anthropic-version", "2023-06-01")
+    };
+    let mut request = builder
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| RequestError::Build(bounded(e)))?;
+    // The target's headers replace the defaults of the same name (a proxy's own key).
+    for (name, value) in &target.headers {
+        let name = hyper::header::HeaderName::try_from(name.as_str())
+            .map_err(|e| RequestError::Build(bounded(e)))?;
+        let value = hyper::header::HeaderValue::try_from(value.as_str())
+            .map_err(|e| RequestError::Build(bounded(e)))?;
+        request.headers_mut().insert(name, value);
+    }
+    let started = Instant::now();
+    let exchange = async {
+        let response = client
+            .request(request)
+            .await
+            .map_err(|e| RequestError::Send(bounded(format!("{e:?}"))))?;
+        let status = response.status();
+        let mut body = response.into_body();
+        let mut ttfb = None;
+        let mut kept = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| RequestError::Body(bounded(e)))?;
+            if let Some(data) = frame.data_ref() {
+                if !data.is_empty() && ttfb.is_none() {
+                    ttfb = Some(started.elapsed());
+                }
+                if !status.is_success() && kept.len() < 300 {
+                    kept.extend_from_slice(&data[..data.len().min(300)]);
+                }
+            }
+        }
+        let total = started.elapsed();
+        if !status.is_success() {
+            return Err(RequestError::Status {
+                status: status.as_u16(),
+                body: bounded(String::from_utf8_lossy(&kept)),
+            });
+        }
+        Ok(Sample {
+            ttfb: ttfb.unwrap_or(total),
+            total,
+        })
+    };
+    tokio::time::timeout(config.timeout, exchange)
+        .await
+        .map_err(|_| RequestError::Timeout(config.timeout))?
+}
+
+/// Runs `config` open-loop against `target`: request `j` is started at `j / rate` seconds
+/// whether or not earlier ones have been answered. Waits for every request (or its timeout).
+pub async fn run(client: &HttpClient, target: &Target, config: &LoadConfig) -> RunResult {
+    let rate = u64::from(config.rate.max(1));
+    let count = (config.duration.as_secs_f64() * rate as f64).round() as u64;
+    let period = Duration::from_secs_f64(1.0 / rate as f64);
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::with_capacity(count as usize);
+    for j in 0..count {
+        tokio::time::sleep_until(start + period.mul_f64(j as f64)).await;
+        let (client, target, config) = (client.clone(), target.clone(), config.clone());
+        tasks.push(tokio::spawn(async move {
+            send(&client, &target, j, &config).await
+        }));
+    }
+    let mut result = RunResult::default();
+    for task in tasks {
+        match task.await {
+            Ok(Ok(sample)) => result.samples.push(sample),
+            Ok(Err(error)) => {
+                result.errors += 1;
+                result.first_error.get_or_insert_with(|| bounded(error));
+            }
+            Err(join) => {
+                result.errors += 1;
+                result.first_error.get_or_insert_with(|| bounded(join));
+            }
+        }
+    }
+    result
+}
+
+/// Sends requests `0..sessions` (turn 0 of each session, whole replies) with at most
+/// `concurrency` in flight: each session sends one request and is then left idle.
+pub async fn open_idle_sessions(
+    client: &HttpClient,
+    target: &Target,
+    sessions: usize,
+    concurrency: usize,
+    timeout: Duration,
+) -> RunResult {
+    let config = LoadConfig {
+        rate: 1,
+        duration: Duration::ZERO,
+        stream: false,
+        sessions,
+        max_turns: 1,
+        timeout,
+    };
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let mut tasks = Vec::with_capacity(sessions);
+    for j in 0..sessions as u64 {
+        let Ok(permit) = limit.clone().acquire_owned().await else {
+            break;
+        };
+        let (client, target, config) = (client.clone(), target.clone(), config.clone());
+        tasks.push(tokio::spawn(async move {
+            let out = send(&client, &target, j, &config).await;
+            drop(permit);
+            out
+        }));
+    }
+    let mut result = RunResult::default();
+    for task in tasks {
+        match task.await {
+            Ok(Ok(sample)) => result.samples.push(sample),
+            Ok(Err(error)) => {
+                result.errors += 1;
+                result.first_error.get_or_insert_with(|| bounded(error));
+            }
+            Err(join) => {
+                result.errors += 1;
+                result.first_error.get_or_insert_with(|| bounded(join));
+            }
+        }
+    }
+    result
+}
+
+/// The `q`-quantile (0..=1) of `values` by nearest rank; `None` when empty. Sorts `values`.
+pub fn percentile(values: &mut [Duration], q: f64) -> Option<Duration> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    let rank = (q.clamp(0.0, 1.0) * values.len() as f64).ceil() as usize;
+    Some(values[rank.clamp(1, values.len()) - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_grows_by_appends_and_sessions_have_distinct_prefixes() {
+        let (openai, t0) = request_body(0, 4, 8, false);
+        let (_, t1) = request_body(4, 4, 8, false);
+        assert!(openai);
+        // Turn 1 of session 0 starts with turn 0's messages.
+        let cut = t0.find("list the files.").unwrap();
+        assert_eq!(t0[..cut], t1[..cut]);
+        assert!(t1.len() > t0.len());
+        let (anthropic_is_openai, other) = request_body(1, 4, 8, true);
+        assert!(!anthropic_is_openai);
+        assert!(other.contains("\"stream\":true") && other.contains("session 1."));
+    }
+
+    #[test]
+    fn percentiles_are_by_nearest_rank() {
+        let mut v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&mut v, 0.5), Some(Duration::from_millis(50)));
+        assert_eq!(percentile(&mut v, 0.99), Some(Duration::from_millis(99)));
+        assert_eq!(percentile(&mut [], 0.5), None);
+    }
+}
