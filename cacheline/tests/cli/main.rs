@@ -13,6 +13,8 @@ mod demo;
 mod lock;
 mod probe_template;
 mod profiles;
+mod proxy_agents;
+mod proxy_haproxy;
 mod simulate;
 mod status_check;
 
