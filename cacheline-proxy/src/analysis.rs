@@ -172,14 +172,12 @@ pub(crate) fn run(
         }
     };
     let mut auditor = Auditor::new(tokenizer, settings.audit);
-    let mut seq = 0u64;
     let mut line_no = 0u64;
-    for message in rx {
+    for (seq, message) in (1u64..).zip(rx) {
         let job = match message {
             Message::Exchange(job) => job,
             Message::Stop => break,
         };
-        seq += 1;
         let mut row = RequestRow {
             request: seq,
             line: None,

@@ -217,8 +217,12 @@ async fn the_audit_of_the_log_gives_the_verdicts_the_proxy_printed() {
         printed.push(events.recv().await.unwrap());
     }
     proxy.shutdown().await;
+    for row in &printed {
+        eprintln!("{}", verdict_line(row));
+    }
     // The break the test is about is there: the date in the system prompt.
     assert!(printed[2].cause.is_some(), "{}", verdict_line(&printed[2]));
+    assert_eq!(printed[1].cached, Some(800), "{}", printed[1].verdict);
     assert!(
         printed[3].verdict.starts_with("could not be read"),
         "{}",

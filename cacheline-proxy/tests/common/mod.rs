@@ -262,10 +262,10 @@ pub async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> (Vec<u8>, bool) 
     .await;
     // The proxy's own connection header toward this client (hop-by-hop: the client asked
     // to close) is the one line not from the upstream.
-    if let Some(end) = find(&out, b"\r\n\r\n") {
-        if let Some(at) = find(&out[..end + 2], b"connection: close\r\n") {
-            out.drain(at..at + 19);
-        }
+    if let Some(end) = find(&out, b"\r\n\r\n")
+        && let Some(at) = find(&out[..end + 2], b"connection: close\r\n")
+    {
+        out.drain(at..at + 19);
     }
     (out, read.unwrap_or(false))
 }

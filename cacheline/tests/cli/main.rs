@@ -13,6 +13,7 @@ mod demo;
 mod lock;
 mod probe_template;
 mod profiles;
+mod proxy;
 mod proxy_agents;
 mod proxy_haproxy;
 mod simulate;
