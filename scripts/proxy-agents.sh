@@ -256,7 +256,9 @@ CFG
 
 # ---------------------------------------------------------------- main
 if [ "${1:-}" = --install ]; then # CI: the pinned agents into the cache, ripgrep for opencode
-  command -v rg >/dev/null || { apt-get update -qq && apt-get install -y -qq ripgrep; } >&2
+  sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+  command -v rg >/dev/null || { "${sudo_cmd[@]}" apt-get update -qq &&
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ripgrep; } >&2 || exit 1
   for A in claude-code:CLAUDE_PKG codex:CODEX_PKG gemini-cli:GEMINI_PKG qwen-code:QWEN_PKG opencode:OPENCODE_PKG; do
     PROXY_AGENTS_INSTALL=1 install_agent "${A%%:*}" "$(pin "${A#*:}")" || exit 1
   done
