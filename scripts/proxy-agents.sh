@@ -10,8 +10,9 @@
 # Usage:  scripts/proxy-agents.sh [agent ...]
 #         agents: claude-code codex gemini-cli qwen-code opencode (default: all)
 # Env:    CACHELINE_BIN   the cacheline binary (default: target/debug/cacheline)
-#         PROXY_UPSTREAM  an upstream URL to use instead of the scripted one (e.g. a
-#                         llama.cpp server); the agents' model then comes from PROXY_MODEL
+#         PROXY_UPSTREAM  a real upstream (a llama.cpp server) instead of the scripted one,
+#                         behind scripts/agents/relay.py, which records the bytes it
+#                         receives; the agents' model then comes from PROXY_MODEL
 #         CI=true         a missing node or agent fails instead of being skipped
 # Prints one "PASS <agent> …" / "FAIL <agent> …" / "SKIPPED: <reason>" line per agent on
 # stdout; exits 1 if any agent failed.
@@ -60,9 +61,13 @@ setup_dirs() {
 }
 
 start_upstream() { # extra args...
-  if [ -n "${PROXY_UPSTREAM:-}" ]; then URL="$PROXY_UPSTREAM"; UPSTREAM_PID=""; return; fi
+  if [ -n "${PROXY_UPSTREAM:-}" ]; then # a real upstream, behind the recording relay
+    python3 "$ROOT/scripts/agents/relay.py" --target "$PROXY_UPSTREAM" \
+      --raw-log "$AW/upstream-raw.jsonl" --port-file "$AW/port" >"$AW/upstream.out" 2>&1 &
+  else
   python3 "$UPSTREAM" --log "$AW/upstream.jsonl" --raw-log "$AW/upstream-raw.jsonl" \
     --workdir "$PROJ" --port-file "$AW/port" "$@" >"$AW/upstream.out" 2>&1 &
+  fi
   UPSTREAM_PID=$!
   for _ in $(seq 100); do [ -s "$AW/port" ] && break; sleep 0.1; done
   URL="http://127.0.0.1:$(cat "$AW/port")"
@@ -112,7 +117,9 @@ CHILD
 
 check() {
   local extra=()
-  [ -n "${PROXY_UPSTREAM:-}" ] && extra=(--no-raw)
+  # A real model may answer the agent with an error (a prompt over its context) or
+  # nonsense: the agent may then fail; bytes, verdicts and exit codes are still checked.
+  [ -n "${PROXY_UPSTREAM:-}" ] && extra=(--allow-agent-failure)
   if out="$(python3 "$CHECK" "${extra[@]}" --bin "$BIN" "$AW" 2>&1)"; then
     echo "PASS $A: $out"
   else
@@ -226,6 +233,15 @@ agent_qwen_code() {
   local bin="$CACHE/qwen-code/node_modules/.bin/qwen"
   start_upstream --models "$MODEL_Q"
   quiet_settings "$AHOME/.qwen" openai
+  if [ -n "${PROXY_UPSTREAM:-}" ]; then # a small model's context: two tools only
+    python3 - "$AHOME/.qwen/settings.json" <<'PY'
+import json, sys
+p = sys.argv[1]; s = json.load(open(p))
+s["tools"] = {"core": ["list_directory", "read_file"]}
+s["coreTools"] = ["list_directory", "read_file"]
+json.dump(s, open(p, "w"), indent=2)
+PY
+  fi
   # OPENAI_BASE_URL: set by the launcher.
   AGENT_ENV=("OPENAI_API_KEY=sk-test-0000" "OPENAI_MODEL=$MODEL_Q" "QWEN_CODE_NO_RELAUNCH=true")
   run_through_proxy "$bin" --yolo -p "$PROMPT1" -- "$bin" --yolo --continue -p "$PROMPT2"

@@ -8,10 +8,14 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Runs scripts/proxy-agents.sh with `env` for `agents`; returns (status, stdout, stderr).
-pub fn proxy_agents(env: &[(&str, &str)], agents: &[&str]) -> (i32, String, String) {
+/// Runs scripts/proxy-agents.sh with `env` for `agents` in a work directory named after
+/// `label`; returns (status, stdout, stderr).
+pub fn proxy_agents(label: &str, env: &[(&str, &str)], agents: &[&str]) -> (i32, String, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let work = std::env::temp_dir().join(format!("cacheline-proxy-agents-{}", std::process::id()));
+    let work = std::env::temp_dir().join(format!(
+        "cacheline-proxy-agents-{label}-{}",
+        std::process::id()
+    ));
     let out = Command::new("bash")
         .arg(root.join("scripts/proxy-agents.sh"))
         .args(agents)
@@ -39,7 +43,7 @@ fn five_agents_through_the_launcher_bytes_verdicts_and_exit_codes_hold() {
         "qwen-code",
         "opencode",
     ];
-    let (code, stdout, stderr) = proxy_agents(&[], &agents);
+    let (code, stdout, stderr) = proxy_agents("scripted", &[], &agents);
     let tail: String = stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n");
     assert_eq!(
         code, 0,
@@ -59,5 +63,46 @@ fn five_agents_through_the_launcher_bytes_verdicts_and_exit_codes_hold() {
                 "{line}"
             );
         }
+    }
+}
+
+/// Qwen Code (Chat Completions) through the launcher to the real llama.cpp server the live
+/// tests use (located the same way: `CACHELINE_LLAMA_URL`, else the script's URL file),
+/// behind `scripts/agents/relay.py`, which records the bytes llama-server is sent. The
+/// agent's prompts exceed SmolLM2's context, so llama-server answers them `400`; the
+/// whole request is answered. Bytes, verdicts and exit codes are asserted, not answers.
+#[test]
+fn qwen_code_through_the_launcher_to_llama_server_bytes_and_verdicts_hold() {
+    let test = "qwen_code_through_the_launcher_to_llama_server_bytes_and_verdicts_hold";
+    let ci = matches!(std::env::var("CI").as_deref(), Ok("true" | "1"));
+    let url = match prompt_llama::locate_server() {
+        Ok(prompt_llama::ServerLocation::Found { url, .. }) => url,
+        Ok(prompt_llama::ServerLocation::Absent { reason }) => {
+            assert!(
+                !ci,
+                "{test}: CI=true and no live llama.cpp server: {reason}"
+            );
+            eprintln!("SKIPPED {test}: no live llama.cpp server: {reason}");
+            return;
+        }
+        Err(e) => panic!("{test}: {e}"),
+    };
+    let (code, stdout, stderr) = proxy_agents(
+        "llama",
+        &[("PROXY_UPSTREAM", &url), ("PROXY_MODEL", "smollm2")],
+        &["qwen-code"],
+    );
+    let tail: String = stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        code, 0,
+        "{stdout}\n--- stderr (last lines, reversed):\n{tail}"
+    );
+    if let Some(line) = stdout.lines().find(|l| l.starts_with("PASS qwen-code:")) {
+        assert!(
+            line.contains("bytes equal") && line.contains("= audit"),
+            "{line}"
+        );
+    } else {
+        assert!(stdout.contains("SKIPPED: qwen-code:"), "{stdout}");
     }
 }
