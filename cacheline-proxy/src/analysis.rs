@@ -153,8 +153,13 @@ pub(crate) fn run(
     rx: Receiver<Message>,
     state: Arc<ProxyState>,
     mut settings: Settings,
+    ready: tokio::sync::oneshot::Sender<()>,
 ) -> Finished {
-    let tokenizer = match O200kBase::shared() {
+    let loaded = O200kBase::shared();
+    // The proxy starts serving once the tokenizer is loaded: exchanges queued while it
+    // loads (a second or more) would fill the queue and be dropped.
+    let _ = ready.send(());
+    let tokenizer = match loaded {
         Ok(t) => t,
         Err(e) => {
             let warning = format!("no analysis: the tokenizer could not be loaded: {e}");

@@ -231,7 +231,8 @@ pub struct ProxySummary {
 }
 
 impl Proxy {
-    /// Serves `listener` with `config`: call inside a tokio runtime.
+    /// Serves `listener` with `config`: call inside a tokio runtime. Returns once the
+    /// analysis is ready (its tokenizer loaded), so no early exchange is dropped for it.
     pub async fn start(listener: TcpListener, config: ProxyConfig) -> Result<Proxy, ProxyError> {
         let addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
         let log = match &config.log {
@@ -272,10 +273,13 @@ impl Proxy {
             print_verdicts: config.print_verdicts,
         };
         let thread_state = state.clone();
+        let (ready, loaded) = tokio::sync::oneshot::channel();
         let analysis = std::thread::Builder::new()
             .name("cacheline-proxy-analysis".to_owned())
-            .spawn(move || analysis::run(rx, thread_state, settings))
+            .spawn(move || analysis::run(rx, thread_state, settings, ready))
             .map_err(ProxyError::Thread)?;
+        // Its tokenizer loaded (or failed to: a warning then, and traffic still flows).
+        let _ = loaded.await;
         let shared = Arc::new(forward::Shared {
             client,
             upstreams: config.upstreams.clone(),

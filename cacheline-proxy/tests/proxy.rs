@@ -534,3 +534,39 @@ async fn the_launcher_sets_base_urls_and_returns_the_childs_exit_code() {
         .unwrap();
     assert_eq!(code, 128 + 15);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_analysis_queue_drops_copies_and_counts_them() {
+    let up = Upstream::start(ok_json(r#"{"usage":{"prompt_tokens":3}}"#)).await;
+    let proxy = proxy(ProxyConfig::default().with_queue(1), &up.url()).await;
+    let addr = proxy.addr();
+    let long = format!(
+        r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "a long prompt to tokenize. ".repeat(400)
+    );
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let body = long.clone();
+            tokio::spawn(async move {
+                let (got, _) = raw(addr, &post("/v1/chat/completions", &[], body.as_bytes())).await;
+                got.starts_with(b"HTTP/1.1 200 OK\r\n")
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap(), "every request is answered");
+    }
+    rows(&proxy.state(), 200).await;
+    let summary = proxy.shutdown().await;
+    let t = &summary.totals;
+    assert_eq!(t.forwarded, 200);
+    assert!(t.analysis_dropped > 0, "{t:?}");
+    assert_eq!(t.analysed + t.analysis_dropped, 200);
+    assert!(
+        summary
+            .text()
+            .contains(&format!("analysis dropped {} requests", t.analysis_dropped)),
+        "{}",
+        summary.text()
+    );
+}

@@ -16,8 +16,7 @@ fn upstream() -> String {
             let Ok(mut s) = stream else { continue };
             let mut got = Vec::new();
             let mut buf = [0u8; 8192];
-            loop {
-                let Ok(n) = s.read(&mut buf) else { break };
+            while let Ok(n) = s.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
