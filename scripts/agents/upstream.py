@@ -28,6 +28,8 @@ Gemini replies report the total with the cached part as a subset.
 
 Every request is appended as one JSON line to --log:
   {"ts", "path", "headers", "request", "response"}
+With --raw-log, each body is also appended exactly as it came off the wire
+(base64, before decompression) for byte comparisons (scripts/proxy-agents.sh).
 `ts` is the upstream's REAL clock (the agent may run under libfaketime).
 `request` is the exact body (decompressed when content-encoding says gzip,
 deflate or zstd).  Credential headers are written as "[redacted]".
@@ -39,6 +41,7 @@ command when it exists).
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import json
 import os
@@ -94,6 +97,12 @@ class State:
         self.workdir = workdir.rstrip("/") or "/"
         self.bodies: dict[tuple[str, str], list[bytes]] = {}
         self.counter = 0
+        self.raw_log_path: str | None = None
+
+    def log_raw(self, record: dict) -> None:
+        with self.lock:
+            with open(self.raw_log_path, "a", encoding="utf-8") as f:  # type: ignore[arg-type]
+                f.write(json.dumps(record) + "\n")
 
     def next_id(self) -> int:
         with self.lock:
@@ -271,6 +280,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             n = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(n) if n else b""
+        self.wire_body = raw
         enc = self.headers.get("content-encoding", "").lower().strip()
         if enc == "gzip":
             raw = gzip.decompress(raw)
@@ -310,6 +320,13 @@ class Handler(BaseHTTPRequestHandler):
             "response": stream_text if stream_text is not None else response,
         }
         self.state.log(record)
+        if self.state.raw_log_path:
+            self.state.log_raw({
+                "method": self.command,
+                "path": self.path,
+                "content_encoding": self.headers.get("content-encoding", ""),
+                "body_b64": base64.b64encode(getattr(self, "wire_body", b"")).decode(),
+            })
         if stream_text is not None:
             self.send(status, stream_text.encode(), "text/event-stream", {"cache-control": "no-cache"})
         else:
@@ -660,8 +677,11 @@ def main():
     ap.add_argument("--workdir", default=os.getcwd(), help="project dir used in tool arguments")
     ap.add_argument("--port-file", help="write the bound port here once listening")
     ap.add_argument("--models", default="", help="comma-separated ids for GET /v1/models")
+    ap.add_argument("--raw-log", help="JSONL file to append each request's body to exactly as "
+                    "received (base64, before any decompression): {method, path, content_encoding, body_b64}")
     args = ap.parse_args()
     Handler.state = State(args.log, args.workdir)
+    Handler.state.raw_log_path = args.raw_log
     srv = ThreadingHTTPServer((args.host, args.port), Handler)
     srv.daemon_threads = True
     srv.models = [m for m in args.models.split(",") if m]  # type: ignore[attr-defined]

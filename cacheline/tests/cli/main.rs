@@ -14,6 +14,8 @@ mod lock;
 mod probe_template;
 mod profiles;
 mod proxy;
+mod proxy_agents;
+mod proxy_haproxy;
 mod simulate;
 mod status_check;
 
