@@ -240,7 +240,13 @@ pub(crate) fn run(
             match auditor.push_line(line_no, &text) {
                 Ok(Some(audit)) => {
                     let v = &audit.verdict;
-                    row.session = v.session.id.clone();
+                    // A request that names no session (Gemini CLI, Qwen Code) is grouped by
+                    // the engine's inference: shown so, not as an empty field.
+                    row.session = if v.session.id.is_empty() {
+                        "(inferred)".to_owned()
+                    } else {
+                        v.session.id.clone()
+                    };
                     row.model = v.model.clone();
                     row.input = audit.tokens;
                     row.cached = audit.reported.map(|r| r.usage.cache_read);
