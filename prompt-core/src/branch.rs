@@ -12,7 +12,7 @@
 //! | regenerate the last reply, retry after an error | [`Session::regenerate`] | [`Session::resend`] |
 //! | edit an earlier user message and send it | [`Session::edit_user_message`] | [`Session::turn`] with the new text |
 //! | edit an assistant message without regenerating | [`Session::edit_assistant_message`] | the next [`Session::turn`] |
-//! | go back to request N | [`Session::rewind`] | [`Session::resend`], or a new turn |
+//! | go back to request N | [`Session::rewind`] | [`Session::resend`] (a new turn is refused while request N has no reply) |
 //! | fork a sub-task | [`Session::fork`] | its own turns |
 //!
 //! ```
@@ -157,8 +157,8 @@ impl Session {
     }
 
     /// A branch at request `request` ([`crate::Request::sequence`]), as it was sent: the
-    /// history it carried and nothing after. Send it again with [`Session::resend`], or go
-    /// on with a new turn.
+    /// history it carried and nothing after. Send it again with [`Session::resend`] (a new
+    /// turn is refused while it has no reply: [`ComposeError::Unanswered`]).
     pub fn rewind(&self, request: u64) -> Result<Session, BranchError> {
         let Some(checkpoint) = self.checkpoints.iter().find(|c| c.sequence == request) else {
             return Err(BranchError::NoSuchRequest {

@@ -214,7 +214,8 @@ pub enum Next {
 }
 
 impl Next {
-    /// A user turn.
+    /// A user turn. After a failed send, [`Next::resend`] instead: the turn is refused while
+    /// the last request has no reply.
     pub fn turn(values: Extensions, user: impl Into<UserInput>) -> Self {
         Next::Turn {
             values,
@@ -370,7 +371,9 @@ impl Conversation {
         (self.session, self.wire)
     }
 
-    /// The body for a user turn ([`Session::turn`]).
+    /// The body for a user turn ([`Session::turn`]). Refused while the last request has no
+    /// reply ([`ComposeError::Unanswered`](prompt_core::ComposeError::Unanswered)): a failed
+    /// send is retried with [`Conversation::resend`], so a turn is never composed twice.
     pub fn turn(
         &mut self,
         values: Extensions,

@@ -372,3 +372,64 @@ fn a_restored_conversation_names_the_last_reply_in_its_cache_diagnostics_streame
         json!({"previous_message_id": "msg_streamed"})
     );
 }
+
+#[test]
+fn a_turn_after_an_unanswered_request_is_refused_and_resend_sends_the_question_once_on_every_api() {
+    for api in APIS {
+        let mut c = start(api);
+        let body = c
+            .turn(values("a", 1), "What is 2 + 2?")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (first, stable) = (body.to_bytes(), body.stable_body());
+        let nodes = c.session().history().len();
+        // The send failed (nothing recorded): retrying with a turn is refused, naming resend.
+        let err = c
+            .turn(values("a", 1), "What is 2 + 2?")
+            .err()
+            .unwrap_or_else(|| panic!("{api:?}: a second turn without a reply was composed"));
+        assert!(
+            matches!(
+                err,
+                ConversationError::Compose(prompt_core::ComposeError::Unanswered { request: 1 })
+            ),
+            "{api:?}: {err}"
+        );
+        assert!(err.to_string().contains("resend"), "{err}");
+        assert_eq!(
+            c.session().history().len(),
+            nodes,
+            "{api:?}: nothing appended"
+        );
+        assert_eq!(c.session().unanswered_request(), Some(1));
+        // A saved and restored conversation still knows the request has no reply.
+        let restored = Conversation::restore(
+            &c.save(),
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        assert_eq!(restored.session().unanswered_request(), Some(1));
+        // The retry: the same bytes, the question once.
+        let again = c
+            .resend(values("a", 1))
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .to_bytes();
+        assert_eq!(again, first, "{api:?}");
+        let text = String::from_utf8_lossy(&again);
+        assert_eq!(text.matches("What is 2 + 2?").count(), 1, "{api:?}: {text}");
+        // Once the reply is recorded, the next turn goes.
+        c.record_reply(reply(api, 0, "4", &[]).as_bytes())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(c.session().unanswered_request(), None);
+        let next = c
+            .turn(values("a", 2), "And 3 + 3?")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .to_bytes();
+        assert!(extends(&stable, &next), "{api:?}");
+    }
+}
