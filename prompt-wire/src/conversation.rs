@@ -31,7 +31,7 @@
 //! ```
 
 use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
-use prompt_core::branch::BranchError;
+use prompt_core::branch::{BranchError, MessageHandle, ShownMessage};
 use prompt_core::hash::Digest128;
 use prompt_core::history::SystemPromptChange;
 use prompt_core::session::{ToolResult, UserInput};
@@ -453,8 +453,9 @@ impl Conversation {
         Ok(self.branch_of(self.session.rewind(request)?))
     }
 
-    /// A branch just before user message `index`: compose the edited message with
-    /// [`Conversation::turn`] ([`Session::edit_user_message`]).
+    /// A branch just before user message `index` (a history node index, updates counted;
+    /// a UI edits by handle instead: [`Conversation::edit_user_message_by`]): compose the
+    /// edited message with [`Conversation::turn`] ([`Session::edit_user_message`]).
     pub fn edit_user_message(&self, index: usize) -> Result<Self, ConversationError> {
         Ok(self.branch_of(self.session.edit_user_message(index)?))
     }
@@ -467,6 +468,34 @@ impl Conversation {
         message: &serde_json::Value,
     ) -> Result<Self, ConversationError> {
         Ok(self.branch_of(self.session.edit_assistant_message(index, message)?))
+    }
+
+    /// The conversation as a UI shows it ([`Session::shown_messages`]): user, assistant
+    /// and tool messages, each with a handle to edit or regenerate it by.
+    pub fn shown_messages(&self) -> Vec<ShownMessage<'_>> {
+        self.session.shown_messages()
+    }
+
+    /// A branch just before the user message with `handle`: compose the edited message
+    /// with [`Conversation::turn`] ([`Session::edit_user_message_by`]).
+    pub fn edit_user_message_by(&self, handle: MessageHandle) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.edit_user_message_by(handle)?))
+    }
+
+    /// A branch in which the assistant message with `handle` is replaced by `message`
+    /// ([`Session::edit_assistant_message_by`]).
+    pub fn edit_assistant_message_by(
+        &self,
+        handle: MessageHandle,
+        message: &serde_json::Value,
+    ) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.edit_assistant_message_by(handle, message)?))
+    }
+
+    /// A branch at the request that got the assistant message with `handle`, without it:
+    /// send it again with [`Conversation::resend`] ([`Session::regenerate_reply`]).
+    pub fn regenerate_reply(&self, handle: MessageHandle) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.regenerate_reply(handle)?))
     }
 
     /// A copy with a session id of its own, for a sub-task ([`Session::fork`]).

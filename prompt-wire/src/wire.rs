@@ -1006,6 +1006,15 @@ pub struct Block<'a> {
 }
 
 impl<'w> Body<'w> {
+    /// Whether this body extends `earlier` (a body sent before, as sent or its
+    /// [`stable_body`](Body::stable_body)) as the provider caches it: [`compare`](crate::compare)
+    /// of `earlier` and this body's bytes, the one comparison engine
+    /// ([`crate::engine`]). [`Verdict::extends`](crate::Verdict::extends) says yes or no; a
+    /// [`Verdict::Breaks`](crate::Verdict::Breaks) names where and why.
+    pub fn extends(&self, earlier: &[u8]) -> Result<crate::Verdict, crate::GuardError> {
+        crate::compare(earlier, &self.to_bytes())
+    }
+
     /// The API.
     pub fn api(&self) -> ApiKind {
         self.wire.api

@@ -433,3 +433,129 @@ fn a_turn_after_an_unanswered_request_is_refused_and_resend_sends_the_question_o
         assert!(extends(&stable, &next), "{api:?}");
     }
 }
+
+#[test]
+fn shown_messages_leave_out_updates_and_edit_and_regenerate_by_handle_on_every_api() {
+    use prompt_core::branch::{BranchError, MessageHandle};
+    use prompt_core::node::NodeKind;
+    for api in APIS {
+        let mut c = start(api);
+        let sent = three_turns(&mut c, api);
+        let shown = c.shown_messages();
+        let kinds: Vec<NodeKind> = shown.iter().map(|m| m.kind()).collect();
+        use NodeKind::{Assistant, User};
+        assert_eq!(
+            kinds,
+            [User, Assistant, User, Assistant, User, Assistant],
+            "{api:?}"
+        );
+        // The history counts the library's updates: the second user message is not node 2.
+        assert!(c.session().history().len() > shown.len(), "{api:?}");
+        assert_ne!(shown[2].node_index(), 2, "{api:?}");
+        assert!(shown[2].bytes().contains("question 1"), "{api:?}");
+        let handle = shown[2].handle();
+        assert_eq!(MessageHandle::parse(&handle.to_string()), Some(handle));
+        assert_eq!(MessageHandle::parse("not a handle"), None);
+
+        // Edit the second user message by its handle: the body extends the first request,
+        // not the second (whose question it replaces).
+        let mut edited = c
+            .edit_user_message_by(handle)
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let body = edited
+            .turn(values("a, b", 1), "question 1, edited")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let verdict = body.extends(&sent[0]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        let verdict = body.extends(&sent[1]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!verdict.extends(), "{api:?}: {verdict:?}");
+        let kept: Vec<MessageHandle> = edited.shown_messages()[..2]
+            .iter()
+            .map(|m| m.handle())
+            .collect();
+        let before: Vec<MessageHandle> = shown[..2].iter().map(|m| m.handle()).collect();
+        assert_eq!(
+            kept, before,
+            "{api:?}: handles before the fork point are kept"
+        );
+
+        // Regenerate the second reply by its handle: the second request again.
+        let mut again = c
+            .regenerate_reply(shown[3].handle())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let resent = again
+            .resend(values("a, b", 1))
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .stable_body();
+        assert_eq!(resent, sent[1], "{api:?}");
+
+        // A handle of the wrong kind, or of no message, is refused by name.
+        for (handle, expected) in [(shown[1].handle(), "user")] {
+            let err = c.edit_user_message_by(handle).err();
+            assert!(
+                matches!(
+                    &err,
+                    Some(ConversationError::Branch(BranchError::NoSuchMessage { expected: e, .. }))
+                        if *e == expected
+                ),
+                "{api:?}: {err:?}"
+            );
+        }
+        let stranger = MessageHandle::parse(&"0".repeat(32)).unwrap_or_else(|| panic!());
+        assert!(c.regenerate_reply(stranger).is_err());
+
+        // Handles survive a save and a restore.
+        let restored = Conversation::restore(
+            &c.save(),
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        let after: Vec<MessageHandle> = restored
+            .shown_messages()
+            .iter()
+            .map(|m| m.handle())
+            .collect();
+        let now: Vec<MessageHandle> = shown.iter().map(|m| m.handle()).collect();
+        assert_eq!(after, now, "{api:?}");
+    }
+}
+
+#[test]
+fn body_extends_is_the_engines_verdict() {
+    for api in APIS {
+        let mut c = start(api);
+        let sent = three_turns(&mut c, api);
+        let body = c
+            .turn(values("b", 4), "question 3")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bytes = body.to_bytes();
+        for earlier in &sent {
+            let verdict = body.extends(earlier).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                verdict,
+                compare(earlier, &bytes).unwrap_or_else(|e| panic!("{e}")),
+                "{api:?}"
+            );
+            assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        }
+        // An edited earlier body is not extended, and the break is named.
+        let mut edited = sent[0].clone();
+        let at = edited
+            .windows(10)
+            .position(|w| w == b"question 0")
+            .unwrap_or_else(|| panic!("{api:?}"));
+        edited[at] = b'Q';
+        let verdict = body.extends(&edited).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(verdict, prompt_wire::Verdict::Breaks(_)),
+            "{api:?}: {verdict:?}"
+        );
+        assert!(body.extends(b"not json").is_err());
+    }
+}
