@@ -559,3 +559,185 @@ fn body_extends_is_the_engines_verdict() {
         assert!(body.extends(b"not json").is_err());
     }
 }
+
+/// What an app that wrote its own bodies last sent to `api` (its own key order, its own
+/// `prompt_cache_key` when `key`), for the conversation "question 0", "answer 0",
+/// "question 1", with the tools and parameters of [`options`].
+fn app_last_body(api: ApiKind, key: Option<&str>) -> String {
+    let read = r#"{"name":"read_file","description":"Read a file.","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}"#;
+    let grep = r#"{"name":"grep","description":"Search files.","parameters":{"type":"object","properties":{"pattern":{"type":"string"}},"required":["pattern"]}}"#;
+    match api {
+        ApiKind::Anthropic => format!(
+            r#"{{"model":"test-model","max_tokens":4096,"thinking":{{"type":"enabled","budget_tokens":1024}},"system":[{{"type":"text","text":"You are a careful coding assistant.","cache_control":{{"type":"ephemeral"}}}}],"tools":[{},{}],"messages":[{{"role":"user","content":"question 0"}},{{"role":"assistant","content":[{{"type":"text","text":"answer 0"}}]}},{{"role":"user","content":[{{"type":"text","text":"question 1","cache_control":{{"type":"ephemeral"}}}}]}}]}}"#,
+            grep.replace("parameters", "input_schema"),
+            read.replace("parameters", "input_schema").replace(
+                r#""required":["path"]}"#,
+                r#""required":["path"]},"cache_control":{"type":"ephemeral"}"#
+            ),
+        ),
+        _ => {
+            let key = key
+                .map(|k| format!(r#","prompt_cache_key":"{k}""#))
+                .unwrap_or_default();
+            format!(
+                r#"{{"messages":[{{"role":"system","content":"You are a careful coding assistant."}},{{"role":"user","content":"question 0"}},{{"role":"assistant","content":"answer 0"}},{{"role":"user","content":"question 1"}}],"model":"test-model","temperature":0.2,"max_tokens":1024,"tools":[{{"type":"function","function":{grep}}},{{"type":"function","function":{read}}}]{key}}}"#
+            )
+        }
+    }
+}
+
+#[test]
+fn continuing_from_the_apps_last_body_extends_it_and_keeps_its_cache_key() {
+    for (api, key) in [
+        (ApiKind::OpenAi, Some("app-thread-7")),
+        (ApiKind::LlamaCpp, None),
+        (ApiKind::Anthropic, None),
+    ] {
+        let last = app_last_body(api, key);
+        let last_reply = reply(api, 1, "answer 1", &[]);
+        let session_options = || prompt_wire::session_options(api, tools());
+        let (mut c, report) = Conversation::continue_from(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            session_options(),
+            api,
+            options(api),
+            last.as_bytes(),
+            Some(last_reply.as_bytes()),
+            &prompt_core::adopt::AdoptOptions::new(),
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert!(report.prefix_frozen, "{api:?}: {report:?}");
+        assert_eq!(c.wire().kept_cache_key().flatten(), key, "{api:?}");
+        let body = c
+            .turn(values("a", 3), "question 2")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let verdict = body
+            .extends(last.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        let first = body.to_bytes();
+        let text = String::from_utf8_lossy(&first).into_owned();
+        match key {
+            Some(key) => assert!(text.contains(&format!(r#""prompt_cache_key":"{key}""#))),
+            None => assert!(!text.contains("prompt_cache_key"), "{api:?}: {text}"),
+        }
+        assert!(text.contains("answer 1"), "{api:?}: the reply is carried");
+        // Saved and restored, the next body still carries the app's key (or none).
+        c.record_reply(reply(api, 2, "answer 2", &[]).as_bytes())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let mut restored = Conversation::restore(
+            &ConversationSnapshot::from_json(c.save().to_json().as_bytes())
+                .unwrap_or_else(|e| panic!("{e}")),
+            components(),
+            &policy(),
+            SessionContext::default(),
+            session_options(),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        let a = c
+            .turn(values("a", 4), "question 3")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        let b = restored
+            .turn(values("a", 4), "question 3")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        assert_eq!(a, b, "{api:?}");
+        let verdict = compare(last.as_bytes(), &b).unwrap_or_else(|e| panic!("{e}"));
+        assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        // A branch keeps the key too.
+        let branch = restored.fork();
+        assert_eq!(branch.wire().kept_cache_key().flatten(), key, "{api:?}");
+
+        // Before: adopting the same messages wrote the library's own key (or a key where
+        // the app sent none): the first request went to another cache.
+        if api != ApiKind::Anthropic {
+            let parts = prompt_wire::body_parts(last.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            let list = format!("[{}]", parts.messages.join(","));
+            let (mut adopted, _) = Conversation::adopt(
+                components(),
+                &policy(),
+                SessionContext::default(),
+                session_options(),
+                api,
+                options(api),
+                &list,
+                &prompt_core::adopt::AdoptOptions::new(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            adopted
+                .record_reply(last_reply.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let body = adopted
+                .turn(values("a", 3), "question 2")
+                .unwrap_or_else(|e| panic!("{e}"));
+            let verdict = body
+                .extends(last.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(!verdict.extends(), "{api:?}: {verdict:?}");
+        }
+    }
+}
+
+#[test]
+fn continuing_from_a_body_of_another_model_or_shape_is_refused_by_name() {
+    let last = app_last_body(ApiKind::OpenAi, None);
+    let go = |api: ApiKind, body: &[u8], options: prompt_wire::WireOptions| {
+        Conversation::continue_from(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()),
+            api,
+            options,
+            body,
+            None,
+            &prompt_core::adopt::AdoptOptions::new(),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{api:?}: accepted"))
+    };
+    let other_model = prompt_wire::WireOptions::new("another-model");
+    let err = go(ApiKind::OpenAi, last.as_bytes(), other_model);
+    assert!(
+        matches!(err, ConversationError::LastBodyModel { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("another-model"), "{err}");
+    let err = go(
+        ApiKind::Anthropic,
+        last.as_bytes(),
+        options(ApiKind::Anthropic),
+    );
+    assert!(
+        matches!(err, ConversationError::LastBodyShape { .. }),
+        "{err}"
+    );
+    let err = go(ApiKind::Gemini, last.as_bytes(), options(ApiKind::Gemini));
+    assert!(
+        matches!(err, ConversationError::LastBodyShape { .. }),
+        "{err}"
+    );
+    let err = go(ApiKind::OpenAi, b"[1,2]", options(ApiKind::OpenAi));
+    assert!(matches!(err, ConversationError::LastBody(_)), "{err}");
+    let long = last.replace(
+        r#""model":"test-model""#,
+        &format!(
+            r#""model":"test-model","prompt_cache_key":"{}""#,
+            "k".repeat(2000)
+        ),
+    );
+    let err = go(ApiKind::OpenAi, long.as_bytes(), options(ApiKind::OpenAi));
+    assert!(
+        matches!(
+            err,
+            ConversationError::Wire(WireError::CacheKeyTooLong { .. })
+        ),
+        "{err}"
+    );
+}
