@@ -490,17 +490,46 @@ fn shown_messages_leave_out_updates_and_edit_and_regenerate_by_handle_on_every_a
         assert_eq!(resent, sent[1], "{api:?}");
 
         // A handle of the wrong kind, or of no message, is refused by name.
-        for (handle, expected) in [(shown[1].handle(), "user")] {
-            let err = c.edit_user_message_by(handle).err();
-            assert!(
-                matches!(
-                    &err,
-                    Some(ConversationError::Branch(BranchError::NoSuchMessage { expected: e, .. }))
-                        if *e == expected
-                ),
-                "{api:?}: {err:?}"
-            );
-        }
+        // Edit the first reply by its handle: the branch ends with the edited reply.
+        let fixed = c
+            .edit_assistant_message_by(
+                shown[1].handle(),
+                &json!({"role": "assistant", "content": "answer 0, corrected"}),
+            )
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let fixed_shown = fixed.shown_messages();
+        assert_eq!(fixed_shown.len(), 2, "{api:?}");
+        assert!(fixed_shown[1].bytes().contains("answer 0, corrected"));
+        assert_eq!(fixed_shown[0].handle(), shown[0].handle());
+
+        // Assistant message 1 by the user-edit call; an assistant edit of a user message.
+        let err = c.edit_user_message_by(shown[1].handle()).err();
+        assert!(
+            matches!(
+                &err,
+                Some(ConversationError::Branch(BranchError::NoSuchMessage {
+                    expected: "user",
+                    ..
+                }))
+            ),
+            "{api:?}: {err:?}"
+        );
+        let err = c
+            .edit_assistant_message_by(
+                shown[0].handle(),
+                &json!({"role": "assistant", "content": "x"}),
+            )
+            .err();
+        assert!(
+            matches!(
+                &err,
+                Some(ConversationError::Branch(BranchError::NoSuchMessage {
+                    expected: "assistant",
+                    ..
+                }))
+            ),
+            "{api:?}: {err:?}"
+        );
         let stranger = MessageHandle::parse(&"0".repeat(32)).unwrap_or_else(|| panic!());
         assert!(c.regenerate_reply(stranger).is_err());
 
