@@ -272,9 +272,10 @@ impl Session {
         self.branch(checkpoint.nodes)
     }
 
-    /// A branch just before user message `index` (a node index): compose the edited
-    /// message with [`Session::turn`]. Only what follows that message is new to the
-    /// provider.
+    /// A branch just before user message `index` (a node index, the library's updates
+    /// counted; a UI edits by the handle [`Session::shown_messages`] gives instead:
+    /// [`Session::edit_user_message_by`]): compose the edited message with
+    /// [`Session::turn`]. Only what follows that message is new to the provider.
     pub fn edit_user_message(&self, index: usize) -> Result<Session, BranchError> {
         self.expect_kind(index, NodeKind::User, "user")?;
         self.branch(index)

@@ -78,18 +78,23 @@ pub enum ConversationError {
     /// The last body given to [`Conversation::continue_from`] cannot be read.
     #[error("the last body sent cannot be read: {0}")]
     LastBody(GuardError),
-    /// [`Conversation::continue_from`]: the last body is not of the conversation's API, or
-    /// the API is not one it continues.
-    #[error(
-        "the last body sent is a {shape} body; continuing from a last body works for {api} only with a {expected} body (Chat Completions, llama.cpp and Anthropic Messages; other APIs adopt with Conversation::adopt)"
-    )]
+    /// [`Conversation::continue_from`]: the last body is not of the conversation's API.
+    #[error("the last body sent is a {shape} body; {api} sends {expected} bodies")]
     LastBodyShape {
         /// The API of the conversation.
         api: &'static str,
         /// The body's shape.
         shape: Shape,
-        /// The shape the API sends, if this API can continue from a body.
-        expected: &'static str,
+        /// The shape the API sends.
+        expected: Shape,
+    },
+    /// [`Conversation::continue_from`] for an API it does not continue.
+    #[error(
+        "continuing from a last body works for Chat Completions, llama.cpp and Anthropic Messages, not {api}; adopt with Conversation::adopt (the first request re-processes the history once)"
+    )]
+    ContinueUnsupported {
+        /// The API of the conversation.
+        api: &'static str,
     },
     /// [`Conversation::continue_from`]: the last body names another model than the wire's
     /// options (caches are per model: the first request would miss whole).
@@ -346,7 +351,8 @@ impl Conversation {
     /// ([`ConversationError::LastBodyModel`]). Check the first body with [`Body::extends`].
     ///
     /// For OpenAI Chat Completions, llama.cpp and Anthropic Messages
-    /// ([`ConversationError::LastBodyShape`] otherwise). What the first request costs
+    /// ([`ConversationError::ContinueUnsupported`] otherwise; a body of another shape:
+    /// [`ConversationError::LastBodyShape`]). What the first request costs
     /// when a part cannot be kept: `docs/lifecycle.md`, "Adopting an existing conversation".
     #[allow(clippy::too_many_arguments)]
     pub fn continue_from(
@@ -365,10 +371,8 @@ impl Conversation {
             ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
             ApiKind::Anthropic => Shape::Anthropic,
             ApiKind::OpenAiResponses | ApiKind::Gemini => {
-                return Err(ConversationError::LastBodyShape {
+                return Err(ConversationError::ContinueUnsupported {
                     api: crate::api_name(api),
-                    shape: parts.shape,
-                    expected: "supported",
                 });
             }
         };
@@ -376,11 +380,7 @@ impl Conversation {
             return Err(ConversationError::LastBodyShape {
                 api: crate::api_name(api),
                 shape: parts.shape,
-                expected: if expected == Shape::Anthropic {
-                    "Anthropic Messages"
-                } else {
-                    "Chat Completions"
-                },
+                expected,
             });
         }
         // `body_parts` has read it as one object of unique keys.

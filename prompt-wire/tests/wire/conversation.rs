@@ -747,9 +747,14 @@ fn continuing_from_a_body_of_another_model_or_shape_is_refused_by_name() {
         matches!(err, ConversationError::LastBodyShape { .. }),
         "{err}"
     );
+    assert!(
+        err.to_string()
+            .contains("a Chat Completions body; Anthropic Messages sends Anthropic Messages"),
+        "{err}"
+    );
     let err = go(ApiKind::Gemini, last.as_bytes(), options(ApiKind::Gemini));
     assert!(
-        matches!(err, ConversationError::LastBodyShape { .. }),
+        matches!(err, ConversationError::ContinueUnsupported { .. }),
         "{err}"
     );
     let err = go(ApiKind::OpenAi, b"[1,2]", options(ApiKind::OpenAi));
