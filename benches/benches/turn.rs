@@ -5,6 +5,8 @@
 //! bytes of the rest. Copying the whole request into one buffer (`to_bytes`) is measured
 //! separately: it is a memcpy of every byte and grows with the request by nature.
 
+use std::cell::RefCell;
+
 use prompt_core::{
     Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
     SessionOptions,
@@ -74,25 +76,41 @@ const SIZES: [usize; 3] = [100, 1_000, 10_000];
 /// it: each sample appends one more turn, so history grows by at most 100 nodes over the run.
 #[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
 fn turn(bencher: divan::Bencher, nodes: usize) {
-    let mut s = session(nodes);
-    bencher.bench_local(|| {
-        let values = Extensions::new().with(Date("day 9999".to_owned()));
-        match s.turn(values, "One more question about the parser?") {
-            Ok(req) => (req.len(), req.prefix_fingerprint(), req.new_nodes().len()),
-            Err(e) => panic!("{e}"),
-        }
-    });
+    let s = RefCell::new(session(nodes));
+    bencher
+        .with_inputs(|| answer(&mut s.borrow_mut()))
+        .bench_local_values(|()| {
+            let mut s = s.borrow_mut();
+            let values = Extensions::new().with(Date("day 9999".to_owned()));
+            match s.turn(values, "One more question about the parser?") {
+                Ok(req) => (req.len(), req.prefix_fingerprint(), req.new_nodes().len()),
+                Err(e) => panic!("{e}"),
+            }
+        });
+}
+
+/// The previous sample's turn answered, outside the measured time: a turn is refused while
+/// the last request has no reply.
+fn answer(s: &mut Session) {
+    if s.unanswered_request().is_some()
+        && let Err(e) = s.record_assistant(&json!({"role": "assistant", "content": "Ok."}))
+    {
+        panic!("{e}");
+    }
 }
 
 /// The same turn, then the whole request copied into one `Vec<u8>` (O(request bytes)).
 #[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
 fn turn_and_copy_request(bencher: divan::Bencher, nodes: usize) {
-    let mut s = session(nodes);
-    bencher.bench_local(|| {
-        let values = Extensions::new().with(Date("day 9999".to_owned()));
-        match s.turn(values, "One more question about the parser?") {
-            Ok(req) => req.to_bytes().len(),
-            Err(e) => panic!("{e}"),
-        }
-    });
+    let s = RefCell::new(session(nodes));
+    bencher
+        .with_inputs(|| answer(&mut s.borrow_mut()))
+        .bench_local_values(|()| {
+            let mut s = s.borrow_mut();
+            let values = Extensions::new().with(Date("day 9999".to_owned()));
+            match s.turn(values, "One more question about the parser?") {
+                Ok(req) => req.to_bytes().len(),
+                Err(e) => panic!("{e}"),
+            }
+        });
 }

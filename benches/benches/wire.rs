@@ -8,6 +8,8 @@
 //! chunks from the first new node to the end into a reused buffer — what a client sends
 //! after the bytes it already streamed for the previous request.
 
+use std::cell::RefCell;
+
 use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
     ApiKind, Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
@@ -108,24 +110,38 @@ const SIZES: [usize; 3] = [100, 1_000, 10_000];
 
 /// One long-lived session per size, as an agent runs it: each sample appends one more turn.
 fn bench(bencher: divan::Bencher, api: ApiKind, nodes: usize) {
-    let (mut s, mut w) = setup(api, nodes);
+    let (s, mut w) = setup(api, nodes);
+    let s = RefCell::new(s);
     let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
-    bencher.bench_local(|| {
-        let values = Extensions::new().with(Date("day 9999".to_owned()));
-        let req = match s.turn(values, "One more question about the parser?") {
-            Ok(req) => req,
-            Err(e) => panic!("{e}"),
-        };
-        let body = match w.body(&req) {
-            Ok(body) => body,
-            Err(e) => panic!("{e}"),
-        };
-        out.clear();
-        for chunk in body.new_chunks() {
-            out.extend_from_slice(chunk);
-        }
-        (body.len(), body.stable_len(), out.len())
-    });
+    bencher
+        .with_inputs(|| answer(&mut s.borrow_mut()))
+        .bench_local_values(|()| {
+            let mut s = s.borrow_mut();
+            let values = Extensions::new().with(Date("day 9999".to_owned()));
+            let req = match s.turn(values, "One more question about the parser?") {
+                Ok(req) => req,
+                Err(e) => panic!("{e}"),
+            };
+            let body = match w.body(&req) {
+                Ok(body) => body,
+                Err(e) => panic!("{e}"),
+            };
+            out.clear();
+            for chunk in body.new_chunks() {
+                out.extend_from_slice(chunk);
+            }
+            (body.len(), body.stable_len(), out.len())
+        });
+}
+
+/// The previous sample's turn answered, outside the measured time: a turn is refused while
+/// the last request has no reply.
+fn answer(s: &mut Session) {
+    if s.unanswered_request().is_some()
+        && let Err(e) = s.record_assistant(&json!({"role": "assistant", "content": "Ok."}))
+    {
+        panic!("{e}");
+    }
 }
 
 #[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
@@ -157,12 +173,16 @@ fn llama_cpp(bencher: divan::Bencher, nodes: usize) {
 /// wire's cost adds to.
 #[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
 fn baseline_turn_only(bencher: divan::Bencher, nodes: usize) {
-    let (mut s, _) = setup(ApiKind::OpenAi, nodes);
-    bencher.bench_local(|| {
-        let values = Extensions::new().with(Date("day 9999".to_owned()));
-        match s.turn(values, "One more question about the parser?") {
-            Ok(req) => req.len(),
-            Err(e) => panic!("{e}"),
-        }
-    });
+    let (s, _) = setup(ApiKind::OpenAi, nodes);
+    let s = RefCell::new(s);
+    bencher
+        .with_inputs(|| answer(&mut s.borrow_mut()))
+        .bench_local_values(|()| {
+            let mut s = s.borrow_mut();
+            let values = Extensions::new().with(Date("day 9999".to_owned()));
+            match s.turn(values, "One more question about the parser?") {
+                Ok(req) => req.len(),
+                Err(e) => panic!("{e}"),
+            }
+        });
 }

@@ -94,6 +94,15 @@ impl Client {
 
     /// Composes `next` and streams its reply (the wire's parameters carry `"stream": true`;
     /// Gemini's URL asks for the stream). Nothing is sent before the stream is first polled.
+    ///
+    /// After an error the turn stays in the history, unanswered: retry with
+    /// [`Next::resend`], which sends the same bytes. A [`Next::turn`] is then refused
+    /// ([`ComposeError::Unanswered`](prompt_core::ComposeError::Unanswered) inside
+    /// [`ClientError::Compose`]) before anything is sent, so the question never goes twice.
+    /// The turn is not rolled back on an error because the library cannot know whether the
+    /// request reached the server (a connection that broke after the body went out was
+    /// processed and cached); the history keeps what was sent, and the same refusal holds
+    /// for an app's own transport.
     pub fn stream<'c>(
         &self,
         conversation: &'c mut Conversation,
@@ -128,7 +137,8 @@ impl Client {
 
     /// Composes `next`, sends it, reads the whole reply (at most
     /// [`MAX_REPLY_BYTES`](prompt_wire::MAX_REPLY_BYTES)) and records it
-    /// ([`Conversation::record_reply`]).
+    /// ([`Conversation::record_reply`]). After an error, retry with [`Next::resend`] (see
+    /// [`Client::stream`]).
     pub async fn send(
         &self,
         conversation: &mut Conversation,

@@ -512,3 +512,63 @@ proptest::proptest! {
         proptest::prop_assert_eq!(last, expected.message);
     }
 }
+
+#[tokio::test]
+async fn after_a_failed_send_a_turn_is_refused_unsent_and_resend_carries_the_question_once() {
+    let api = ApiKind::OpenAi;
+    let server = ScriptedServer::start(vec![
+        ScriptedResponse::status(500, r#"{"error":"overloaded"}"#),
+        ScriptedResponse::sse(sse(api, "Hello.")),
+    ])
+    .unwrap();
+    let client = client(&server, 0);
+    let mut chat = conversation(api, false);
+    let error = client.stream(&mut chat, hi()).unwrap().finish().await;
+    assert!(
+        matches!(error, Err(ClientError::Status { status: 500, .. })),
+        "{error:?}"
+    );
+    // Retrying with the turn again would carry "Hi" twice: refused before anything is sent.
+    let refused = client.stream(&mut chat, hi()).err();
+    assert!(
+        matches!(
+            &refused,
+            Some(ClientError::Compose(
+                prompt_wire::ConversationError::Compose(prompt_core::ComposeError::Unanswered {
+                    request: 1
+                })
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap().to_string().contains("resend"));
+    assert_eq!(server.requests().len(), 1, "nothing sent");
+    let reply = resend(&client, &mut chat).await;
+    assert_eq!(reply.text, "Hello.");
+    let sent = server.requests();
+    assert_eq!(sent[0].body, sent[1].body, "the same request again");
+    let body = String::from_utf8_lossy(&sent[1].body);
+    assert_eq!(body.matches(r#""content":"Hi""#).count(), 1, "{body}");
+
+    // No server at all: the transport error leaves the turn unanswered too.
+    let gone = ScriptedServer::start(vec![]).unwrap();
+    let url = gone.url().to_owned();
+    drop(gone);
+    let nowhere = Client::new(Endpoint::new(format!("{url}/v1")))
+        .unwrap()
+        .retry(fast_retries(0));
+    let mut whole = conversation(api, true);
+    let error = nowhere.send(&mut whole, hi()).await.unwrap_err();
+    assert!(matches!(error, ClientError::Transport { .. }), "{error}");
+    let error = nowhere.send(&mut whole, hi()).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ClientError::Compose(prompt_wire::ConversationError::Compose(
+                prompt_core::ComposeError::Unanswered { request: 1 }
+            ))
+        ),
+        "{error}"
+    );
+    assert_eq!(whole.session().history().len(), 1);
+}

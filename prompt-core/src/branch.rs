@@ -12,7 +12,7 @@
 //! | regenerate the last reply, retry after an error | [`Session::regenerate`] | [`Session::resend`] |
 //! | edit an earlier user message and send it | [`Session::edit_user_message`] | [`Session::turn`] with the new text |
 //! | edit an assistant message without regenerating | [`Session::edit_assistant_message`] | the next [`Session::turn`] |
-//! | go back to request N | [`Session::rewind`] | [`Session::resend`], or a new turn |
+//! | go back to request N | [`Session::rewind`] | [`Session::resend`] (a new turn is refused while request N has no reply) |
 //! | fork a sub-task | [`Session::fork`] | its own turns |
 //!
 //! ```
@@ -39,9 +39,11 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::node::NodeKind;
+use crate::hash::NodeId;
+use crate::node::{Node, NodeKind};
 use crate::session::{ComposeError, Session, new_session_id};
 
 /// Why a branch cannot be made there.
@@ -74,9 +76,110 @@ pub enum BranchError {
         /// The numbers a branch can go back to.
         known: Vec<u64>,
     },
+    /// No message shown by [`Session::shown_messages`] has this handle (a message of
+    /// another branch, or one a compaction replaced), or it is not of the kind the action
+    /// edits.
+    #[error("no {expected} message with handle {handle} in this session's history")]
+    NoSuchMessage {
+        /// The handle asked for.
+        handle: MessageHandle,
+        /// What the action edits: `user` or `assistant`.
+        expected: &'static str,
+    },
     /// The edited message could not be recorded.
     #[error(transparent)]
     Record(#[from] ComposeError),
+}
+
+/// A message's handle, as an app's UI keeps it: the message's chained id
+/// ([`Node::id`](crate::node::Node::id)), which stays the same while the message is in the
+/// history (more messages appended, a branch made before or after it, a save and a
+/// restore) and names no other message (two identical messages at different places have
+/// different handles). Shown as 32 hex digits ([`MessageHandle::parse`] reads them back).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageHandle(NodeId);
+
+impl MessageHandle {
+    /// The handle shown as `text` (32 hex digits), or `None`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.as_bytes();
+        if text.len() != 32 {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, pair) in text.chunks_exact(2).enumerate() {
+            let digit = |c: u8| char::from(c).to_digit(16);
+            let byte = digit(pair[0])? * 16 + digit(pair[1])?;
+            bytes[i] = u8::try_from(byte).ok()?;
+        }
+        Some(Self(NodeId::from_bytes(bytes)))
+    }
+
+    /// The node id it stands for.
+    pub fn node_id(&self) -> NodeId {
+        self.0
+    }
+}
+
+impl std::fmt::Display for MessageHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Debug for MessageHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Serialize for MessageHandle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One message of the conversation as a UI shows it ([`Session::shown_messages`]): a user,
+/// assistant or tool message, with its handle.
+#[derive(Debug, Clone, Copy)]
+pub struct ShownMessage<'s> {
+    handle: MessageHandle,
+    index: usize,
+    node: &'s Node,
+}
+
+impl<'s> ShownMessage<'s> {
+    /// The handle to edit or regenerate it by.
+    pub fn handle(&self) -> MessageHandle {
+        self.handle
+    }
+
+    /// `user`, `assistant` or `tool`.
+    pub fn kind(&self) -> NodeKind {
+        self.node.kind()
+    }
+
+    /// Its place among the history's nodes now (updates counted): changes when a
+    /// compaction rewrites the history; the handle does not.
+    pub fn node_index(&self) -> usize {
+        self.index
+    }
+
+    /// The message as sent (with merged delivery styles, a user message's content starts
+    /// with the updates merged into it: [`ShownMessage::merged_updates`]).
+    pub fn bytes(&self) -> &'s str {
+        self.node.bytes()
+    }
+
+    /// The updates merged into this user message, if any.
+    pub fn merged_updates(&self) -> &'s [(crate::node::Producer, Arc<str>)] {
+        self.node.merged_updates()
+    }
+
+    /// The history node.
+    pub fn node(&self) -> &'s Node {
+        self.node
+    }
 }
 
 impl Session {
@@ -157,8 +260,8 @@ impl Session {
     }
 
     /// A branch at request `request` ([`crate::Request::sequence`]), as it was sent: the
-    /// history it carried and nothing after. Send it again with [`Session::resend`], or go
-    /// on with a new turn.
+    /// history it carried and nothing after. Send it again with [`Session::resend`] (a new
+    /// turn is refused while it has no reply: [`ComposeError::Unanswered`]).
     pub fn rewind(&self, request: u64) -> Result<Session, BranchError> {
         let Some(checkpoint) = self.checkpoints.iter().find(|c| c.sequence == request) else {
             return Err(BranchError::NoSuchRequest {
@@ -169,9 +272,10 @@ impl Session {
         self.branch(checkpoint.nodes)
     }
 
-    /// A branch just before user message `index` (a node index): compose the edited
-    /// message with [`Session::turn`]. Only what follows that message is new to the
-    /// provider.
+    /// A branch just before user message `index` (a node index, the library's updates
+    /// counted; a UI edits by the handle [`Session::shown_messages`] gives instead:
+    /// [`Session::edit_user_message_by`]): compose the edited message with
+    /// [`Session::turn`]. Only what follows that message is new to the provider.
     pub fn edit_user_message(&self, index: usize) -> Result<Session, BranchError> {
         self.expect_kind(index, NodeKind::User, "user")?;
         self.branch(index)
@@ -189,6 +293,70 @@ impl Session {
         let mut branch = self.branch(index)?;
         branch.record_assistant(message)?;
         Ok(branch)
+    }
+
+    /// The conversation as a UI shows it: the user, assistant and tool messages in order,
+    /// without the library's own messages (system prompt, tail updates, compaction
+    /// summaries, foreign system messages), each with a handle that stays the same while
+    /// the message is in the history. Edit and regenerate by handle:
+    /// [`Session::edit_user_message_by`], [`Session::edit_assistant_message_by`],
+    /// [`Session::regenerate_reply`].
+    pub fn shown_messages(&self) -> Vec<ShownMessage<'_>> {
+        self.history
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                matches!(
+                    n.kind(),
+                    NodeKind::User | NodeKind::Assistant | NodeKind::Tool
+                )
+            })
+            .map(|(index, node)| ShownMessage {
+                handle: MessageHandle(node.id()),
+                index,
+                node,
+            })
+            .collect()
+    }
+
+    /// The node index of the `kind` message with `handle`.
+    fn index_of(
+        &self,
+        handle: MessageHandle,
+        kind: NodeKind,
+        expected: &'static str,
+    ) -> Result<usize, BranchError> {
+        self.history
+            .nodes()
+            .iter()
+            .position(|n| n.id() == handle.0 && n.kind() == kind)
+            .ok_or(BranchError::NoSuchMessage { handle, expected })
+    }
+
+    /// [`Session::edit_user_message`] of the user message with `handle`
+    /// ([`Session::shown_messages`]): a branch just before it; compose the edited message
+    /// with [`Session::turn`].
+    pub fn edit_user_message_by(&self, handle: MessageHandle) -> Result<Session, BranchError> {
+        self.branch(self.index_of(handle, NodeKind::User, "user")?)
+    }
+
+    /// [`Session::edit_assistant_message`] of the assistant message with `handle`.
+    pub fn edit_assistant_message_by(
+        &self,
+        handle: MessageHandle,
+        message: &Value,
+    ) -> Result<Session, BranchError> {
+        let index = self.index_of(handle, NodeKind::Assistant, "assistant")?;
+        let mut branch = self.branch(index)?;
+        branch.record_assistant(message)?;
+        Ok(branch)
+    }
+
+    /// Regenerates the assistant message with `handle`: a branch at the request that got
+    /// it, without it and what followed; send it again with [`Session::resend`].
+    pub fn regenerate_reply(&self, handle: MessageHandle) -> Result<Session, BranchError> {
+        self.branch(self.index_of(handle, NodeKind::Assistant, "assistant")?)
     }
 
     /// A copy of this session with a session id of its own, for a sub-task: everything

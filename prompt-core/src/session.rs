@@ -112,6 +112,16 @@ pub enum ComposeError {
         /// Why: no request yet, or something was recorded after the last one.
         reason: &'static str,
     },
+    /// A user turn while the last request has no reply: composing it would put a second
+    /// user message after an unanswered one (a retry of a failed send with `turn` carries
+    /// the question twice). Refused, so a turn is never composed twice.
+    #[error(
+        "request {request} has no reply yet: send it again with Session::resend (Next::resend with the client), or to send a different message make a branch first (Session::edit_user_message, Session::regenerate)"
+    )]
+    Unanswered {
+        /// The unanswered request's number ([`Request::sequence`]).
+        request: u64,
+    },
     /// A counter is at [`MAX_COUNTER`] (a saved session's, read back): one more request
     /// cannot be numbered.
     #[error("the session's {counter} counter is at its limit ({value}); start a new session")]
@@ -630,6 +640,16 @@ impl Session {
         }
     }
 
+    /// The number of the last request when no reply was recorded after it: it failed, is
+    /// still in flight, or is a branch's request to send again. [`Session::turn`] is then
+    /// refused ([`ComposeError::Unanswered`]); [`Session::resend`] sends it again. Read from
+    /// the history and the checkpoints, so a restored session answers as the saved one.
+    pub fn unanswered_request(&self) -> Option<u64> {
+        let last = self.checkpoints.last()?;
+        let after = self.history.nodes().get(last.nodes..).unwrap_or_default();
+        (!after.iter().any(|n| n.kind() == NodeKind::Assistant)).then_some(last.sequence)
+    }
+
     /// The tool calls of the last assistant message that have no result yet.
     pub fn open_tool_calls(&self) -> Vec<String> {
         self.history.open_tool_calls()
@@ -641,6 +661,13 @@ impl Session {
     /// On error nothing is appended and the turn counter does not advance. Refused while
     /// the assistant's tool calls wait for their results: record them, then compose with
     /// [`Session::continuation`].
+    ///
+    /// Refused too while the last request has no reply ([`Session::unanswered_request`],
+    /// [`ComposeError::Unanswered`]): a failed send is retried with [`Session::resend`],
+    /// which sends the same bytes again. The history is never rolled back instead: the
+    /// library cannot know whether a send that failed reached the server (a connection
+    /// that broke after the body went out was billed and cached), the request stays what
+    /// was sent, and the same refusal holds for every transport, the app's own included.
     pub fn turn(
         &mut self,
         turn_values: Extensions,
@@ -719,6 +746,9 @@ impl Session {
         }
         match &next {
             Next::User(user_json) => {
+                if let Some(request) = self.unanswered_request() {
+                    return Err(ComposeError::Unanswered { request });
+                }
                 let delivery = self.history.delivery();
                 let merging = delivery.role == UpdateRole::MergedIntoUser
                     || delivery.prefix == PrefixRole::FirstUser;

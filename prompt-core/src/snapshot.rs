@@ -1187,6 +1187,10 @@ mod tests {
         if let Err(e) = session.turn(Extensions::new(), "hi") {
             panic!("{e}");
         }
+        let reply = serde_json::json!({"role": "assistant", "content": "hello"});
+        session
+            .record_assistant(&reply)
+            .unwrap_or_else(|e| panic!("{e}"));
         let mut snapshot = session.save();
         edit(&mut snapshot);
         snapshot.reseal();
@@ -1244,6 +1248,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
             .session;
         assert!(session.turn(Extensions::new(), "last").is_ok());
+        let reply = serde_json::json!({"role": "assistant", "content": "ok"});
+        session
+            .record_assistant(&reply)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
             session.turn(Extensions::new(), "past"),
             Err(ComposeError::CounterLimit {

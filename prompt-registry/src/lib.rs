@@ -195,7 +195,7 @@ pub use prompt_core::node::{Node, NodeKind, Producer};
 // A conversation over its lifetime: one value with its wire, saved and restored as one
 // document; adopting an existing one; branches (regenerate, edit, rewind, fork).
 pub use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
-pub use prompt_core::branch::BranchError;
+pub use prompt_core::branch::{BranchError, MessageHandle, ShownMessage};
 pub use prompt_core::snapshot::{
     PrefixChanges, RestoreError, RestoreMode, Restored, SessionSnapshot,
 };

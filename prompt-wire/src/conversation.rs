@@ -31,7 +31,7 @@
 //! ```
 
 use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
-use prompt_core::branch::BranchError;
+use prompt_core::branch::{BranchError, MessageHandle, ShownMessage};
 use prompt_core::hash::Digest128;
 use prompt_core::history::SystemPromptChange;
 use prompt_core::session::{ToolResult, UserInput};
@@ -40,9 +40,13 @@ use prompt_core::{
     ApiKind, Component, ComposeError, Extensions, PromptPolicy, RestoreMode, Session,
     SessionContext, SessionOptions, SessionSnapshot,
 };
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::error::WireError;
+use crate::guard::{GuardError, Shape, body_parts, without_cache_control};
 use crate::options::WireOptions;
 use crate::reply::Reply;
 use crate::wire::{Body, ResumePoint, Wire};
@@ -71,6 +75,36 @@ pub enum ConversationError {
     /// Making a branch.
     #[error(transparent)]
     Branch(#[from] BranchError),
+    /// The last body given to [`Conversation::continue_from`] cannot be read.
+    #[error("the last body sent cannot be read: {0}")]
+    LastBody(GuardError),
+    /// [`Conversation::continue_from`]: the last body is not of the conversation's API.
+    #[error("the last body sent is a {shape} body; {api} sends {expected} bodies")]
+    LastBodyShape {
+        /// The API of the conversation.
+        api: &'static str,
+        /// The body's shape.
+        shape: Shape,
+        /// The shape the API sends.
+        expected: Shape,
+    },
+    /// [`Conversation::continue_from`] for an API it does not continue.
+    #[error(
+        "continuing from a last body works for Chat Completions, llama.cpp and Anthropic Messages, not {api}; adopt with Conversation::adopt (the first request re-processes the history once)"
+    )]
+    ContinueUnsupported {
+        /// The API of the conversation.
+        api: &'static str,
+    },
+    /// [`Conversation::continue_from`]: the last body names another model than the wire's
+    /// options (caches are per model: the first request would miss whole).
+    #[error("the last body sent is for model {sent:?}, the wire's options for {configured:?}")]
+    LastBodyModel {
+        /// The model of the last body (at most 64 bytes of it).
+        sent: String,
+        /// The wire's model (at most 64 bytes of it).
+        configured: String,
+    },
     /// Not a saved conversation of a version this library reads.
     #[error(
         "not a cacheline conversation of version {CONVERSATION_VERSION}: format {format:?}, version {version}"
@@ -120,6 +154,23 @@ pub struct ConversationSnapshot {
 struct SavedWire {
     resume_point: Option<ResumePoint>,
     previous_message_id: Option<String>,
+    /// The app's own `prompt_cache_key` ([`Wire::keep_cache_key`]); absent (as in documents
+    /// saved before it existed) when the session's routing key is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kept_cache_key: Option<KeptCacheKey>,
+    /// The app's own tools field ([`Wire::keep_tools_field`]); absent when none is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kept_tools: Option<String>,
+    /// Parameters as the app sent them ([`Wire::keep_parameters`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kept_parameters: Vec<(String, String)>,
+}
+
+/// The kept key: `key` null when the app sent none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptCacheKey {
+    key: Option<String>,
 }
 
 /// One seal per part: the API, the wire's point, the session (its own seals).
@@ -223,7 +274,8 @@ pub enum Next {
 }
 
 impl Next {
-    /// A user turn.
+    /// A user turn. After a failed send, [`Next::resend`] instead: the turn is refused while
+    /// the last request has no reply.
     pub fn turn(values: Extensions, user: impl Into<UserInput>) -> Self {
         Next::Turn {
             values,
@@ -288,6 +340,127 @@ impl Conversation {
         Ok((Self::new(session, wire), report))
     }
 
+    /// Adopts the conversation an app has been sending itself, from `last_body`, the last
+    /// request body it sent (its bytes as sent), and `last_reply`, the provider's reply to it
+    /// (a whole reply's body, as [`Conversation::record_reply`] reads it), so that the
+    /// first request extends `last_body` as the provider caches it and re-processes only the
+    /// reply and what is new.
+    ///
+    /// [`Conversation::adopt`] takes the messages the app keeps; the bodies the app sent
+    /// were written its own way, and the first body written by the library then differs
+    /// from the last one the app sent: the server re-processes the whole adopted history
+    /// once. Here the messages are read from `last_body` itself (each kept byte-for-byte;
+    /// Anthropic's `cache_control` markers taken off, since the wire places its own
+    /// breakpoints and the cache does not key on them; Anthropic's `system` field read as
+    /// the leading system message), and its `prompt_cache_key` is kept
+    /// ([`Wire::keep_cache_key`], no key when it sent none), so requests go to the cache
+    /// that holds the conversation, and so are its tools field's bytes while they hold the
+    /// session's tools ([`Wire::keep_tools_field`]: give the same definitions in the
+    /// session options). The model must be the wire's
+    /// ([`ConversationError::LastBodyModel`]). Check the first body with [`Body::extends`].
+    ///
+    /// For OpenAI Chat Completions, llama.cpp and Anthropic Messages
+    /// ([`ConversationError::ContinueUnsupported`] otherwise; a body of another shape:
+    /// [`ConversationError::LastBodyShape`]). What the first request costs
+    /// when a part cannot be kept: `docs/lifecycle.md`, "Adopting an existing conversation".
+    #[allow(clippy::too_many_arguments)]
+    pub fn continue_from(
+        components: Vec<Component>,
+        policy: &PromptPolicy,
+        context: SessionContext,
+        options: SessionOptions,
+        api: ApiKind,
+        wire: WireOptions,
+        last_body: &[u8],
+        last_reply: Option<&[u8]>,
+        adopt: &AdoptOptions,
+    ) -> Result<(Self, AdoptReport), ConversationError> {
+        let parts = body_parts(last_body).map_err(ConversationError::LastBody)?;
+        let expected = match api {
+            ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
+            ApiKind::Anthropic => Shape::Anthropic,
+            ApiKind::OpenAiResponses | ApiKind::Gemini => {
+                return Err(ConversationError::ContinueUnsupported {
+                    api: crate::api_name(api),
+                });
+            }
+        };
+        if parts.shape != expected {
+            return Err(ConversationError::LastBodyShape {
+                api: crate::api_name(api),
+                shape: parts.shape,
+                expected,
+            });
+        }
+        // `body_parts` has read it as one object of unique keys.
+        let malformed = |at: &str, e: serde_json::Error| {
+            ConversationError::LastBody(GuardError::Malformed {
+                body: crate::guard::Which::Request,
+                at: at.to_owned(),
+                problem: prompt_core::input::excerpt(&e.to_string(), 120).into_owned(),
+            })
+        };
+        let top: BTreeMap<String, &RawValue> =
+            serde_json::from_slice(last_body).map_err(|e| malformed("the top level", e))?;
+        let string = |key: &str| -> Result<Option<String>, ConversationError> {
+            top.get(key)
+                .map(|raw| serde_json::from_str(raw.get()).map_err(|e| malformed(key, e)))
+                .transpose()
+        };
+        let model = string("model")?;
+        let bounded = |s: &str| s[..s.floor_char_boundary(64)].to_owned();
+        if model.as_deref() != Some(wire.model()) {
+            return Err(ConversationError::LastBodyModel {
+                sent: bounded(model.as_deref().unwrap_or_default()),
+                configured: bounded(wire.model()),
+            });
+        }
+        let cache_key = string("prompt_cache_key")?;
+        // The parameters of the options the app sent too, as it sent them.
+        let sent: Vec<(String, String)> = wire
+            .params()
+            .filter_map(|(key, _)| Some((key.to_owned(), top.get(key)?.get().to_owned())))
+            .collect();
+        let mut list = String::with_capacity(last_body.len());
+        list.push('[');
+        let mut first = true;
+        let mut push = |message: &str| {
+            if !first {
+                list.push(',');
+            }
+            first = false;
+            list.push_str(message);
+        };
+        if api == ApiKind::Anthropic
+            && let Some(system) = parts.system
+        {
+            push(&format!(
+                r#"{{"role":"system","content":{}}}"#,
+                without_cache_control(system)
+            ));
+        }
+        for message in &parts.messages {
+            if api == ApiKind::Anthropic {
+                push(&without_cache_control(message));
+            } else {
+                push(message);
+            }
+        }
+        list.push(']');
+        let mut wire = Wire::new(api, wire)?;
+        if api != ApiKind::Anthropic {
+            wire.keep_cache_key(cache_key.as_deref())?;
+        }
+        wire.keep_tools_field(parts.tools);
+        wire.keep_parameters(sent.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let (mut session, report) =
+            Session::adopt(components, policy, context, options, &list, adopt)?;
+        if let Some(reply) = last_reply {
+            wire.record_reply(&mut session, reply)?;
+        }
+        Ok((Self::new(session, wire), report))
+    }
+
     /// Everything that decides the next body, as one sealed document.
     pub fn save(&self) -> ConversationSnapshot {
         let mut snapshot = ConversationSnapshot {
@@ -297,6 +470,15 @@ impl Conversation {
             wire: SavedWire {
                 resume_point: self.wire.resume_point(),
                 previous_message_id: self.wire.previous_message_id(),
+                kept_cache_key: self.wire.kept_cache_key().map(|key| KeptCacheKey {
+                    key: key.map(str::to_owned),
+                }),
+                kept_tools: self.wire.kept_tools_field().map(str::to_owned),
+                kept_parameters: self
+                    .wire
+                    .kept_parameters()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
             },
             session: self.session.save(),
             seals: ConversationSeals {
@@ -349,6 +531,21 @@ impl Conversation {
         )?;
         let mut wire = Wire::new(snapshot.api, wire)?;
         wire.set_previous_message_id(snapshot.wire.previous_message_id.as_deref());
+        if let Some(kept) = &snapshot.wire.kept_cache_key {
+            wire.keep_cache_key(kept.key.as_deref())?;
+        }
+        if let Some(tools) = &snapshot.wire.kept_tools {
+            wire.keep_tools_field(Some(tools));
+        }
+        if !snapshot.wire.kept_parameters.is_empty() {
+            wire.keep_parameters(
+                snapshot
+                    .wire
+                    .kept_parameters
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+        }
         if let Some(point) = snapshot.wire.resume_point {
             wire.resume_from(point);
         }
@@ -379,7 +576,9 @@ impl Conversation {
         (self.session, self.wire)
     }
 
-    /// The body for a user turn ([`Session::turn`]).
+    /// The body for a user turn ([`Session::turn`]). Refused while the last request has no
+    /// reply ([`ComposeError::Unanswered`](prompt_core::ComposeError::Unanswered)): a failed
+    /// send is retried with [`Conversation::resend`], so a turn is never composed twice.
     pub fn turn(
         &mut self,
         values: Extensions,
@@ -459,8 +658,9 @@ impl Conversation {
         Ok(self.branch_of(self.session.rewind(request)?))
     }
 
-    /// A branch just before user message `index`: compose the edited message with
-    /// [`Conversation::turn`] ([`Session::edit_user_message`]).
+    /// A branch just before user message `index` (a history node index, updates counted;
+    /// a UI edits by handle instead: [`Conversation::edit_user_message_by`]): compose the
+    /// edited message with [`Conversation::turn`] ([`Session::edit_user_message`]).
     pub fn edit_user_message(&self, index: usize) -> Result<Self, ConversationError> {
         Ok(self.branch_of(self.session.edit_user_message(index)?))
     }
@@ -473,6 +673,34 @@ impl Conversation {
         message: &serde_json::Value,
     ) -> Result<Self, ConversationError> {
         Ok(self.branch_of(self.session.edit_assistant_message(index, message)?))
+    }
+
+    /// The conversation as a UI shows it ([`Session::shown_messages`]): user, assistant
+    /// and tool messages, each with a handle to edit or regenerate it by.
+    pub fn shown_messages(&self) -> Vec<ShownMessage<'_>> {
+        self.session.shown_messages()
+    }
+
+    /// A branch just before the user message with `handle`: compose the edited message
+    /// with [`Conversation::turn`] ([`Session::edit_user_message_by`]).
+    pub fn edit_user_message_by(&self, handle: MessageHandle) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.edit_user_message_by(handle)?))
+    }
+
+    /// A branch in which the assistant message with `handle` is replaced by `message`
+    /// ([`Session::edit_assistant_message_by`]).
+    pub fn edit_assistant_message_by(
+        &self,
+        handle: MessageHandle,
+        message: &serde_json::Value,
+    ) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.edit_assistant_message_by(handle, message)?))
+    }
+
+    /// A branch at the request that got the assistant message with `handle`, without it:
+    /// send it again with [`Conversation::resend`] ([`Session::regenerate_reply`]).
+    pub fn regenerate_reply(&self, handle: MessageHandle) -> Result<Self, ConversationError> {
+        Ok(self.branch_of(self.session.regenerate_reply(handle)?))
     }
 
     /// A copy with a session id of its own, for a sub-task ([`Session::fork`]).

@@ -6,6 +6,15 @@ use prompt_core::node::Producer;
 /// Why a body cannot be composed, or a reply cannot be read or recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
+    /// A `prompt_cache_key` to keep ([`Wire::keep_cache_key`](crate::Wire::keep_cache_key))
+    /// over the limit.
+    #[error("the prompt_cache_key to keep is {len} bytes, over the limit of {max}")]
+    CacheKeyTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A parameter would overwrite a key the library writes itself.
     #[error(
         "parameter \"{key}\" is written by the library for {api} bodies; it cannot be set as an extra parameter"

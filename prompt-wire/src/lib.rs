@@ -104,8 +104,8 @@ pub use guard::{
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
 pub use wire::{
-    ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, ResumePoint, Wire,
-    prompt_cache_key,
+    ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, MAX_KEPT_CACHE_KEY, ResumePoint,
+    Wire, prompt_cache_key,
 };
 
 use prompt_core::tools::ToolSet;

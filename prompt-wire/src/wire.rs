@@ -159,7 +159,18 @@ pub struct Wire {
     previous: Option<Previous>,
     /// The id of the last reply recorded: Anthropic's `diagnostics.previous_message_id`.
     previous_message: Mutex<Option<Box<str>>>,
+    /// The `prompt_cache_key` an app sent before the library wrote its bodies
+    /// ([`Wire::keep_cache_key`]); `Some(None)`: it sent none, and none is written.
+    kept_key: Option<Option<Box<str>>>,
+    /// The tools field an app sent before the library wrote its bodies
+    /// ([`Wire::keep_tools_field`]), without `cache_control`.
+    kept_tools: Option<Box<str>>,
+    /// Parameters as an app sent them ([`Wire::keep_parameters`]).
+    kept_params: Vec<(Box<str>, Box<str>)>,
 }
+
+/// The longest `prompt_cache_key` [`Wire::keep_cache_key`] keeps.
+pub const MAX_KEPT_CACHE_KEY: usize = 1024;
 
 fn grouped(api: ApiKind) -> bool {
     matches!(api, ApiKind::Anthropic | ApiKind::Gemini)
@@ -203,7 +214,109 @@ impl Wire {
             last_assistant: None,
             previous: None,
             previous_message: Mutex::new(None),
+            kept_key: None,
+            kept_tools: None,
+            kept_params: Vec::new(),
         })
+    }
+
+    /// Writes `key` as every body's `prompt_cache_key` (OpenAI Chat Completions and
+    /// Responses, llama.cpp) instead of the session's routing key, or no key at all for
+    /// `None`: what an app that adopts a conversation sent before
+    /// ([`Conversation::continue_from`](crate::Conversation::continue_from) reads it from
+    /// the app's last body), so the server routes the next request to the cache that holds
+    /// the conversation. Refused over [`MAX_KEPT_CACHE_KEY`] bytes. Call it before the first
+    /// body; it is saved with the conversation and kept by branches.
+    pub fn keep_cache_key(&mut self, key: Option<&str>) -> Result<(), WireError> {
+        if let Some(key) = key
+            && key.len() > MAX_KEPT_CACHE_KEY
+        {
+            return Err(WireError::CacheKeyTooLong {
+                len: key.len(),
+                max: MAX_KEPT_CACHE_KEY,
+            });
+        }
+        self.kept_key = Some(key.map(Box::from));
+        // After a body: the next one freezes its session-constant bytes again, with this key.
+        self.frozen = None;
+        Ok(())
+    }
+
+    /// Writes `tools` (a tools field as an app sent it: a JSON array) as the body's tools
+    /// field, byte-for-byte (Anthropic: without its `cache_control` markers, the wire's own
+    /// breakpoint on its last tool), whenever it holds the same definitions as the session's
+    /// tools in any order and key order; otherwise the wire writes the session's tools its own
+    /// way. What an app that adopts a conversation sent: the server renders a tool's schema
+    /// with its keys in the order sent, so other bytes re-process the whole prompt once.
+    /// Call it before the first body; it is saved with the conversation and kept by branches.
+    pub fn keep_tools_field(&mut self, tools: Option<&str>) {
+        self.kept_tools = tools.map(|t| Box::from(crate::guard::without_cache_control(t).trim()));
+        self.frozen = None;
+    }
+
+    /// Writes each parameter of the options whose value equals one of `sent` (the
+    /// parameters as an app sent them: key, JSON text) with the app's bytes instead of the
+    /// options' (the cache keys on some, `thinking`, `tool_choice`, as written). A value
+    /// that differs is written as the options say. Call it before the first body; it is
+    /// saved with the conversation and kept by branches.
+    pub fn keep_parameters<'a>(&mut self, sent: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        self.kept_params = sent
+            .into_iter()
+            .map(|(k, v)| (Box::from(k), Box::from(v.trim())))
+            .collect();
+        self.frozen = None;
+    }
+
+    /// The parameters set by [`Wire::keep_parameters`].
+    pub fn kept_parameters(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.kept_params.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// The bytes to write for parameter `key` of the options' `value`.
+    fn parameter<'s>(&'s self, key: &str, value: &'s str) -> &'s str {
+        let Some((_, sent)) = self.kept_params.iter().find(|(k, _)| &**k == key) else {
+            return value;
+        };
+        let same = serde_json::from_str::<serde_json::Value>(sent)
+            .ok()
+            .zip(serde_json::from_str::<serde_json::Value>(value).ok())
+            .is_some_and(|(a, b)| a == b);
+        if same { sent } else { value }
+    }
+
+    /// The tools field set by [`Wire::keep_tools_field`], without `cache_control`.
+    pub fn kept_tools_field(&self) -> Option<&str> {
+        self.kept_tools.as_deref()
+    }
+
+    /// The kept tools field when it holds the same tools as `own` (the field the wire
+    /// writes), with the API's breakpoint on its last tool; `None` otherwise.
+    fn kept_tools_for(&self, own: &str) -> Option<String> {
+        let kept = self.kept_tools.as_deref()?;
+        let definitions = |field: &str| -> Option<Vec<String>> {
+            let field = crate::guard::without_cache_control(field);
+            let values: Vec<serde_json::Value> = serde_json::from_str(&field).ok()?;
+            // Maps serialize with sorted keys: one string per definition, whatever its
+            // key order.
+            let mut out: Vec<String> = values.iter().map(serde_json::Value::to_string).collect();
+            out.sort_unstable();
+            Some(out)
+        };
+        if definitions(kept)? != definitions(own)? {
+            return None;
+        }
+        if self.api != ApiKind::Anthropic {
+            return Some(kept.to_owned());
+        }
+        // The breakpoint inside the last tool, as the wire writes its own.
+        let body = kept.strip_suffix(']')?.trim_end().strip_suffix('}')?;
+        Some(format!("{body}{}}}]", self.prefix_cache_control()))
+    }
+
+    /// The key set by [`Wire::keep_cache_key`]: `None` when the session's routing key is
+    /// written, `Some(None)` when no key is.
+    pub fn kept_cache_key(&self) -> Option<Option<&str>> {
+        self.kept_key.as_ref().map(|k| k.as_deref())
     }
 
     /// The API.
@@ -254,6 +367,9 @@ impl Wire {
             last_assistant: None,
             previous: self.previous,
             previous_message: Mutex::new(self.previous_message_id().map(Box::from)),
+            kept_key: self.kept_key.clone(),
+            kept_tools: self.kept_tools.clone(),
+            kept_params: self.kept_params.clone(),
         };
         if let Some(frozen) = &self.frozen {
             wire.frozen = Some(Frozen {
@@ -681,13 +797,18 @@ impl Wire {
         let prefix = request
             .has_prefix()
             .then(|| request.prefix_text().to_owned());
-        let tools = tools_field(self.api, request.tools(), self.prefix_cache_control());
-        let key = prompt_cache_key(request);
+        let tools = tools_field(self.api, request.tools(), self.prefix_cache_control())
+            .map(|own| self.kept_tools_for(&own).unwrap_or(own));
+        let key = match &self.kept_key {
+            None => Some(prompt_cache_key(request)),
+            Some(kept) => kept.as_deref().map(str::to_owned),
+        };
         let mut tail = String::from("]");
         if matches!(
             self.api,
             ApiKind::OpenAi | ApiKind::LlamaCpp | ApiKind::OpenAiResponses
-        ) {
+        ) && let Some(key) = key
+        {
             tail.push_str(r#","prompt_cache_key":"#);
             push_quoted(&mut tail, &key);
         }
@@ -707,7 +828,7 @@ impl Wire {
             tail.push(',');
             push_quoted(&mut tail, k);
             tail.push(':');
-            tail.push_str(v);
+            tail.push_str(self.parameter(k, v));
         }
         tail.push('}');
         let mut frozen = Frozen {
@@ -1006,6 +1127,15 @@ pub struct Block<'a> {
 }
 
 impl<'w> Body<'w> {
+    /// Whether this body extends `earlier` (a body sent before, as sent or its
+    /// [`stable_body`](Body::stable_body)) as the provider caches it: [`compare`](crate::compare)
+    /// of `earlier` and this body's bytes, the one comparison engine
+    /// ([`crate::engine`]). [`Verdict::extends`](crate::Verdict::extends) says yes or no; a
+    /// [`Verdict::Breaks`](crate::Verdict::Breaks) names where and why.
+    pub fn extends(&self, earlier: &[u8]) -> Result<crate::Verdict, crate::GuardError> {
+        crate::compare(earlier, &self.to_bytes())
+    }
+
     /// The API.
     pub fn api(&self) -> ApiKind {
         self.wire.api

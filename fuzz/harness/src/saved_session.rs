@@ -268,10 +268,15 @@ fn restore(
     .ok()
 }
 
-/// What the next turn sends, or that it was refused.
+/// What the next turn sends (the unanswered request again, while the last one has no
+/// reply), or that it was refused.
 fn next_turn(session: &mut Session) -> Option<Vec<u8>> {
-    session
-        .turn(todo(&["c"]), "next")
+    let request = if session.unanswered_request().is_some() {
+        session.resend(todo(&["c"]))
+    } else {
+        session.turn(todo(&["c"]), "next")
+    };
+    request
         .ok()
         .map(|request| request.chunks().flatten().copied().collect())
 }

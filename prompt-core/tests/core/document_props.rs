@@ -194,6 +194,17 @@ proptest! {
             match op {
                 Op::Turn { todo, plan, text } => {
                     if !s.open_tool_calls().is_empty() { continue; }
+                    // A turn while the last request has no reply is refused, and changes nothing.
+                    if let Some(request) = s.unanswered_request() {
+                        let len = s.history().len();
+                        let refused = s.turn(values(todo, plan), text).err();
+                        prop_assert!(
+                            matches!(refused, Some(prompt_core::ComposeError::Unanswered { request: r }) if r == request),
+                            "{:?}", refused
+                        );
+                        prop_assert_eq!(s.history().len(), len);
+                        continue;
+                    }
                     last_values = (todo, plan);
                     let req = s.turn(values(todo, plan), text).map_err(fail)?;
                     if let Some((_, before)) = previous.as_ref().filter(|(e, _)| *e == req.epoch()) {
@@ -262,9 +273,16 @@ proptest! {
                     prop_assert_eq!(system_prompt, None);
                     prop_assert_eq!(restored.save(), s.save(), "a restore changes nothing");
                     if s.open_tool_calls().is_empty() {
-                        let a = s.clone().turn(values(1, false), "probe").map_err(fail)?.to_bytes();
-                        let b = restored.clone().turn(values(1, false), "probe").map_err(fail)?.to_bytes();
-                        prop_assert_eq!(a, b);
+                        // The next request: a turn, or the unanswered request sent again.
+                        prop_assert_eq!(s.unanswered_request(), restored.unanswered_request());
+                        let probe = |mut session: Session| -> Result<Vec<u8>, TestCaseError> {
+                            Ok(if session.unanswered_request().is_some() {
+                                session.resend(values(1, false)).map_err(fail)?.to_bytes()
+                            } else {
+                                session.turn(values(1, false), "probe").map_err(fail)?.to_bytes()
+                            })
+                        };
+                        prop_assert_eq!(probe(s.clone())?, probe(restored.clone())?);
                     }
                     let mut doc: Value = serde_json::from_str(&text).map_err(fail)?;
                     if let Some(field) = edit(&mut doc, which) {
@@ -315,7 +333,7 @@ proptest! {
                         prop_assert_eq!(a.bytes(), b.bytes());
                         prop_assert_eq!(a.id(), b.id());
                     }
-                    if !branch.open_tool_calls().is_empty() { continue; }
+                    if !branch.open_tool_calls().is_empty() || branch.unanswered_request().is_some() { continue; }
                     let before = s.checkpoints().iter().rev().find(|c| c.nodes <= k).and_then(|c| sent.get(&c.sequence)).cloned();
                     let req = branch.turn(values(last_values.0, last_values.1), "edited").map_err(fail)?;
                     if let Some((_, epoch, bytes)) = before.filter(|(_, e, _)| *e == req.epoch()) {

@@ -118,6 +118,17 @@ proptest! {
         for op in ops {
             match op {
                 Op::Turn { day, todo, plan, text } => {
+                    // A turn while the last request has no reply is refused, and changes nothing.
+                    if let Some(request) = s.unanswered_request() {
+                        let len = s.history().len();
+                        let refused = s.turn(values(day, todo, plan), text).err();
+                        prop_assert!(
+                            matches!(refused, Some(prompt_core::ComposeError::Unanswered { request: r }) if r == request),
+                            "{:?}", refused
+                        );
+                        prop_assert_eq!(s.history().len(), len);
+                        continue;
+                    }
                     last_values = (day, todo, plan);
                     let req = s.turn(values(day, todo, plan), text).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     let full = req.to_bytes();

@@ -440,3 +440,406 @@ fn a_restored_conversation_names_the_last_reply_in_its_cache_diagnostics_streame
         json!({"previous_message_id": "msg_streamed"})
     );
 }
+
+#[test]
+fn a_turn_after_an_unanswered_request_is_refused_and_resend_sends_the_question_once_on_every_api() {
+    for api in APIS {
+        let mut c = start(api);
+        let body = c
+            .turn(values("a", 1), "What is 2 + 2?")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (first, stable) = (body.to_bytes(), body.stable_body());
+        let nodes = c.session().history().len();
+        // The send failed (nothing recorded): retrying with a turn is refused, naming resend.
+        let err = c
+            .turn(values("a", 1), "What is 2 + 2?")
+            .err()
+            .unwrap_or_else(|| panic!("{api:?}: a second turn without a reply was composed"));
+        assert!(
+            matches!(
+                err,
+                ConversationError::Compose(prompt_core::ComposeError::Unanswered { request: 1 })
+            ),
+            "{api:?}: {err}"
+        );
+        assert!(err.to_string().contains("resend"), "{err}");
+        assert_eq!(
+            c.session().history().len(),
+            nodes,
+            "{api:?}: nothing appended"
+        );
+        assert_eq!(c.session().unanswered_request(), Some(1));
+        // A saved and restored conversation still knows the request has no reply.
+        let restored = Conversation::restore(
+            &c.save(),
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        assert_eq!(restored.session().unanswered_request(), Some(1));
+        // The retry: the same bytes, the question once.
+        let again = c
+            .resend(values("a", 1))
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .to_bytes();
+        assert_eq!(again, first, "{api:?}");
+        let text = String::from_utf8_lossy(&again);
+        assert_eq!(text.matches("What is 2 + 2?").count(), 1, "{api:?}: {text}");
+        // Once the reply is recorded, the next turn goes.
+        c.record_reply(reply(api, 0, "4", &[]).as_bytes())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(c.session().unanswered_request(), None);
+        let next = c
+            .turn(values("a", 2), "And 3 + 3?")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .to_bytes();
+        assert!(extends(&stable, &next), "{api:?}");
+    }
+}
+
+#[test]
+fn shown_messages_leave_out_updates_and_edit_and_regenerate_by_handle_on_every_api() {
+    use prompt_core::branch::{BranchError, MessageHandle};
+    use prompt_core::node::NodeKind;
+    for api in APIS {
+        let mut c = start(api);
+        let sent = three_turns(&mut c, api);
+        let shown = c.shown_messages();
+        let kinds: Vec<NodeKind> = shown.iter().map(|m| m.kind()).collect();
+        use NodeKind::{Assistant, User};
+        assert_eq!(
+            kinds,
+            [User, Assistant, User, Assistant, User, Assistant],
+            "{api:?}"
+        );
+        // The history counts the library's updates: the second user message is not node 2.
+        assert!(c.session().history().len() > shown.len(), "{api:?}");
+        assert_ne!(shown[2].node_index(), 2, "{api:?}");
+        assert!(shown[2].bytes().contains("question 1"), "{api:?}");
+        let handle = shown[2].handle();
+        assert_eq!(MessageHandle::parse(&handle.to_string()), Some(handle));
+        assert_eq!(MessageHandle::parse("not a handle"), None);
+
+        // Edit the second user message by its handle: the body extends the first request,
+        // not the second (whose question it replaces).
+        let mut edited = c
+            .edit_user_message_by(handle)
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let body = edited
+            .turn(values("a, b", 1), "question 1, edited")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let verdict = body.extends(&sent[0]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        let verdict = body.extends(&sent[1]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!verdict.extends(), "{api:?}: {verdict:?}");
+        let kept: Vec<MessageHandle> = edited.shown_messages()[..2]
+            .iter()
+            .map(|m| m.handle())
+            .collect();
+        let before: Vec<MessageHandle> = shown[..2].iter().map(|m| m.handle()).collect();
+        assert_eq!(
+            kept, before,
+            "{api:?}: handles before the fork point are kept"
+        );
+
+        // Regenerate the second reply by its handle: the second request again.
+        let mut again = c
+            .regenerate_reply(shown[3].handle())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let resent = again
+            .resend(values("a, b", 1))
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+            .stable_body();
+        assert_eq!(resent, sent[1], "{api:?}");
+
+        // A handle of the wrong kind, or of no message, is refused by name.
+        // Edit the first reply by its handle: the branch ends with the edited reply.
+        let fixed = c
+            .edit_assistant_message_by(
+                shown[1].handle(),
+                &json!({"role": "assistant", "content": "answer 0, corrected"}),
+            )
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let fixed_shown = fixed.shown_messages();
+        assert_eq!(fixed_shown.len(), 2, "{api:?}");
+        assert!(fixed_shown[1].bytes().contains("answer 0, corrected"));
+        assert_eq!(fixed_shown[0].handle(), shown[0].handle());
+
+        // Assistant message 1 by the user-edit call; an assistant edit of a user message.
+        let err = c.edit_user_message_by(shown[1].handle()).err();
+        assert!(
+            matches!(
+                &err,
+                Some(ConversationError::Branch(BranchError::NoSuchMessage {
+                    expected: "user",
+                    ..
+                }))
+            ),
+            "{api:?}: {err:?}"
+        );
+        let err = c
+            .edit_assistant_message_by(
+                shown[0].handle(),
+                &json!({"role": "assistant", "content": "x"}),
+            )
+            .err();
+        assert!(
+            matches!(
+                &err,
+                Some(ConversationError::Branch(BranchError::NoSuchMessage {
+                    expected: "assistant",
+                    ..
+                }))
+            ),
+            "{api:?}: {err:?}"
+        );
+        let stranger = MessageHandle::parse(&"0".repeat(32)).unwrap_or_else(|| panic!());
+        assert!(c.regenerate_reply(stranger).is_err());
+
+        // Handles survive a save and a restore.
+        let restored = Conversation::restore(
+            &c.save(),
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        let after: Vec<MessageHandle> = restored
+            .shown_messages()
+            .iter()
+            .map(|m| m.handle())
+            .collect();
+        let now: Vec<MessageHandle> = shown.iter().map(|m| m.handle()).collect();
+        assert_eq!(after, now, "{api:?}");
+    }
+}
+
+#[test]
+fn body_extends_is_the_engines_verdict() {
+    for api in APIS {
+        let mut c = start(api);
+        let sent = three_turns(&mut c, api);
+        let body = c
+            .turn(values("b", 4), "question 3")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bytes = body.to_bytes();
+        for earlier in &sent {
+            let verdict = body.extends(earlier).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                verdict,
+                compare(earlier, &bytes).unwrap_or_else(|e| panic!("{e}")),
+                "{api:?}"
+            );
+            assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        }
+        // An edited earlier body is not extended, and the break is named.
+        let mut edited = sent[0].clone();
+        let at = edited
+            .windows(10)
+            .position(|w| w == b"question 0")
+            .unwrap_or_else(|| panic!("{api:?}"));
+        edited[at] = b'Q';
+        let verdict = body.extends(&edited).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(verdict, prompt_wire::Verdict::Breaks(_)),
+            "{api:?}: {verdict:?}"
+        );
+        assert!(body.extends(b"not json").is_err());
+    }
+}
+
+/// What an app that wrote its own bodies last sent to `api` (its own key order, its own
+/// `prompt_cache_key` when `key`), for the conversation "question 0", "answer 0",
+/// "question 1", with the tools and parameters of [`options`].
+fn app_last_body(api: ApiKind, key: Option<&str>) -> String {
+    let read = r#"{"name":"read_file","description":"Read a file.","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}"#;
+    let grep = r#"{"name":"grep","description":"Search files.","parameters":{"type":"object","properties":{"pattern":{"type":"string"}},"required":["pattern"]}}"#;
+    match api {
+        ApiKind::Anthropic => format!(
+            r#"{{"model":"test-model","max_tokens":4096,"thinking":{{"type":"enabled","budget_tokens":1024}},"system":[{{"type":"text","text":"You are a careful coding assistant.","cache_control":{{"type":"ephemeral"}}}}],"tools":[{},{}],"messages":[{{"role":"user","content":"question 0"}},{{"role":"assistant","content":[{{"type":"text","text":"answer 0"}}]}},{{"role":"user","content":[{{"type":"text","text":"question 1","cache_control":{{"type":"ephemeral"}}}}]}}]}}"#,
+            grep.replace("parameters", "input_schema"),
+            read.replace("parameters", "input_schema").replace(
+                r#""required":["path"]}"#,
+                r#""required":["path"]},"cache_control":{"type":"ephemeral"}"#
+            ),
+        ),
+        _ => {
+            let key = key
+                .map(|k| format!(r#","prompt_cache_key":"{k}""#))
+                .unwrap_or_default();
+            format!(
+                r#"{{"messages":[{{"role":"system","content":"You are a careful coding assistant."}},{{"role":"user","content":"question 0"}},{{"role":"assistant","content":"answer 0"}},{{"role":"user","content":"question 1"}}],"model":"test-model","temperature":0.2,"max_tokens":1024,"tools":[{{"type":"function","function":{grep}}},{{"type":"function","function":{read}}}]{key}}}"#
+            )
+        }
+    }
+}
+
+#[test]
+fn continuing_from_the_apps_last_body_extends_it_and_keeps_its_cache_key() {
+    for (api, key) in [
+        (ApiKind::OpenAi, Some("app-thread-7")),
+        (ApiKind::LlamaCpp, None),
+        (ApiKind::Anthropic, None),
+    ] {
+        let last = app_last_body(api, key);
+        let last_reply = reply(api, 1, "answer 1", &[]);
+        let session_options = || prompt_wire::session_options(api, tools());
+        let (mut c, report) = Conversation::continue_from(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            session_options(),
+            api,
+            options(api),
+            last.as_bytes(),
+            Some(last_reply.as_bytes()),
+            &prompt_core::adopt::AdoptOptions::new(),
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert!(report.prefix_frozen, "{api:?}: {report:?}");
+        assert_eq!(c.wire().kept_cache_key().flatten(), key, "{api:?}");
+        let body = c
+            .turn(values("a", 3), "question 2")
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let verdict = body
+            .extends(last.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        let first = body.to_bytes();
+        let text = String::from_utf8_lossy(&first).into_owned();
+        match key {
+            Some(key) => assert!(text.contains(&format!(r#""prompt_cache_key":"{key}""#))),
+            None => assert!(!text.contains("prompt_cache_key"), "{api:?}: {text}"),
+        }
+        assert!(text.contains("answer 1"), "{api:?}: the reply is carried");
+        // Saved and restored, the next body still carries the app's key (or none).
+        c.record_reply(reply(api, 2, "answer 2", &[]).as_bytes())
+            .unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let mut restored = Conversation::restore(
+            &ConversationSnapshot::from_json(c.save().to_json().as_bytes())
+                .unwrap_or_else(|e| panic!("{e}")),
+            components(),
+            &policy(),
+            SessionContext::default(),
+            session_options(),
+            options(api),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
+        .conversation;
+        let a = c
+            .turn(values("a", 4), "question 3")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        let b = restored
+            .turn(values("a", 4), "question 3")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_bytes();
+        assert_eq!(a, b, "{api:?}");
+        let verdict = compare(last.as_bytes(), &b).unwrap_or_else(|e| panic!("{e}"));
+        assert!(verdict.extends(), "{api:?}: {verdict:?}");
+        // A branch keeps the key too.
+        let branch = restored.fork();
+        assert_eq!(branch.wire().kept_cache_key().flatten(), key, "{api:?}");
+
+        // Before: adopting the same messages wrote the library's own key (or a key where
+        // the app sent none): the first request went to another cache.
+        if api != ApiKind::Anthropic {
+            let parts = prompt_wire::body_parts(last.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            let list = format!("[{}]", parts.messages.join(","));
+            let (mut adopted, _) = Conversation::adopt(
+                components(),
+                &policy(),
+                SessionContext::default(),
+                session_options(),
+                api,
+                options(api),
+                &list,
+                &prompt_core::adopt::AdoptOptions::new(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            adopted
+                .record_reply(last_reply.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let body = adopted
+                .turn(values("a", 3), "question 2")
+                .unwrap_or_else(|e| panic!("{e}"));
+            let verdict = body
+                .extends(last.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(!verdict.extends(), "{api:?}: {verdict:?}");
+        }
+    }
+}
+
+#[test]
+fn continuing_from_a_body_of_another_model_or_shape_is_refused_by_name() {
+    let last = app_last_body(ApiKind::OpenAi, None);
+    let go = |api: ApiKind, body: &[u8], options: prompt_wire::WireOptions| {
+        Conversation::continue_from(
+            components(),
+            &policy(),
+            SessionContext::default(),
+            prompt_wire::session_options(api, tools()),
+            api,
+            options,
+            body,
+            None,
+            &prompt_core::adopt::AdoptOptions::new(),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{api:?}: accepted"))
+    };
+    let other_model = prompt_wire::WireOptions::new("another-model");
+    let err = go(ApiKind::OpenAi, last.as_bytes(), other_model);
+    assert!(
+        matches!(err, ConversationError::LastBodyModel { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("another-model"), "{err}");
+    let err = go(
+        ApiKind::Anthropic,
+        last.as_bytes(),
+        options(ApiKind::Anthropic),
+    );
+    assert!(
+        matches!(err, ConversationError::LastBodyShape { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("a Chat Completions body; Anthropic Messages sends Anthropic Messages"),
+        "{err}"
+    );
+    let err = go(ApiKind::Gemini, last.as_bytes(), options(ApiKind::Gemini));
+    assert!(
+        matches!(err, ConversationError::ContinueUnsupported { .. }),
+        "{err}"
+    );
+    let err = go(ApiKind::OpenAi, b"[1,2]", options(ApiKind::OpenAi));
+    assert!(matches!(err, ConversationError::LastBody(_)), "{err}");
+    let long = last.replace(
+        r#""model":"test-model""#,
+        &format!(
+            r#""model":"test-model","prompt_cache_key":"{}""#,
+            "k".repeat(2000)
+        ),
+    );
+    let err = go(ApiKind::OpenAi, long.as_bytes(), options(ApiKind::OpenAi));
+    assert!(
+        matches!(
+            err,
+            ConversationError::Wire(WireError::CacheKeyTooLong { .. })
+        ),
+        "{err}"
+    );
+}
