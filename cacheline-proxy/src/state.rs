@@ -141,6 +141,7 @@ pub struct ProxyState {
     dropped: AtomicU64,
     max_sessions: usize,
     events: broadcast::Sender<RequestRow>,
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
 impl std::fmt::Debug for ProxyState {
@@ -163,6 +164,7 @@ impl ProxyState {
             dropped: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
             events,
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 
@@ -215,6 +217,7 @@ impl ProxyState {
 
     /// Records an analysed (or unanalysed) request.
     pub(crate) fn record(&self, row: RequestRow) {
+        self.metrics.observe(&row);
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.tick = inner.tick.saturating_add(1);
