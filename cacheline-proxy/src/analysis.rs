@@ -153,11 +153,20 @@ pub(crate) fn run(
     rx: Receiver<Message>,
     state: Arc<ProxyState>,
     mut settings: Settings,
+    ready: tokio::sync::oneshot::Sender<()>,
 ) -> Finished {
-    let tokenizer = match O200kBase::shared() {
+    let loaded = O200kBase::shared();
+    // The proxy starts serving once the tokenizer is loaded: exchanges queued while it
+    // loads (a second or more) would fill the queue and be dropped.
+    let _ = ready.send(());
+    let tokenizer = match loaded {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("cacheline proxy: no analysis: the tokenizer could not be loaded: {e}");
+            let warning = format!("no analysis: the tokenizer could not be loaded: {e}");
+            if settings.print_verdicts {
+                eprintln!("cacheline proxy: {warning}");
+            }
+            state.warn(warning);
             // Drain so senders never block (they never do: try_send), then stop.
             for m in rx {
                 if matches!(m, Message::Stop) {
@@ -168,14 +177,12 @@ pub(crate) fn run(
         }
     };
     let mut auditor = Auditor::new(tokenizer, settings.audit);
-    let mut seq = 0u64;
     let mut line_no = 0u64;
-    for message in rx {
+    for (seq, message) in (1u64..).zip(rx) {
         let job = match message {
             Message::Exchange(job) => job,
             Message::Stop => break,
         };
-        seq += 1;
         let mut row = RequestRow {
             request: seq,
             line: None,
@@ -198,7 +205,10 @@ pub(crate) fn run(
             body: None,
         };
         let cap = settings.max_copy_bytes;
-        if job.request.over {
+        if job.outcome == Outcome::Unreachable {
+            // Its body was never read: nothing to compare, nothing billed.
+            row.verdict = "not analysed: the upstream was not reached".to_owned();
+        } else if job.request.over {
             row.verdict = format!(
                 "not analysed: body over {cap} bytes ({} bytes)",
                 job.request.len
@@ -217,7 +227,11 @@ pub(crate) fn run(
             if let Some(log) = settings.log.as_mut()
                 && let Err(e) = writeln!(log, "{text}")
             {
-                eprintln!("cacheline proxy: writing the log failed, no more lines written: {e}");
+                let warning = format!("writing the log failed, no more lines written: {e}");
+                if settings.print_verdicts {
+                    eprintln!("cacheline proxy: {warning}");
+                }
+                state.warn(warning);
                 settings.log = None;
             }
             if settings.keep_bodies {

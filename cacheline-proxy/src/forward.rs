@@ -47,7 +47,10 @@ const HOP_BY_HOP: [&str; 6] = [
     "upgrade",
 ];
 
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// The headers without the hop-by-hop ones, in their order (a `HeaderMap`'s `remove`
+/// swaps the last entry into the hole: the map is rebuilt instead); `host`, when given,
+/// replaces the `Host` header's value where it stands (or is added last).
+fn without_hop_by_hop(headers: HeaderMap, host: Option<HeaderValue>) -> HeaderMap {
     let named: Vec<HeaderName> = headers
         .get_all(hyper::header::CONNECTION)
         .iter()
@@ -55,20 +58,32 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.split(','))
         .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
         .collect();
-    for n in named {
-        headers.remove(n);
+    let dropped = |n: &HeaderName| {
+        HOP_BY_HOP.contains(&n.as_str()) || n.as_str().starts_with("proxy-") || named.contains(n)
+    };
+    let mut out = HeaderMap::with_capacity(headers.len());
+    let mut host = host;
+    let mut current: Option<HeaderName> = None;
+    for (name, value) in headers {
+        if let Some(n) = name {
+            current = Some(n);
+        }
+        let Some(name) = &current else { continue };
+        if dropped(name) {
+            continue;
+        }
+        if name == hyper::header::HOST {
+            if let Some(h) = host.take() {
+                out.append(name.clone(), h);
+            }
+            continue;
+        }
+        out.append(name.clone(), value);
     }
-    for n in HOP_BY_HOP {
-        headers.remove(n);
+    if let Some(h) = host {
+        out.append(hyper::header::HOST, h);
     }
-    let proxy: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| k.as_str().starts_with("proxy-"))
-        .cloned()
-        .collect();
-    for n in proxy {
-        headers.remove(n);
-    }
+    out
 }
 
 /// The request body forwarded upstream, frame by frame, with its copy kept aside.
@@ -134,6 +149,10 @@ impl Pending {
 /// (or breaks off, or the client drops it) the exchange goes to the analysis queue.
 pub(crate) struct ResponseTee {
     inner: Incoming,
+    /// The upstream's error, held for one poll: the server flushes what it has written
+    /// (the head, earlier frames) before the body is aborted, so the client sees every
+    /// byte that came before the cut.
+    failed: Option<hyper::Error>,
     copy: BodyCopy,
     cap: usize,
     pending: Option<Pending>,
@@ -156,8 +175,19 @@ impl Body for ResponseTee {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
+            Poll::Ready(Some(Err(_))) => {
+                this.finish(Outcome::UpstreamAborted);
+                if let Poll::Ready(Some(Err(e))) = polled {
+                    this.failed = Some(e);
+                }
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.copy.push(data, this.cap);
@@ -166,7 +196,6 @@ impl Body for ResponseTee {
                     this.finish(Outcome::Complete);
                 }
             }
-            Poll::Ready(Some(Err(_))) => this.finish(Outcome::UpstreamAborted),
             Poll::Ready(None) => this.finish(Outcome::Complete),
             Poll::Pending => {}
         }
@@ -174,7 +203,7 @@ impl Body for ResponseTee {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.failed.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -267,10 +296,8 @@ pub(crate) async fn handle(
         }
     }
     parts.version = hyper::Version::HTTP_11;
-    strip_hop_by_hop(&mut parts.headers);
-    if let Ok(host) = HeaderValue::from_str(&upstream.authority) {
-        parts.headers.insert(hyper::header::HOST, host);
-    }
+    let host = HeaderValue::from_str(&upstream.authority).ok();
+    parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), host);
     let headers: Vec<(String, String)> = parts
         .headers
         .iter()
@@ -354,7 +381,7 @@ pub(crate) async fn handle(
         }
     };
     let (mut parts, body) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
+    parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), None);
     let content_encoding = parts
         .headers
         .get(hyper::header::CONTENT_ENCODING)
@@ -369,6 +396,7 @@ pub(crate) async fn handle(
     };
     let tee = ResponseTee {
         inner: body,
+        failed: None,
         copy: BodyCopy::default(),
         cap: shared.max_copy_bytes,
         pending: Some(pending),

@@ -116,7 +116,9 @@ pub struct ProxyConfig {
     pub log: Option<PathBuf>,
     /// Keep each request's body in its row ([`RequestRow::body`]) (`--keep-bodies`).
     pub keep_bodies: bool,
-    /// Print one verdict line per request on standard error.
+    /// Print one verdict line per request on standard error (from the analysis thread:
+    /// a host that holds standard error's lock prints [`ProxyState::subscribe`]'s rows
+    /// instead).
     pub print_verdicts: bool,
     /// Exchanges waiting for analysis; more are dropped and counted. Default 1024.
     pub queue: usize,
@@ -231,7 +233,8 @@ pub struct ProxySummary {
 }
 
 impl Proxy {
-    /// Serves `listener` with `config`: call inside a tokio runtime.
+    /// Serves `listener` with `config`: call inside a tokio runtime. Returns once the
+    /// analysis is ready (its tokenizer loaded), so no early exchange is dropped for it.
     pub async fn start(listener: TcpListener, config: ProxyConfig) -> Result<Proxy, ProxyError> {
         let addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
         let log = match &config.log {
@@ -272,10 +275,13 @@ impl Proxy {
             print_verdicts: config.print_verdicts,
         };
         let thread_state = state.clone();
+        let (ready, loaded) = tokio::sync::oneshot::channel();
         let analysis = std::thread::Builder::new()
             .name("cacheline-proxy-analysis".to_owned())
-            .spawn(move || analysis::run(rx, thread_state, settings))
+            .spawn(move || analysis::run(rx, thread_state, settings, ready))
             .map_err(ProxyError::Thread)?;
+        // Its tokenizer loaded (or failed to: a warning then, and traffic still flows).
+        let _ = loaded.await;
         let shared = Arc::new(forward::Shared {
             client,
             upstreams: config.upstreams.clone(),
@@ -403,6 +409,9 @@ impl ProxySummary {
                 " ({} more dropped, least recently used)",
                 t.sessions_dropped
             ));
+        }
+        for w in &t.warnings {
+            s.push_str(&format!("\n  warning: {w}"));
         }
         s.push_str(&format!(
             "\n  tokens: {} input, {} reported cached, {} re-processed, {} expected from cache",

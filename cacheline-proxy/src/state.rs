@@ -118,6 +118,9 @@ pub struct Totals {
     pub expected_cached: u64,
     /// Breaks by cause.
     pub breaks: BTreeMap<CauseKind, u64>,
+    /// What went wrong besides requests (the log could not be written, no tokenizer), at
+    /// most [`ProxyState::MAX_WARNINGS`].
+    pub warnings: Vec<String>,
 }
 
 struct Session {
@@ -198,6 +201,16 @@ impl ProxyState {
     /// rows: `RecvError::Lagged` says how many).
     pub fn subscribe(&self) -> broadcast::Receiver<RequestRow> {
         self.events.subscribe()
+    }
+
+    /// Warnings kept.
+    pub const MAX_WARNINGS: usize = 16;
+
+    pub(crate) fn warn(&self, warning: String) {
+        let mut inner = self.lock();
+        if inner.totals.warnings.len() < Self::MAX_WARNINGS {
+            inner.totals.warnings.push(warning);
+        }
     }
 
     pub(crate) fn forwarded(&self) {

@@ -51,7 +51,9 @@ pub(crate) fn run(
     let mut config = ProxyConfig::default()
         .with_upstreams(upstreams)
         .with_keep_bodies(args.keep_bodies)
-        .with_print_verdicts(true);
+        // Verdict lines are printed here, from the state's event stream: the facade holds
+        // standard error's lock while a command runs.
+        .with_print_verdicts(false);
     if let Some(log) = &args.log {
         config = config.with_log(log);
     }
@@ -68,22 +70,57 @@ pub(crate) fn run(
         let listener = bind(listen, args.allow_remote).await?;
         let proxy = Proxy::start(listener, config).await?;
         let addr = proxy.addr();
-        let code = match args.command.split_first() {
-            Some((cmd, rest)) => launcher::run(cmd, rest, addr).await?,
-            None => {
-                eprintln!(
-                    "cacheline proxy: listening on http://{addr} (ANTHROPIC_BASE_URL=http://{addr}, OPENAI_BASE_URL=http://{addr}/v1, GOOGLE_GEMINI_BASE_URL=http://{addr}); Ctrl-C stops"
-                );
-                wait_for_stop().await;
-                0
+        let mut events = proxy.state().subscribe();
+        let work = async {
+            match args.command.split_first() {
+                Some((cmd, rest)) => launcher::run(cmd, rest, addr).await,
+                None => {
+                    wait_for_stop().await;
+                    Ok(0)
+                }
+            }
+        };
+        if args.command.is_empty() {
+            writeln!(
+                err,
+                "cacheline proxy: listening on http://{addr} (ANTHROPIC_BASE_URL=http://{addr}, OPENAI_BASE_URL=http://{addr}/v1, GOOGLE_GEMINI_BASE_URL=http://{addr}); Ctrl-C stops"
+            )?;
+            err.flush()?;
+        }
+        let mut work = std::pin::pin!(work);
+        let code = loop {
+            tokio::select! {
+                code = &mut work => break code?,
+                event = events.recv() => print_event(event, err)?,
             }
         };
         let summary = proxy.shutdown().await;
+        while let Ok(row) = events.try_recv() {
+            print_event(Ok(row), err)?;
+        }
         Ok::<_, Box<dyn Error>>((code, summary))
     })?;
     out.flush()?;
     writeln!(err, "{}", summary.text())?;
     Ok(u8::try_from(code & 0xff).unwrap_or(1))
+}
+
+/// One verdict line, or how many were missed.
+fn print_event(
+    event: Result<cacheline_proxy::RequestRow, tokio::sync::broadcast::error::RecvError>,
+    err: &mut dyn Write,
+) -> std::io::Result<()> {
+    use tokio::sync::broadcast::error::RecvError;
+    match event {
+        Ok(row) => writeln!(err, "{}", cacheline_proxy::verdict_line(&row))?,
+        Err(RecvError::Lagged(n)) => writeln!(
+            err,
+            "cacheline proxy: {n} verdict lines not printed (the terminal fell behind)"
+        )?,
+        // The state lives as long as the proxy: not reached while it runs.
+        Err(RecvError::Closed) => return Ok(()),
+    }
+    err.flush()
 }
 
 /// Until SIGINT or SIGTERM.

@@ -13,6 +13,7 @@ mod demo;
 mod lock;
 mod probe_template;
 mod profiles;
+mod proxy;
 mod simulate;
 mod status_check;
 

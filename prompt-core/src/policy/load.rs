@@ -616,9 +616,12 @@ fn check_prompt(
                 // app without MCP servers must not fail `deny_warnings` for guarding against
                 // them. Any other glob that matches nothing is likely a typo.
                 let ahead_of_registration = list == "prefix_deny"
-                    && NAMESPACES
-                        .iter()
-                        .any(|ns| pattern.text.strip_prefix(ns).is_some_and(|rest| rest.starts_with(':')));
+                    && NAMESPACES.iter().any(|ns| {
+                        pattern
+                            .text
+                            .strip_prefix(ns)
+                            .is_some_and(|rest| rest.starts_with(':'))
+                    });
                 if !ahead_of_registration && !known.keys().any(|id| pattern.matches(id)) {
                     findings.warning(
                         entry.span.clone(),

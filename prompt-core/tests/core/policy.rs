@@ -214,7 +214,13 @@ fn a_deny_glob_over_a_runtime_namespace_loads_under_deny_warnings_without_any_su
     );
     // And an allow glob over a run-time namespace still warns: it promotes nothing today.
     let allow = "[prompt]\nprefix_allow = [\"mcp:slack*\"]\n";
-    assert_eq!(try_load(allow).unwrap_or_else(|e| panic!("{e}")).warnings().len(), 1);
+    assert_eq!(
+        try_load(allow)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .warnings()
+            .len(),
+        1
+    );
 }
 
 #[test]

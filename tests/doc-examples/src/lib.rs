@@ -33,6 +33,8 @@ pub mod docs {
     pub mod live_llama {}
     #[doc = include_str!("../../../docs/measurements.md")]
     pub mod measurements {}
+    #[doc = include_str!("../../../docs/proxy.md")]
+    pub mod proxy {}
     #[doc = include_str!("../../../docs/robustness.md")]
     pub mod robustness {}
     #[doc = include_str!("../../../docs/status-json.md")]

@@ -1,0 +1,121 @@
+//! `cacheline proxy -- CMD`: a child that talks to the proxy, a real upstream on a socket,
+//! verdict lines as they come, the summary, the child's exit code, and `cacheline audit`
+//! on the proxy's log saying what the proxy printed.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// An upstream answering every request with an Anthropic reply, on its own thread.
+fn upstream() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut got = Vec::new();
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"claude-sonnet-4-5","stop_reason":"end_turn","usage":{"input_tokens":50,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"output_tokens":1}}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The child: two requests over bash's /dev/tcp to the port in ANTHROPIC_BASE_URL.
+const CHILD: &str = r#"
+port=${ANTHROPIC_BASE_URL##*:}
+send() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: SECRET-key\r\nx-claude-code-session-id: s-9\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${#1}" "$1" >&3
+  cat <&3 >/dev/null
+  exec 3<&-
+}
+send "$B1"
+send "$B2"
+exit 5
+"#;
+
+#[test]
+fn the_launcher_prints_each_verdict_and_the_audit_of_its_log_agrees() {
+    let dir = std::env::temp_dir().join(format!("cacheline-cli-proxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("proxy.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let long = "Follow the house style. ".repeat(60);
+    let b1 = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-04.","messages":[{{"role":"user","content":"hi"}}]}}"#
+    );
+    let b2 = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-05.","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"more"}}]}}"#
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cacheline"))
+        .args(["proxy", "--upstream"])
+        .arg(format!("anthropic={}", upstream()))
+        .arg("--log")
+        .arg(&log)
+        .args(["--", "bash", "-c", CHILD])
+        .env("B1", &b1)
+        .env("B2", &b2)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A proxy that never returns (as one that printed from a thread while the command
+    // held standard error's lock did) fails here rather than hanging the suite.
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("cacheline proxy did not exit after its child");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let verdicts: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cacheline proxy: s-9 #"))
+        .filter_map(|l| l.split_once("status=200: ").map(|(_, v)| v))
+        .collect();
+    assert_eq!(verdicts.len(), 2, "{stderr}");
+    assert!(verdicts[1].starts_with("system_changed"), "{stderr}");
+    assert!(
+        stderr.contains("2 requests forwarded, 2 analysed"),
+        "{stderr}"
+    );
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(!written.contains("SECRET") && !stderr.contains("SECRET"));
+    let (code, audit, err) = super::cacheline(&["audit", log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for v in verdicts {
+        assert!(audit.contains(v), "audit does not say {v:?}:\n{audit}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
