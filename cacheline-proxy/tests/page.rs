@@ -189,7 +189,10 @@ async fn the_event_stream_sends_each_row_as_it_is_analysed_and_the_state_holds_t
     let mut buf = [0u8; 4096];
     // The head and the opening comment: subscribed before any request.
     while !String::from_utf8_lossy(&got).contains(": cacheline") {
-        let n = events.read(&mut buf).await.unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(10), events.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("no event stream: {}", String::from_utf8_lossy(&got)))
+            .unwrap();
         assert!(n > 0);
         got.extend_from_slice(&buf[..n]);
     }
