@@ -1,7 +1,7 @@
 //! `/metrics`: the proxy's counters in Prometheus' text exposition format 0.0.4.
 //!
 //! Written by hand rather than with `prometheus-client`: the format is a few fixed lines, the
-//! label sets are closed or capped here (agent: six values; model: [`Metrics::MAX_MODELS`]
+//! label sets are closed or capped here (agent: six values; model: [`MAX_MODELS`]
 //! then `other`; cause: the engine's closed kinds), and the proxy keeps its one lock per
 //! analysed row instead of a registry of atomics on the hot path. The output is checked
 //! with a real parser (the `prometheus-parse` crate) in the tests.
@@ -47,6 +47,9 @@ pub fn agent_label(user_agent: Option<&str>) -> &'static str {
     }
 }
 
+/// Distinct model labels kept; later models are counted as `other`.
+pub const MAX_MODELS: usize = 32;
+
 /// Upper bounds (seconds) of the added-latency histogram's buckets, fine from 50 µs to 10 ms.
 pub const LATENCY_BUCKETS: [f64; 12] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.000_75, 0.001, 0.002, 0.003_5, 0.005, 0.007_5, 0.01,
@@ -78,8 +81,6 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    /// Distinct model labels kept; later ones are counted as `other`.
-    pub const MAX_MODELS: usize = 32;
     /// The longest model label, in bytes.
     const MODEL_BYTES: usize = 96;
 
@@ -104,7 +105,7 @@ impl Metrics {
                 let m = &m[..end];
                 if inner.models.contains(m) {
                     m.to_owned()
-                } else if inner.models.len() < Self::MAX_MODELS {
+                } else if inner.models.len() < MAX_MODELS {
                     inner.models.insert(m.to_owned());
                     m.to_owned()
                 } else {
@@ -263,6 +264,44 @@ mod tests {
         assert_eq!(agent_label(Some("opencode/0.4.1")), "opencode");
         assert_eq!(agent_label(Some("curl/8.0")), "other");
         assert_eq!(agent_label(None), "other");
+    }
+
+    #[test]
+    fn model_labels_are_capped_then_other() {
+        let m = Metrics::default();
+        for i in 0..(MAX_MODELS + 8) {
+            m.observe(&RequestRow {
+                request: i as u64,
+                line: Some(i as u64),
+                session: "s".to_owned(),
+                api: crate::route::Api::OpenAi,
+                agent: None,
+                model: Some(format!("model-{i}\"\n")),
+                status: 200,
+                outcome: crate::state::Outcome::Complete,
+                input: 1,
+                cached: None,
+                reprocessed: 0,
+                new: 1,
+                expected_cached: 0,
+                cause: None,
+                place: None,
+                excerpt: None,
+                verdict: String::new(),
+                added_latency: std::time::Duration::from_micros(70),
+                body: None,
+            });
+        }
+        let text = m.render(&Totals::default());
+        let requests: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("cacheline_proxy_requests_total{"))
+            .collect();
+        assert_eq!(requests.len(), MAX_MODELS + 1);
+        assert!(text.contains("model=\"other\",cause=\"none\"} 8"), "{text}");
+        assert!(text.contains("model=\"model-0\\\"\\n\""), "{text}");
+        assert!(text.contains("cacheline_proxy_added_latency_seconds_bucket{le=\"0.0001\"} 40"));
+        assert!(text.contains("cacheline_proxy_added_latency_seconds_bucket{le=\"0.00005\"} 0"));
     }
 
     #[test]
