@@ -42,6 +42,8 @@ use tokio::sync::watch;
 mod analysis;
 mod forward;
 pub mod launcher;
+pub mod metrics;
+mod page;
 pub mod route;
 pub mod state;
 
@@ -353,8 +355,20 @@ async fn accept_loop(
         let shared = shared.clone();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |req| forward::handle(shared.clone(), req));
+            let local_stop = stopped.clone();
+            let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                let shared = shared.clone();
+                let local = page::is_local(req.uri().path())
+                    .then(|| page::serve(&shared.state, &local_stop, &req));
+                async move {
+                    match local {
+                        Some(r) => Ok(r.map(http_body_util::Either::Right)),
+                        None => forward::handle(shared, req)
+                            .await
+                            .map(|r| r.map(http_body_util::Either::Left)),
+                    }
+                }
+            });
             let conn = hyper::server::conn::http1::Builder::new()
                 .preserve_header_case(true)
                 .auto_date_header(false)

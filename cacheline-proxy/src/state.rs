@@ -144,6 +144,7 @@ pub struct ProxyState {
     dropped: AtomicU64,
     max_sessions: usize,
     events: broadcast::Sender<RequestRow>,
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
 impl std::fmt::Debug for ProxyState {
@@ -166,6 +167,7 @@ impl ProxyState {
             dropped: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
             events,
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 
@@ -228,6 +230,7 @@ impl ProxyState {
 
     /// Records an analysed (or unanalysed) request.
     pub(crate) fn record(&self, row: RequestRow) {
+        self.metrics.observe(&row);
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.tick = inner.tick.saturating_add(1);
