@@ -124,6 +124,50 @@ fn docs_examples_import_from_the_facade_alone() {
     assert_eq!(blocks, [(1, "use prompt_core::History;".to_owned())]);
 }
 
+/// A block is read where it is rendered (GitHub, an editor, a docs site), and only rustdoc
+/// hides `# ` lines: every line of an example is shown, so what is copied is what compiles.
+/// And a `main` that returns an error returns a `Report`, whose `Debug` (what `main` prints)
+/// is the message and its causes, not a struct dump.
+#[test]
+fn docs_examples_show_every_line_and_main_reports_errors_readably() {
+    let mut found = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+        for (line, block) in rust_blocks(&text) {
+            for (offset, code) in block.lines().enumerate() {
+                let at = format!("{}:{}", doc.display(), line + 1 + offset);
+                if code == "#" || code.starts_with("# ") {
+                    found.push(format!("{at}: hidden line `{code}`"));
+                }
+                if code.contains("fn main()") && code.contains("Box<dyn") {
+                    found.push(format!("{at}: main returns a boxed error: `{code}`"));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// What `main` prints when the README's `deny_warnings()?` fails: the diagnostic, as the
+/// operator reads it, not a struct dump.
+#[test]
+fn main_returning_a_report_prints_a_policy_failure_as_its_message() {
+    let registry = prompt_registry::Registry::linked().unwrap_or_else(|e| panic!("{e}"));
+    let toml = "[prompt]\nprefix_allow = [\"skill:*\"]\n";
+    let error = registry
+        .load_policy(toml, "agent.toml")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .deny_warnings()
+        .expect_err("a glob that matches nothing is a warning, and deny_warnings fails on it");
+    let derived = format!("{:?}", Box::<dyn std::error::Error>::from(error.clone()));
+    let printed = format!("{:?}", prompt_registry::Report::from(error));
+    assert!(derived.contains("PolicyDiagnostic {"), "{derived}");
+    assert_eq!(
+        printed,
+        "agent.toml:2:17: pattern `skill:*` in prefix_allow matches no known component"
+    );
+}
+
 /// One TOML example and its annotation.
 struct Example {
     at: String,

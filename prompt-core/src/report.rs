@@ -31,7 +31,25 @@ use crate::input;
 /// it); reach the error with [`Report::error`] or [`Report::into_inner`].
 pub struct Report(Box<dyn Error + Send + Sync + 'static>);
 
+/// The error of [`Report::msg`]: a message and nothing under it.
+#[derive(Debug)]
+struct Message(String);
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for Message {}
+
 impl Report {
+    /// A report of a message alone, for a condition that is not an error value
+    /// (`.ok_or(Report::msg("no usage in the reply"))?`).
+    pub fn msg(message: impl Into<String>) -> Self {
+        Report(Box::new(Message(message.into())))
+    }
+
     /// The error it carries.
     pub fn error(&self) -> &(dyn Error + Send + Sync + 'static) {
         &*self.0
@@ -100,6 +118,11 @@ mod tests {
             "loading agent.toml: connection refused: os error 111"
         );
         assert_eq!(report.to_string(), "loading agent.toml: connection refused");
+        let missing: Result<(), Report> = None.ok_or(Report::msg("no usage in the reply"));
+        assert_eq!(
+            format!("{:?}", missing.unwrap_err()),
+            "no usage in the reply"
+        );
     }
 
     #[test]
