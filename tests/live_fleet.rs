@@ -7,9 +7,18 @@
 //! `round_robin` router, without the key, are measured and printed beside it. Which replica
 //! a new key lands on is the router's choice and is not asserted.
 //!
-//! The routers' URLs come from the fleet directory (`CACHELINE_FLEET_DIR`, else `fleet/` in
-//! the cache directory). Without a fleet the test says why it is skipped; under `CI=true`
-//! it fails instead.
+//! A fleet started by `scripts/fleet.sh start 2` (its manual router's URL file in
+//! `CACHELINE_FLEET_DIR`, else `fleet/` in the cache directory) means "the fleet is
+//! installed: run the test". The test does not use that fleet, which anything else may be
+//! using, but starts its own once per test process (`scripts/fleet.sh instance 2`: two
+//! replicas and the `manual` and `round_robin` routers, in a fleet directory of its own),
+//! which stops when the process exits. Without a fleet the test says why it is skipped;
+//! under `CI=true` it fails instead.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use prompt_llama::LlamaClient;
 use prompt_llama::fleet::{self, FleetSession, PolicyReport, Router};
@@ -17,18 +26,58 @@ use prompt_reference::scenario::{self, ScenarioSize};
 use prompt_registry::Registry;
 use prompt_registry::wire::DEFAULT_ROUTING_HEADER;
 
-use crate::live_llama::{SLACK, in_ci, say};
+use crate::live_llama::{SLACK, Spawned, in_ci, process_dir, say, spawn_instance};
 
 const SESSIONS: usize = 2;
 const TURNS: u64 = 4;
 const SEED: u64 = 1;
 
-/// The fleet's router for `policy` and its first replica, or why there is none.
+/// This process's own fleet, run by `scripts/fleet.sh instance 2`.
+struct OwnFleet {
+    dir: PathBuf,
+    _script: Spawned,
+}
+
+static FLEET: OnceLock<Result<OwnFleet, String>> = OnceLock::new();
+
+fn start_fleet() -> Result<OwnFleet, String> {
+    let dir = process_dir("fleet")?;
+    let started = Instant::now();
+    let (url, script) = spawn_instance(
+        "fleet.sh",
+        &["instance", "2"],
+        &[
+            (fleet::FLEET_DIR_ENV, dir.as_os_str()),
+            ("CACHELINE_FLEET_POLICIES", OsStr::new("manual round_robin")),
+        ],
+        &dir.join("instance.log"),
+    )?;
+    say(&format!(
+        "live fleet: own fleet, manual router at {url}, ready in {:.1} s (logs: {}/logs)",
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    ));
+    Ok(OwnFleet {
+        dir,
+        _script: script,
+    })
+}
+
+/// The router for `policy` and the first replica of this process's own fleet, or why
+/// there is none (no fleet started by `scripts/fleet.sh start`). An installed fleet whose
+/// copy does not start fails the test.
 fn fleet(policy: &str) -> Result<(LlamaClient, LlamaClient), String> {
-    let dir = fleet::default_fleet_dir().ok_or("no cache directory (HOME unset)")?;
-    let url = |name: &str| {
-        fleet::fleet_url(&dir, name).map_err(|e| format!("{e} (scripts/fleet.sh start 2)"))
+    let shared = fleet::default_fleet_dir().ok_or("no cache directory (HOME unset)")?;
+    fleet::fleet_url(&shared, "router-manual")
+        .map_err(|e| format!("{e} (scripts/fleet.sh start 2)"))?;
+    let dir = match FLEET.get_or_init(start_fleet) {
+        Ok(own) => &own.dir,
+        Err(e) => panic!(
+            "live_fleet: a fleet is installed ({}), but the test's own fleet did not start: {e}",
+            shared.display()
+        ),
     };
+    let url = |name: &str| fleet::fleet_url(dir, name).map_err(|e| e.to_string());
     let (router, replica) = (
         LlamaClient::new(url(&format!("router-{policy}"))?),
         LlamaClient::new(url("replica-1")?),
