@@ -429,11 +429,29 @@ fn behaviour_appended_system_update_is_followed() {
 /// composes them.
 const ISOLATION_REQUESTS: usize = 6;
 
+/// The most the isolation test waits for the other client's next answer: a liveness cap on
+/// a loaded machine, not a measurement.
+const OTHER_CLIENT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Waits until the other client has had more than `seen` requests answered.
+fn other_client_answered(answered: &AtomicU64, seen: u64) {
+    let started = Instant::now();
+    while answered.load(Ordering::SeqCst) <= seen {
+        assert!(
+            started.elapsed() < OTHER_CLIENT_WAIT,
+            "the other client got no answer from the shared server within {} s",
+            OTHER_CLIENT_WAIT.as_secs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Isolation: while another client keeps sending unrelated requests to the shared server
 /// (the one the URL file names: what an app, or another test run, uses), the tests' own
-/// server still re-processes only each request's new tokens. On one single-slot server the
-/// other client's prompt would take the slot between two requests, and each would be
-/// re-processed whole.
+/// server still re-processes only each request's new tokens. Before each request the test
+/// waits until the other client has been answered since the previous one: on one
+/// single-slot server the other client's prompt would then hold the slot, and the request
+/// would be re-processed whole.
 #[test]
 fn live_isolation_exact_reuse_while_another_client_uses_the_shared_server() {
     let test = "live_isolation_exact_reuse_while_another_client_uses_the_shared_server";
@@ -467,47 +485,43 @@ fn live_isolation_exact_reuse_while_another_client_uses_the_shared_server() {
         .collect();
     let stop = AtomicBool::new(false);
     let answered = AtomicU64::new(0);
-    let mut during = Vec::new();
     std::thread::scope(|scope| {
         // The other client: short unrelated prompts, cached as an app's would be.
         scope.spawn(|| {
             let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::SeqCst) {
                 let messages =
                     format!(r#"[{{"role":"user","content":"Interference {i}: name a colour."}}]"#);
                 if shared
                     .chat(messages.as_bytes(), &ChatOptions::cached(4))
                     .is_ok()
                 {
-                    answered.fetch_add(1, Ordering::Relaxed);
+                    answered.fetch_add(1, Ordering::SeqCst);
                 }
                 i += 1;
             }
         });
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // The other client is under way before the first request.
-            while answered.load(Ordering::Relaxed) == 0 {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
             let mut previous: Vec<i64> = Vec::new();
+            let mut seen = 0;
             for (i, request) in requests.iter().enumerate() {
+                other_client_answered(&answered, seen);
                 let tokens = client
                     .prompt_tokens(request)
                     .unwrap_or_else(|e| panic!("tokenizing: {e}"));
                 let new = (tokens.len() - common_prefix_len(&previous, &tokens)) as u64;
-                let before = answered.load(Ordering::Relaxed);
                 let reply = client
                     .chat(request, &ChatOptions::cached(4))
                     .unwrap_or_else(|e| panic!("request {}: {e}", i + 1));
-                during.push(answered.load(Ordering::Relaxed) - before);
+                // The other client's next answer comes after this request's.
+                seen = answered.load(Ordering::SeqCst);
                 say(&format!(
-                    "isolation: request {}: {} tokens, {} new, {} re-processed, {} reused; the other client's requests answered meanwhile: {}",
+                    "isolation: request {}: {} tokens, {} new, {} re-processed, {} reused; the other client answered {seen} requests so far",
                     i + 1,
                     tokens.len(),
                     new,
                     reply.timings.prompt_n,
                     reply.timings.cache_n,
-                    during[i]
                 ));
                 if i > 0 {
                     assert!(
@@ -520,16 +534,9 @@ fn live_isolation_exact_reuse_while_another_client_uses_the_shared_server() {
                 previous = tokens;
             }
         }));
-        stop.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::SeqCst);
         if let Err(panic) = result {
             std::panic::resume_unwind(panic);
         }
     });
-    // The interference was real: the other client was answered all along.
-    let total: u64 = during.iter().sum();
-    assert!(
-        total >= requests.len() as u64,
-        "the other client was answered only {total} times during {} requests: {during:?}",
-        requests.len()
-    );
 }
