@@ -11,7 +11,7 @@
 #                                 install: fails if sglang-router or llama-server is not cached),
 #                                 prints the manual router's URL, waits for end of input (or INT,
 #                                 TERM, HUP), stops it. Needs a CACHELINE_FLEET_DIR of its own;
-#                                 its logs go there too. The live fleet test runs one per process.
+#                                 its logs go there too. The live fleet test runs one per run.
 #
 # Replicas: scripts/llama-server.sh, each with its own URL and pid file
 # ($FLEET/replica-<i>.url), one thread (-t 1), one slot of 8,192 tokens and
