@@ -7,6 +7,11 @@
 #   scripts/fleet.sh stop         stop exactly what `start` started (its pid files)
 #   scripts/fleet.sh status       each replica and router with its URL; exit 1 if one is down
 #   scripts/fleet.sh url [POLICY] the URL of POLICY's router (default: manual)
+#   scripts/fleet.sh instance N   a private fleet for as long as stdin stays open: starts it (no
+#                                 install: fails if sglang-router or llama-server is not cached),
+#                                 prints the manual router's URL, waits for end of input (or INT,
+#                                 TERM, HUP), stops it. Needs a CACHELINE_FLEET_DIR of its own;
+#                                 its logs go there too. The live fleet test runs one per run.
 #
 # Replicas: scripts/llama-server.sh, each with its own URL and pid file
 # ($FLEET/replica-<i>.url), one thread (-t 1), one slot of 8,192 tokens and
@@ -42,6 +47,8 @@ LLAMA=$HERE/llama-server.sh
 CACHE=${CACHELINE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cacheline}
 FLEET=${CACHELINE_FLEET_DIR:-$CACHE/fleet}
 LOG_DIR=$CACHE/logs
+# Replica and router logs (an instance keeps its own, in its fleet directory).
+FLEET_LOGS=$LOG_DIR
 VENV=$CACHE/tools/sglang-router-$SGLANG_ROUTER_VERSION
 CACHE_RAM=${CACHELINE_FLEET_CACHE_RAM:-0}
 POLICIES=${CACHELINE_FLEET_POLICIES:-manual round_robin cache_aware}
@@ -92,7 +99,7 @@ replica_count() {
 
 replica_env() { # i: the environment scripts/llama-server.sh runs replica i in
     echo "CACHELINE_LLAMA_URL_FILE=$FLEET/replica-$1.url" \
-        "CACHELINE_LLAMA_LOG=$LOG_DIR/fleet-replica-$1.log" \
+        "CACHELINE_LLAMA_LOG=$FLEET_LOGS/fleet-replica-$1.log" \
         "CACHELINE_LLAMA_THREADS=1" "CACHELINE_LLAMA_SLOTS=1" \
         "CACHELINE_LLAMA_CACHE_RAM=$CACHE_RAM" "CACHELINE_LLAMA_CTX=8192" "CACHELINE_LLAMA_ALIAS=replica-$1" \
         "CACHELINE_LLAMA_PORT="
@@ -102,7 +109,7 @@ start_router() { # policy worker-url...
     local policy=$1
     shift
     local pid_file=$FLEET/router-$policy.pid url_file=$FLEET/router-$policy.url
-    local router_log=$LOG_DIR/fleet-router-$policy.log pid
+    local router_log=$FLEET_LOGS/fleet-router-$policy.log pid
     if pid=$(live_pid "$pid_file" sglang) && [[ -f $url_file ]] && healthy "$(cat "$url_file")"; then
         log "router $policy already running (pid $pid): $(cat "$url_file")"
         return
@@ -154,7 +161,7 @@ cmd_start() {
     local n=${1:-}
     [[ $n =~ ^[1-9][0-9]?$ ]] || die "usage: $0 start N (N replicas, 1-99)"
     command -v curl >/dev/null || die "curl is needed"
-    mkdir -p "$FLEET" "$LOG_DIR"
+    mkdir -p "$FLEET" "$LOG_DIR" "$FLEET_LOGS"
     local running
     running=$(replica_count)
     if ((running > n)); then
@@ -199,6 +206,20 @@ cmd_stop() {
     done
 }
 
+# A private fleet tied to stdin, as `scripts/llama-server.sh instance` is to its server.
+cmd_instance() {
+    [[ -n ${CACHELINE_FLEET_DIR:-} ]] ||
+        die "instance needs a fleet directory of its own (CACHELINE_FLEET_DIR), not the shared one"
+    [[ -f $VENV/.installed ]] || die "sglang-router is not installed at $VENV (run scripts/fleet.sh start N once)"
+    "$LLAMA" installed
+    FLEET_LOGS=$FLEET/logs
+    trap 'cmd_stop; exit 1' INT TERM HUP
+    cmd_start "${1:-}"
+    # The caller's end of stdin closes when it exits; anything it writes is ignored.
+    while read -r _; do :; done || true
+    cmd_stop
+}
+
 cmd_status() {
     local ok=0 n i f
     n=$(replica_count)
@@ -231,8 +252,9 @@ start) cmd_start "${2:-}" ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 url) cat "$FLEET/router-${2:-manual}.url" ;;
+instance) cmd_instance "${2:-}" ;;
 *)
-    echo "usage: $0 start N|stop|status|url [POLICY]" >&2
+    echo "usage: $0 start N|stop|status|url [POLICY]|instance N" >&2
     exit 2
     ;;
 esac

@@ -6,6 +6,12 @@
 #   scripts/llama-server.sh stop      stop the server this script started (pid file)
 #   scripts/llama-server.sh status    print the URL if our server is up; exit 1 otherwise
 #   scripts/llama-server.sh url       print the URL file's content
+#   scripts/llama-server.sh installed exit 0 if llama-server and the model are cached, else say which is not
+#   scripts/llama-server.sh instance  a private instance for as long as stdin stays open: starts
+#                                     it (no install: fails if llama-server or the model is not
+#                                     cached), prints its URL, waits for end of input (or INT,
+#                                     TERM, HUP), stops it. The live tests run one per process,
+#                                     with a URL file of their own (CACHELINE_LLAMA_URL_FILE).
 #
 # Everything is cached outside the clone, keyed by version, so only the first run builds:
 #   $CACHELINE_CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/cacheline)
@@ -195,6 +201,11 @@ our_pid() {
 
 cmd_start() {
     cmd_install
+    start_server
+}
+
+# Starts the server (installed already) unless the pid file names a healthy one; prints the URL.
+start_server() {
     local pid url port
     if pid=$(our_pid) && [[ -f $URL_FILE ]] && healthy "$(cat "$URL_FILE")"; then
         log "already running (pid $pid)"
@@ -277,6 +288,24 @@ cmd_stop() {
     rm -f "$PID_FILE" "$URL_FILE"
 }
 
+cmd_installed() {
+    [[ -x $SERVER_BIN ]] || die "llama-server is not installed at $SERVER_BIN (run scripts/llama-server.sh install)"
+    [[ -f $MODEL ]] || die "the model is not installed at $MODEL (run scripts/llama-server.sh install)"
+}
+
+# A private instance tied to stdin: whoever holds the other end of the pipe owns the server,
+# and when that process exits, however it exits, end of input stops it.
+cmd_instance() {
+    cmd_installed
+    [[ -n ${CACHELINE_LLAMA_URL_FILE:-} ]] ||
+        die "instance needs a URL file of its own (CACHELINE_LLAMA_URL_FILE), not the shared one"
+    trap 'cmd_stop; exit 1' INT TERM HUP
+    start_server
+    # The caller's end of stdin closes when it exits; anything it writes is ignored.
+    while read -r _; do :; done || true
+    cmd_stop
+}
+
 cmd_status() {
     local pid
     if pid=$(our_pid) && [[ -f $URL_FILE ]] && healthy "$(cat "$URL_FILE")"; then
@@ -293,8 +322,10 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 url) cat "$URL_FILE" ;;
+installed) cmd_installed ;;
+instance) cmd_instance ;;
 *)
-    echo "usage: $0 install|start|stop|status|url" >&2
+    echo "usage: $0 install|start|stop|status|url|installed|instance" >&2
     exit 2
     ;;
 esac

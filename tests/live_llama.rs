@@ -1,20 +1,34 @@
 //! Live llama.cpp suite: prompt-cache reuse and system-update compliance measured on a real
-//! `llama-server` (SmolLM2-135M-Instruct), started by `scripts/llama-server.sh start`.
+//! `llama-server` (SmolLM2-135M-Instruct), installed by `scripts/llama-server.sh`.
 //!
-//! The server URL comes from `CACHELINE_LLAMA_URL`, else the file the script writes. Without
-//! a server each test prints why it is skipped (to stderr, uncaptured) and returns; under
+//! Which server: a URL file written by `scripts/llama-server.sh start` (`CACHELINE_LLAMA_URL_FILE`,
+//! else the default one) means "llama-server is installed: run the live tests". The tests
+//! then do not use that server, which anything else may be using (an app, another test run),
+//! but start **their own instance** once per test process (`scripts/llama-server.sh instance`:
+//! the same binary and model, one slot, a free loopback port, a URL file and log of its
+//! own), which stops when the process exits. `CACHELINE_LLAMA_URL` names a server to use as
+//! given instead: the exact token counts then hold only if nothing else uses it. Without
+//! either each test prints why it is skipped (to stderr, uncaptured) and returns; under
 //! `CI=true` a missing or unhealthy server fails every test instead.
 //!
-//! The tests share one server slot, so they take turns (a process-wide lock), and the cache
-//! tests share one bench run. Assertions are on token counts, never on time.
+//! The tests share their server's one slot, so they take turns (a process-wide lock), and the
+//! cache tests share one bench run. Assertions are on token counts, never on time.
 
-use std::io::Write;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use prompt_core::divergence::common_prefix_len;
 use prompt_llama::bench::{self, ComposedTurn};
 use prompt_llama::probe::{self, Condition};
-use prompt_llama::{LlamaClient, ServerLocation, locate_server};
+use prompt_llama::{
+    ChatOptions, LlamaClient, ServerLocation, URL_ENV, URL_FILE_ENV, default_log_file,
+    locate_server,
+};
 use prompt_reference::scenario::{self, INSTRUCTIONS_EDIT_TURN, ScenarioSize};
 use prompt_registry::Registry;
 
@@ -23,9 +37,130 @@ pub(crate) const TURNS: u64 = 8;
 /// Tokens a turn may re-process beyond its new tokens: llama.cpp always re-evaluates at
 /// least the last prompt token, and a token at the seam can merge differently.
 pub(crate) const SLACK: u64 = 4;
+/// The environment variable naming the server log a child process of these tests reads.
+pub(crate) const LOG_ENV: &str = "CACHELINE_LLAMA_LOG";
 
 static SERVER: Mutex<()> = Mutex::new(());
 static BENCH: OnceLock<Result<bench::BenchReport, String>> = OnceLock::new();
+static INSTANCE: OnceLock<Result<Instance, String>> = OnceLock::new();
+
+/// This process's own llama-server, run by `scripts/llama-server.sh instance`.
+struct Instance {
+    url: String,
+    log: PathBuf,
+    _script: Spawned,
+}
+
+/// A script that runs something for as long as its stdin stays open (`instance`).
+pub(crate) struct Spawned {
+    /// The script's stdin. Never written, never closed while the process runs (it lives in
+    /// a static, which is not dropped): when the process exits, however it exits, the pipe
+    /// closes and the script stops what it started.
+    _stdin: ChildStdin,
+    _stdout: ChildStdout,
+    _child: Child,
+}
+
+/// `scripts/<name>` of this checkout.
+pub(crate) fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scripts")
+        .join(name)
+}
+
+/// A directory of this process's own under the temporary directory.
+pub(crate) fn process_dir(what: &str) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("cacheline-live-{}/{what}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The last `lines` lines of `path`, for an error message.
+fn tail(path: &Path, lines: usize) -> String {
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(path) {
+        let _ = file.take(1 << 20).read_to_string(&mut text);
+    }
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Runs `bash scripts/<name> args…` with `env`, its stderr to `script_log`, and waits for
+/// the URL it prints on its first line once what it started is ready.
+pub(crate) fn spawn_instance(
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    script_log: &Path,
+) -> Result<(String, Spawned), String> {
+    let stderr = std::fs::File::create(script_log)
+        .map_err(|e| format!("creating {}: {e}", script_log.display()))?;
+    let mut command = Command::new("bash");
+    command
+        .arg(script(name))
+        .args(args)
+        .env_remove("CACHELINE_LLAMA_PORT")
+        .env_remove(URL_ENV)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot run bash {}: {e}", script(name).display()))?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("the script's stdin and stdout are not pipes".to_owned());
+    };
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    let read = (&mut reader).take(4096).read_line(&mut line);
+    let url = line.trim().to_owned();
+    if read.is_err() || !url.starts_with("http://") {
+        let status = child
+            .wait()
+            .map_or_else(|e| e.to_string(), |s| s.to_string());
+        return Err(format!(
+            "`scripts/{name} {}` printed no URL ({status}); its log ({}):\n{}",
+            args.join(" "),
+            script_log.display(),
+            tail(script_log, 15)
+        ));
+    }
+    let spawned = Spawned {
+        _stdin: stdin,
+        _stdout: reader.into_inner(),
+        _child: child,
+    };
+    Ok((url, spawned))
+}
+
+/// Starts this process's own llama-server instance.
+fn start_instance() -> Result<Instance, String> {
+    let dir = process_dir("llama")?;
+    let (url_file, log) = (dir.join("llama-server.url"), dir.join("llama-server.log"));
+    let started = Instant::now();
+    let (url, script) = spawn_instance(
+        "llama-server.sh",
+        &["instance"],
+        &[
+            (URL_FILE_ENV, url_file.as_os_str()),
+            (LOG_ENV, log.as_os_str()),
+        ],
+        &dir.join("instance.log"),
+    )?;
+    say(&format!(
+        "live tests: own llama-server at {url}, ready in {:.1} s (log: {})",
+        started.elapsed().as_secs_f64(),
+        log.display()
+    ));
+    Ok(Instance {
+        url,
+        log,
+        _script: script,
+    })
+}
 
 pub(crate) fn in_ci() -> bool {
     matches!(std::env::var("CI").as_deref(), Ok(v) if !v.is_empty() && v != "false" && v != "0")
@@ -37,10 +172,31 @@ pub(crate) fn say(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
+/// The log of the server the tests use: their own instance's, else `CACHELINE_LLAMA_LOG` or
+/// the script's default (which is that server's only if the script started it).
+pub(crate) fn server_log() -> Option<PathBuf> {
+    match INSTANCE.get() {
+        Some(Ok(instance)) => Some(instance.log.clone()),
+        _ => default_log_file(),
+    }
+}
+
+/// The environment a child process of these tests needs to use the same server: its URL
+/// (so the child starts no instance of its own) and its log.
+pub(crate) fn child_env(client: &LlamaClient) -> Vec<(&'static str, String)> {
+    let mut env = vec![(URL_ENV, client.base_url().to_owned())];
+    if let Some(log) = server_log() {
+        env.push((LOG_ENV, log.display().to_string()));
+    }
+    env
+}
+
 /// The server, or `None` after printing why the test is skipped. Under CI: panics instead.
+/// A located URL file starts this process's own instance (once); `CACHELINE_LLAMA_URL` is
+/// used as given.
 pub(crate) fn server(test: &str) -> Option<(LlamaClient, MutexGuard<'static, ()>)> {
     let reason = match locate_server() {
-        Ok(ServerLocation::Found { url, source }) => {
+        Ok(ServerLocation::Found { url, source }) if source == URL_ENV => {
             let client = LlamaClient::new(url.clone());
             match client.health() {
                 Ok(()) => {
@@ -50,6 +206,16 @@ pub(crate) fn server(test: &str) -> Option<(LlamaClient, MutexGuard<'static, ()>
                 Err(e) => format!("the server at {url} (from {source}) is not healthy: {e}"),
             }
         }
+        Ok(ServerLocation::Found { source, .. }) => match INSTANCE.get_or_init(start_instance) {
+            Ok(instance) => {
+                let guard = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+                return Some((LlamaClient::new(instance.url.clone()), guard));
+            }
+            // Installed (the URL file says so) but not startable: a failure, not a skip.
+            Err(e) => panic!(
+                "{test}: {source} says llama-server is installed, but the live tests' own instance did not start: {e}"
+            ),
+        },
         Ok(ServerLocation::Absent { reason }) => reason,
         Err(e) => e.to_string(),
     };
@@ -257,4 +423,120 @@ fn behaviour_appended_system_update_is_followed() {
         library + n.div_ceil(4) >= head,
         "the library's appended system update was followed {library}/{n} times, a head rewrite {head}/{n}"
     );
+}
+
+/// Requests of the isolation test: the compact script's first requests, as the library
+/// composes them.
+const ISOLATION_REQUESTS: usize = 6;
+
+/// The most the isolation test waits for the other client's next answer: a liveness cap on
+/// a loaded machine, not a measurement.
+const OTHER_CLIENT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Waits until the other client has had more than `seen` requests answered.
+fn other_client_answered(answered: &AtomicU64, seen: u64) {
+    let started = Instant::now();
+    while answered.load(Ordering::SeqCst) <= seen {
+        assert!(
+            started.elapsed() < OTHER_CLIENT_WAIT,
+            "the other client got no answer from the shared server within {} s",
+            OTHER_CLIENT_WAIT.as_secs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Isolation: while another client keeps sending unrelated requests to the shared server
+/// (the one the URL file names: what an app, or another test run, uses), the tests' own
+/// server still re-processes only each request's new tokens. Before each request the test
+/// waits until the other client has been answered since the previous one: on one
+/// single-slot server the other client's prompt would then hold the slot, and the request
+/// would be re-processed whole.
+#[test]
+fn live_isolation_exact_reuse_while_another_client_uses_the_shared_server() {
+    let test = "live_isolation_exact_reuse_while_another_client_uses_the_shared_server";
+    let Some((client, _guard)) = server(test) else {
+        return;
+    };
+    let shared = match locate_server() {
+        Ok(ServerLocation::Found { url, source }) if source != URL_ENV => LlamaClient::new(url),
+        _ => {
+            say(&format!(
+                "SKIPPED {test}: {URL_ENV} names the server the tests use: no shared server apart from it"
+            ));
+            return;
+        }
+    };
+    if let Err(e) = shared.health() {
+        assert!(
+            !in_ci(),
+            "{test}: CI=true and the shared server is down: {e}"
+        );
+        say(&format!(
+            "SKIPPED {test}: the shared server is down, nothing to interfere: {e}"
+        ));
+        return;
+    }
+    let requests: Vec<Vec<u8>> = paired()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .take(ISOLATION_REQUESTS)
+        .map(|t| t.library)
+        .collect();
+    let stop = AtomicBool::new(false);
+    let answered = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        // The other client: short unrelated prompts, cached as an app's would be.
+        scope.spawn(|| {
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let messages =
+                    format!(r#"[{{"role":"user","content":"Interference {i}: name a colour."}}]"#);
+                if shared
+                    .chat(messages.as_bytes(), &ChatOptions::cached(4))
+                    .is_ok()
+                {
+                    answered.fetch_add(1, Ordering::SeqCst);
+                }
+                i += 1;
+            }
+        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut previous: Vec<i64> = Vec::new();
+            let mut seen = 0;
+            for (i, request) in requests.iter().enumerate() {
+                other_client_answered(&answered, seen);
+                let tokens = client
+                    .prompt_tokens(request)
+                    .unwrap_or_else(|e| panic!("tokenizing: {e}"));
+                let new = (tokens.len() - common_prefix_len(&previous, &tokens)) as u64;
+                let reply = client
+                    .chat(request, &ChatOptions::cached(4))
+                    .unwrap_or_else(|e| panic!("request {}: {e}", i + 1));
+                // The other client's next answer comes after this request's.
+                seen = answered.load(Ordering::SeqCst);
+                say(&format!(
+                    "isolation: request {}: {} tokens, {} new, {} re-processed, {} reused; the other client answered {seen} requests so far",
+                    i + 1,
+                    tokens.len(),
+                    new,
+                    reply.timings.prompt_n,
+                    reply.timings.cache_n,
+                ));
+                if i > 0 {
+                    assert!(
+                        reply.timings.prompt_n <= new + SLACK,
+                        "request {}: re-processed {} tokens, but only {new} are new, while another client used the shared server",
+                        i + 1,
+                        reply.timings.prompt_n
+                    );
+                }
+                previous = tokens;
+            }
+        }));
+        stop.store(true, Ordering::SeqCst);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
 }

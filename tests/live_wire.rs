@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use prompt_core::ApiKind;
-use prompt_llama::{LlamaClient, default_log_file};
+use prompt_llama::LlamaClient;
 use prompt_measure::meter::{Provider, Usage};
 use prompt_reference::components::ToolsField;
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
@@ -28,7 +28,7 @@ use prompt_registry::{
 };
 use serde_json::{Value, json};
 
-use crate::live_llama::{SLACK, TURNS, in_ci, say, server};
+use crate::live_llama::{SLACK, TURNS, child_env, in_ci, say, server, server_log};
 
 /// One request as sent and as the server answered it.
 #[derive(Debug)]
@@ -172,7 +172,7 @@ pub(crate) struct Sender<'a> {
 
 impl<'a> Sender<'a> {
     pub(crate) fn new(client: &'a LlamaClient, api: ApiKind) -> Self {
-        let log = default_log_file().filter(|l| l.is_file());
+        let log = server_log().filter(|l| l.is_file());
         if log.is_none() {
             let why = "the server log (scripts/llama-server.sh's) is not readable";
             assert!(!in_ci(), "{api:?}: CI=true and {why}");
@@ -430,6 +430,8 @@ fn wire_resumed_session_in_a_new_process_reprocesses_only_new_tokens() {
     let output = Command::new(std::env::current_exe().unwrap_or_else(|e| panic!("{e}")))
         .args(["--exact", &format!("live_wire::{test}"), "--nocapture"])
         .env(RESUME_CHILD, &file)
+        // The parent's server, not an instance of the child's own.
+        .envs(child_env(&client))
         .output()
         .unwrap_or_else(|e| panic!("cannot start the child: {e}"));
     assert!(
