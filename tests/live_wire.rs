@@ -215,8 +215,23 @@ impl<'a> Sender<'a> {
     }
 
     /// Where the server log ends now: what it logs for the next request comes after.
+    ///
+    /// The server writes a request's timings after it has sent the reply, so the line of the
+    /// request before may still be on its way: the log is first let settle (unchanged for
+    /// 150 ms, at most 5 s), or that line would be read as the next request's.
     pub(crate) fn log_offset(&self) -> u64 {
-        log_len(self.log.as_deref())
+        let log = self.log.as_deref();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut len = log_len(log);
+        while log.is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            let now = log_len(log);
+            if now == len {
+                break;
+            }
+            len = now;
+        }
+        len
     }
 
     /// What the server reported for the request whose body's stable part is `stable_body`:
@@ -229,11 +244,22 @@ impl<'a> Sender<'a> {
         stable_body: &[u8],
     ) -> Sent {
         let path = endpoint(self.api);
-        let logged = self
-            .log
-            .as_deref()
-            .and_then(|l| logged_prompt_evals(l, before))
-            .and_then(|counts| counts.last().copied());
+        // This request's timings may be written just after its reply: wait for them (10 s
+        // at most; none then is reported by the caller's assertion, not hidden here).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let logged = loop {
+            let counts = self
+                .log
+                .as_deref()
+                .and_then(|l| logged_prompt_evals(l, before));
+            match counts.as_ref().and_then(|c| c.last().copied()) {
+                Some(count) => break Some(count),
+                None if self.log.is_some() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                None => break None,
+            }
+        };
         let usage = reply
             .usage
             .as_ref()

@@ -4,7 +4,7 @@
 //! shows a struct dump (`Policy(PolicyErrors([PolicyDiagnostic { position: … }]))`) instead of
 //! the message. A `Report` is what `?` turns any error into; its `Debug` is the error's
 //! message followed by the causes that message does not already show, as
-//! [`input::report`](crate::input::report) writes them (bounded).
+//! [`input::report`] writes them (bounded).
 //!
 //! ```
 //! use prompt_core::Report;
