@@ -347,7 +347,7 @@ pub(crate) async fn handle(
     };
     let response = match sent {
         Ok(Ok(response)) => response,
-        Ok(Err(e)) => {
+        failed => {
             let p = Pending {
                 job: job(502, None, before),
                 request: copy,
@@ -355,28 +355,16 @@ pub(crate) async fn handle(
                 state: shared.state.clone(),
             };
             p.send(BodyCopy::default(), Outcome::Unreachable);
-            return Ok(text(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "cacheline proxy: upstream {api} ({upstream_url}) failed: {}\n",
-                    chain(&e)
-                ),
-            ));
-        }
-        Err(_) => {
-            let p = Pending {
-                job: job(502, None, before),
-                request: copy,
-                queue: shared.queue.clone(),
-                state: shared.state.clone(),
-            };
-            p.send(BodyCopy::default(), Outcome::Unreachable);
-            return Ok(text(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "cacheline proxy: upstream {api} ({upstream_url}) did not answer within {} s\n",
+            let why = match failed {
+                Ok(Err(e)) => format!("failed: {}", chain(&e)),
+                _ => format!(
+                    "did not answer within {} s",
                     shared.upstream_timeout.as_secs_f64()
                 ),
+            };
+            return Ok(text(
+                StatusCode::BAD_GATEWAY,
+                format!("cacheline proxy: upstream {api} ({upstream_url}) {why}\n"),
             ));
         }
     };

@@ -22,18 +22,7 @@ pub(crate) fn pct_of(part: u64, whole: u64) -> String {
     }
 }
 
-/// `1234567` → `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub(crate) use prompt_measure::audit::thousands;
 
 /// A progress bar on standard error when it is a terminal; hidden (and free) when piped, so
 /// piped output carries nothing extra.

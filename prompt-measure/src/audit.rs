@@ -786,8 +786,8 @@ pub fn verdict_text(r: &RequestAudit) -> String {
     s
 }
 
-/// `1234567` → `1,234,567`.
-fn thousands(n: u64) -> String {
+/// `1234567` → `1,234,567`: how the audit's and the proxy's lines write a token count.
+pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
