@@ -17,6 +17,7 @@ const PUBLISHED: &[&str] = &[
     "prompt-template-probe",
     "prompt-llama",
     "prompt-reference",
+    "cacheline-proxy",
     "cacheline-cli",
 ];
 
