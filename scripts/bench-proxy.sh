@@ -60,7 +60,9 @@ if [[ ! -x $venv/bin/litellm || ! -x $venv/bin/nemo-relay ]]; then
 fi
 
 log "building proxy-bench and cacheline (release)"
-cargo build -q --release -p cacheline-benches --bin proxy-bench -p cacheline-cli
+# Two builds: `--bin proxy-bench` would also filter cacheline-cli's binaries out of one.
+cargo build -q --release -p cacheline-benches --bin proxy-bench
+cargo build -q --release -p cacheline-cli --bin cacheline
 target_dir=$(cargo metadata -q --format-version 1 --no-deps | "$(python_bin)" -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 bench=$target_dir/release/proxy-bench
 cacheline=$target_dir/release/cacheline
