@@ -39,6 +39,11 @@ impl BodyCopy {
         }
     }
 
+    /// The bytes it holds (none once over its cap).
+    pub(crate) fn held(&self) -> u64 {
+        self.chunks.iter().map(|c| c.len() as u64).sum()
+    }
+
     fn bytes(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len as usize);
         for c in &self.chunks {
@@ -183,6 +188,7 @@ pub(crate) fn run(
             Message::Exchange(job) => job,
             Message::Stop => break,
         };
+        state.release_queued(job.request.held().saturating_add(job.response.held()));
         let mut row = RequestRow {
             request: seq,
             line: None,

@@ -136,11 +136,23 @@ impl Pending {
         }
         self.job.response = response;
         self.job.outcome = outcome;
+        let held = self
+            .job
+            .request
+            .held()
+            .saturating_add(self.job.response.held());
+        if !self.state.reserve_queued(held) {
+            self.state.dropped();
+            return;
+        }
         match self.queue.try_send(Message::Exchange(Box::new(self.job))) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => self.state.dropped(),
+            Err(TrySendError::Full(_)) => {
+                self.state.release_queued(held);
+                self.state.dropped();
+            }
             // The analysis has stopped (the proxy is shutting down).
-            Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Disconnected(_)) => self.state.release_queued(held),
         }
     }
 }

@@ -12,6 +12,9 @@ use tokio::sync::broadcast;
 
 use crate::route::Api;
 
+/// The most bytes of body copies waiting for the analysis at once; a copy that would pass it
+/// is dropped and counted, as one that finds the queue full.
+pub const ANALYSIS_QUEUE_BYTES: u64 = 256 << 20;
 /// How a forwarded exchange ended, as the client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,6 +145,8 @@ pub struct ProxyState {
     inner: Mutex<Inner>,
     forwarded: AtomicU64,
     dropped: AtomicU64,
+    /// Bytes of body copies waiting in the analysis queue ([`ANALYSIS_QUEUE_BYTES`] at most).
+    queued_bytes: AtomicU64,
     max_sessions: usize,
     events: broadcast::Sender<RequestRow>,
     pub(crate) metrics: crate::metrics::Metrics,
@@ -165,6 +170,7 @@ impl ProxyState {
             inner: Mutex::new(Inner::default()),
             forwarded: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
             events,
             metrics: crate::metrics::Metrics::default(),
@@ -219,6 +225,27 @@ impl ProxyState {
 
     pub(crate) fn dropped(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes `bytes` of the analysis queue's byte budget; `false` (nothing taken) when they
+    /// do not fit, and the copy is then dropped: the queue's length alone would let 1,024
+    /// copies of 32 MiB each wait.
+    pub(crate) fn reserve_queued(&self, bytes: u64) -> bool {
+        self.queued_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes)
+                    .filter(|&total| total <= ANALYSIS_QUEUE_BYTES)
+            })
+            .is_ok()
+    }
+
+    /// Gives back what [`ProxyState::reserve_queued`] took, once the copy left the queue.
+    pub(crate) fn release_queued(&self, bytes: u64) {
+        let _ = self
+            .queued_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                Some(held.saturating_sub(bytes))
+            });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -301,6 +328,23 @@ impl ProxyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_waiting_for_the_analysis_are_held_within_a_byte_budget() {
+        let state = ProxyState::new(2);
+        let copy = 32 << 20; // the largest copy of one body
+        let fits = ANALYSIS_QUEUE_BYTES / copy;
+        for _ in 0..fits {
+            assert!(state.reserve_queued(copy));
+        }
+        assert!(!state.reserve_queued(copy), "over the budget");
+        assert!(!state.reserve_queued(u64::MAX), "no overflow past it");
+        state.release_queued(copy);
+        assert!(
+            state.reserve_queued(copy),
+            "room again once one left the queue"
+        );
+    }
 
     fn row(session: &str) -> RequestRow {
         RequestRow {
