@@ -155,6 +155,11 @@ fn evidence_json_parses_and_carries_the_facts_of_the_markdown() {
             j["produced_by"]["command"].as_str().unwrap().to_owned(),
             format!("line {}", j["earlier"]["line"]),
             format!("{:.1} s", j["gap_secs"].as_f64().unwrap()),
+            format!(
+                "rule: {} tokens; lost: {} ",
+                thousands(j["expected_cached"].as_u64().unwrap()),
+                thousands(j["tokens_lost"].as_u64().unwrap())
+            ),
         ];
         for side in ["earlier", "later"] {
             let u = &j[side]["usage"];

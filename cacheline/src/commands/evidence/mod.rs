@@ -371,7 +371,7 @@ pub(crate) struct BlockRow {
     pub(crate) earlier: Option<String>,
     /// The later request's.
     pub(crate) later: Option<String>,
-    /// `equal`, `differs`, `added` or `removed`.
+    /// `equal`, `differs`, `added`, `removed`, or `sent` (no predecessor).
     pub(crate) status: &'static str,
 }
 
@@ -478,7 +478,7 @@ pub(crate) struct Evidence {
     pub(crate) produced_by: Producer,
 }
 
-/// A request read again: its logged parts, its body masked, its engine view.
+/// A request read again: its logged parts and its body masked.
 struct Reread<'t> {
     logged: LoggedRequest<'t>,
     masked: Masked,

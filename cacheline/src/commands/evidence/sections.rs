@@ -278,7 +278,13 @@ fn timing_and_usage(e: &Evidence, out: &mut String) {
         |g| format!("{g:.1} s"),
     );
     if e.earlier.is_some() {
-        let _ = writeln!(out, "Gap between the two requests: {gap}.\n");
+        let _ = writeln!(
+            out,
+            "Gap between the two requests: {gap}. Expected from the cache by the provider's \
+             rule: {} tokens; lost: {} (cacheline's tokenizer).\n",
+            thousands(e.expected_cached),
+            thousands(e.tokens_lost)
+        );
     }
     let _ = writeln!(
         out,
