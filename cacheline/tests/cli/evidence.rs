@@ -363,3 +363,28 @@ fn the_evidence_report_in_the_docs_is_the_commands_output() {
     );
     assert!(Path::new(&root().join(CLAUDE)).exists());
 }
+
+/// Text hoisted into the system field is content: the verdict quotes it, and
+/// `--redact-text` hides it there too.
+#[test]
+fn redact_text_hides_the_hoisted_text_the_verdict_quotes() {
+    let earlier = r#"{"ts":1000,"path":"/v1/messages","request":{"model":"claude-sonnet-4-5","system":"You are terse.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}}"#;
+    let later = r#"{"ts":1010,"path":"/v1/messages","request":{"model":"claude-sonnet-4-5","system":"You are terse.\nConfidential plan: launch Tuesday.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}}"#;
+    let log = temp_file("evidence-hoist.jsonl", &format!("{earlier}\n{later}\n"));
+    let log = log.to_string_lossy();
+    let (md, j) = evidence(&log, 2, &[]);
+    assert_eq!(j["cause"], "insert_above_history", "{j}");
+    assert!(md.contains("Confidential plan"), "{md}");
+    let (md, j) = evidence(&log, 2, &["--redact-text"]);
+    let json = j.to_string();
+    for text in [&md, &json] {
+        assert!(
+            !text.contains("Confidential") && !text.contains("launch"),
+            "{text}"
+        );
+    }
+    assert!(
+        md.contains("(\"\\nxxxxxxxxxxxx xxxx: xxxxxx xxxxxxx.\")"),
+        "{md}"
+    );
+}

@@ -528,6 +528,19 @@ fn element_span(c: &Canonical<'_>, place: &Place) -> Option<(usize, usize)> {
     Some((block.start as usize, block.len as usize))
 }
 
+/// A cause's quoted content (the start of text hoisted into the system field) redacted as
+/// an excerpt.
+fn redact_cause(cause: &mut prompt_registry::wire::engine::Cause, r: &Redactor) {
+    use prompt_registry::wire::engine::Cause;
+    if let Cause::InsertAboveHistory {
+        hoisted: Some(text),
+        ..
+    } = cause
+    {
+        *text = r.excerpt(text);
+    }
+}
+
 /// A short hex of an element hash.
 fn short(hash: u64) -> String {
     format!("{:08x}", hash >> 32)
@@ -770,7 +783,13 @@ pub(crate) fn collect(
     for c in &mut shown.verdict.changes {
         c.divergence.excerpt.earlier = redactor.excerpt(&c.divergence.excerpt.earlier);
         c.divergence.excerpt.later = redactor.excerpt(&c.divergence.excerpt.later);
+        redact_cause(&mut c.cause, &redactor);
     }
+    if let Some(cause) = &mut shown.verdict.cause {
+        redact_cause(cause, &redactor);
+    }
+    // From here on, the verdict as shown.
+    let v = &shown.verdict;
     let cause_change = v
         .cause
         .as_ref()
@@ -897,11 +916,11 @@ pub(crate) fn collect(
 fn scrub_value(value: serde_json::Value, r: &Redactor) -> serde_json::Value {
     use serde_json::Value;
     match value {
-        Value::String(s) => Value::String(r.scrub(&s)),
+        Value::String(s) => Value::String(r.scrub_whole(&s)),
         Value::Array(a) => Value::Array(a.into_iter().map(|v| scrub_value(v, r)).collect()),
         Value::Object(o) => Value::Object(
             o.into_iter()
-                .map(|(k, v)| (r.scrub(&k), scrub_value(v, r)))
+                .map(|(k, v)| (r.scrub_whole(&k), scrub_value(v, r)))
                 .collect(),
         ),
         other => other,
@@ -910,7 +929,7 @@ fn scrub_value(value: serde_json::Value, r: &Redactor) -> serde_json::Value {
 
 /// The report's two files: the Markdown and the JSON, each scrubbed once more as a whole.
 fn render(e: &Evidence, r: &Redactor) -> Result<(String, String), serde_json::Error> {
-    let markdown = r.scrub(&sections::markdown(e));
+    let markdown = r.scrub_whole(&sections::markdown(e));
     let json = scrub_value(serde_json::to_value(e)?, r);
     let mut json = serde_json::to_string_pretty(&json)?;
     json.push('\n');

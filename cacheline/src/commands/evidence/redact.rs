@@ -139,6 +139,19 @@ impl Redactor {
         out
     }
 
+    /// `text` without any credential value whole: the last pass over the whole report
+    /// (fragments are scrubbed where they can be cut, in excerpts and sentences, by
+    /// [`Redactor::scrub`]), linear in the report per value.
+    pub(crate) fn scrub_whole(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+
     /// An excerpt as shown: scrubbed, and with `--redact-text` its letters as `x` and
     /// digits as `0`, JSON's punctuation and escapes kept.
     pub(crate) fn excerpt(&self, text: &str) -> String {
