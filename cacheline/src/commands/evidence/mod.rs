@@ -25,7 +25,7 @@ use prompt_measure::audit::{
 };
 use prompt_measure::logged::{LoggedRequest, read_request};
 use prompt_measure::{AuditConfig, Auditor, O200kBase};
-use prompt_registry::wire::engine::{Canonical, Context, Place};
+use prompt_registry::wire::engine::{Canonical, Change, Context, Place};
 use serde::Serialize;
 
 use redact::{Masked, Redactor, mask_credentials};
@@ -697,6 +697,72 @@ fn path_without_query(path: Option<&str>) -> Option<String> {
     })
 }
 
+/// The engine's view of a request read again, as the audit read it (its path and headers).
+fn canonical_of<'r>(
+    r: &'r Reread<'_>,
+    path: &Path,
+    line: u64,
+) -> Result<Canonical<'r>, EvidenceError> {
+    Canonical::read(
+        r.logged.body.as_bytes(),
+        Context {
+            path: r.logged.path.as_deref(),
+            headers: &r.logged.headers,
+        },
+    )
+    .map_err(|e| EvidenceError::Skipped {
+        path: path.to_owned(),
+        line,
+        problem: input::excerpt(&e.to_string(), 512).into_owned(),
+    })
+}
+
+/// One request read again: its line, its bytes, the engine's view of them.
+type Read<'a, 'r> = (u64, &'a Reread<'r>, &'a Canonical<'a>);
+
+/// The bytes of both sides around the change `c` names: at its offset in the later body,
+/// and at the same offset into the same element in the earlier body (a change outside
+/// the elements, a header or the model, shows the engine's excerpt of the earlier side).
+fn first_divergence(
+    c: &Change,
+    (n, later, later_c): Read<'_, '_>,
+    earlier: Option<Read<'_, '_>>,
+    redactor: &Redactor,
+) -> FirstDivergence {
+    let offset = c.divergence.byte_offset;
+    let placed = earlier.and_then(|(line, er, ec)| {
+        let (ls, _) = element_span(later_c, &c.place)?;
+        let (es, elen) = element_span(ec, &c.place)?;
+        let at = es + offset.checked_sub(ls)?.min(elen);
+        Some((line, at, around(&er.masked.text, at)))
+    });
+    let earlier_side = match placed {
+        Some((line, at, (before, from))) => Around {
+            line,
+            byte_offset: Some(at),
+            before: redactor.excerpt(&before),
+            from: redactor.excerpt(&from),
+        },
+        None => Around {
+            line: earlier.map_or(0, |(line, _, _)| line),
+            byte_offset: None,
+            before: String::new(),
+            from: redactor.excerpt(&c.divergence.excerpt.earlier),
+        },
+    };
+    let (before, from) = around(&later.masked.text, offset);
+    FirstDivergence {
+        byte_offset: offset,
+        earlier: earlier_side,
+        later: Around {
+            line: n,
+            byte_offset: Some(offset),
+            before: redactor.excerpt(&before),
+            from: redactor.excerpt(&from),
+        },
+    }
+}
+
 /// The command line that produces this report (the options that change it).
 fn command_of(args: &EvidenceArgs) -> String {
     let mut cmd = format!(
@@ -753,24 +819,9 @@ pub(crate) fn collect(
     };
     let later = reread(n)?;
     let earlier = pred.map(reread).transpose()?;
-    let read = |r: &Reread<'_>, line: u64| -> Result<Canonical<'static>, EvidenceError> {
-        Canonical::read(
-            r.logged.body.as_bytes(),
-            Context {
-                path: r.logged.path.as_deref(),
-                headers: &r.logged.headers,
-            },
-        )
-        .map(Canonical::into_owned)
-        .map_err(|e| EvidenceError::Skipped {
-            path: path.clone(),
-            line,
-            problem: input::excerpt(&e.to_string(), 512).into_owned(),
-        })
-    };
-    let later_c = read(&later, n)?;
+    let later_c = canonical_of(&later, path, n)?;
     let earlier_c = match (&earlier, pred) {
-        (Some(r), Some(line)) => Some(read(r, line)?),
+        (Some(r), Some(line)) => Some((line, r, canonical_of(r, path, line)?)),
         _ => None,
     };
     let redactor = Redactor::new(
@@ -796,44 +847,8 @@ pub(crate) fn collect(
         .and_then(|cause| v.changes.iter().find(|c| c.cause == *cause));
 
     let divergence = cause_change.map(|c| {
-        let offset = c.divergence.byte_offset;
-        let placed = match (&earlier, &earlier_c, pred) {
-            (Some(er), Some(ec), Some(pline)) => element_span(&later_c, &c.place)
-                .zip(element_span(ec, &c.place))
-                .filter(|((ls, _), _)| offset >= *ls)
-                .map(|((ls, _), (es, elen))| {
-                    let e_off = es + (offset - ls).min(elen);
-                    let (eb, ef) = around(&er.masked.text, e_off);
-                    (pline, e_off, eb, ef)
-                }),
-            _ => None,
-        };
-        let (lb, lf) = around(&later.masked.text, offset);
-        let earlier_side = match placed {
-            Some((line, at, before, from)) => Around {
-                line,
-                byte_offset: Some(at),
-                before: redactor.excerpt(&before),
-                from: redactor.excerpt(&from),
-            },
-            // Unplaced (a header, the model): the engine's excerpt of the element.
-            None => Around {
-                line: pred.unwrap_or(0),
-                byte_offset: None,
-                before: String::new(),
-                from: redactor.excerpt(&c.divergence.excerpt.earlier),
-            },
-        };
-        FirstDivergence {
-            byte_offset: offset,
-            earlier: earlier_side,
-            later: Around {
-                line: n,
-                byte_offset: Some(offset),
-                before: redactor.excerpt(&lb),
-                from: redactor.excerpt(&lf),
-            },
-        }
+        let earlier = earlier_c.as_ref().map(|(line, r, c)| (*line, *r, c));
+        first_divergence(c, (n, &later, &later_c), earlier, &redactor)
     });
 
     let side = |line: u64, r: &Reread<'_>, tokens: u64, reported: Option<&Reported>| Side {
@@ -883,7 +898,7 @@ pub(crate) fn collect(
             earlier.as_ref().map(|r| r.masked.text.as_str()),
             &later.masked.text,
         ),
-        blocks: blocks(earlier_c.as_ref(), &later_c),
+        blocks: blocks(earlier_c.as_ref().map(|(_, _, c)| c), &later_c),
         gap_secs: v.predecessor.as_ref().and_then(|p| p.gap_secs),
         earlier: earlier_side,
         later: side(n, &later, audit.tokens, audit.reported.as_ref()),
