@@ -228,6 +228,22 @@ fn a_request_out_of_range_skipped_or_zero_is_an_error_naming_the_file_and_line()
         err.contains(&format!("{CLAUDE}:1: the audit skips this line: ")),
         "{err}"
     );
+    // A line over the cap is skipped by the audit, and said so.
+    let (code, _, err) = in_root(&[
+        "evidence",
+        CLAUDE,
+        "--request",
+        "8",
+        "--max-line-bytes",
+        "1000",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{CLAUDE}:8: the audit skips this line: line 8 is longer than the 1000-byte limit"
+        )),
+        "{err}"
+    );
     let (code, _, err) = in_root(&["evidence", CLAUDE, "--request", "0"]);
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = cacheline(&["evidence", "-", "--request", "2"]);
@@ -387,4 +403,34 @@ fn redact_text_hides_the_hoisted_text_the_verdict_quotes() {
         md.contains("(\"\\nxxxxxxxxxxxx xxxx: xxxxxx xxxxxxx.\")"),
         "{md}"
     );
+}
+
+/// A header is not in the body: its two values are shown, and no body offset.
+#[test]
+fn a_header_change_shows_both_values_and_no_body_offset() {
+    let line = |beta: &str, more: &str| {
+        format!(
+            r#"{{"ts":1000,"path":"/v1/messages","headers":{{"x-claude-code-session-id":"s-1","anthropic-beta":"{beta}"}},"request":{{"model":"claude-sonnet-4-5","system":"You are terse.","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"hello"}}{more}]}}}}"#
+        )
+    };
+    let log = temp_file(
+        "evidence-header.jsonl",
+        &format!(
+            "{}\n{}\n",
+            line("beta-one", ""),
+            line("beta-two", r#",{"role":"user","content":"more"}"#)
+        ),
+    );
+    let (md, j) = evidence(&log.to_string_lossy(), 2, &[]);
+    assert_eq!(j["cause"], "header_or_param_changed", "{j}");
+    assert_eq!(j["json_path"], "headers.anthropic-beta");
+    let d = &j["divergence"];
+    assert!(d["byte_offset"].is_null(), "{d}");
+    assert_eq!(
+        (&d["earlier"]["from"], &d["later"]["from"]),
+        (&"beta-one".into(), &"beta-two".into())
+    );
+    assert!(md.contains("Not in the body (a header)"), "{md}");
+    assert!(md.contains("- earlier (line 1): `beta-one`"), "{md}");
+    assert!(md.contains("- later (line 2): `beta-two`"), "{md}");
 }

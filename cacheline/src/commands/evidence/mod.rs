@@ -314,7 +314,8 @@ impl UsageFacts {
 pub(crate) struct Around {
     /// Its line.
     pub(crate) line: u64,
-    /// The offset in that body (`None`: the engine's excerpt of the element, unplaced).
+    /// The offset in that body (`None`: not placed in it; `from` is then the engine's
+    /// excerpt of the changed value or element).
     pub(crate) byte_offset: Option<usize>,
     /// Up to [`BEFORE`] bytes before it.
     pub(crate) before: String,
@@ -325,8 +326,8 @@ pub(crate) struct Around {
 /// The first divergent byte.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct FirstDivergence {
-    /// The offset in the later body.
-    pub(crate) byte_offset: usize,
+    /// The offset in the later body (`None`: a header, not in the body).
+    pub(crate) byte_offset: Option<usize>,
     /// The earlier request's bytes there.
     pub(crate) earlier: Around,
     /// The later request's.
@@ -720,9 +721,10 @@ fn canonical_of<'r>(
 /// One request read again: its line, its bytes, the engine's view of them.
 type Read<'a, 'r> = (u64, &'a Reread<'r>, &'a Canonical<'a>);
 
-/// The bytes of both sides around the change `c` names: at its offset in the later body,
-/// and at the same offset into the same element in the earlier body (a change outside
-/// the elements, a header or the model, shows the engine's excerpt of the earlier side).
+/// The bytes of both sides around the change `c` names: for a tool, a system block or a
+/// message, the body's bytes at its offset in the later body, and at the same offset into
+/// the same element in the earlier body; for a value (a parameter, the model, a header),
+/// the engine's excerpt of it on each side (a header is not in the body: no offset).
 fn first_divergence(
     c: &Change,
     (n, later, later_c): Read<'_, '_>,
@@ -730,36 +732,47 @@ fn first_divergence(
     redactor: &Redactor,
 ) -> FirstDivergence {
     let offset = c.divergence.byte_offset;
+    let in_body = !matches!(c.place, Place::Header { .. } | Place::Request);
     let placed = earlier.and_then(|(line, er, ec)| {
         let (ls, _) = element_span(later_c, &c.place)?;
         let (es, elen) = element_span(ec, &c.place)?;
         let at = es + offset.checked_sub(ls)?.min(elen);
         Some((line, at, around(&er.masked.text, at)))
     });
-    let earlier_side = match placed {
-        Some((line, at, (before, from))) => Around {
-            line,
-            byte_offset: Some(at),
-            before: redactor.excerpt(&before),
-            from: redactor.excerpt(&from),
-        },
-        None => Around {
-            line: earlier.map_or(0, |(line, _, _)| line),
-            byte_offset: None,
-            before: String::new(),
-            from: redactor.excerpt(&c.divergence.excerpt.earlier),
-        },
+    let engine = |line: u64, text: &str, at: Option<usize>| Around {
+        line,
+        byte_offset: at,
+        before: String::new(),
+        from: redactor.excerpt(text),
     };
-    let (before, from) = around(&later.masked.text, offset);
+    let earlier_line = earlier.map_or(0, |(line, _, _)| line);
+    let (earlier_side, later_side) = match placed {
+        Some((line, at, (before, from))) => {
+            let (l_before, l_from) = around(&later.masked.text, offset);
+            (
+                Around {
+                    line,
+                    byte_offset: Some(at),
+                    before: redactor.excerpt(&before),
+                    from: redactor.excerpt(&from),
+                },
+                Around {
+                    line: n,
+                    byte_offset: Some(offset),
+                    before: redactor.excerpt(&l_before),
+                    from: redactor.excerpt(&l_from),
+                },
+            )
+        }
+        None => (
+            engine(earlier_line, &c.divergence.excerpt.earlier, None),
+            engine(n, &c.divergence.excerpt.later, in_body.then_some(offset)),
+        ),
+    };
     FirstDivergence {
-        byte_offset: offset,
+        byte_offset: in_body.then_some(offset),
         earlier: earlier_side,
-        later: Around {
-            line: n,
-            byte_offset: Some(offset),
-            before: redactor.excerpt(&before),
-            from: redactor.excerpt(&from),
-        },
+        later: later_side,
     }
 }
 

@@ -36,12 +36,15 @@ pub(crate) fn markdown(e: &Evidence) -> String {
     out
 }
 
-/// Inline code that no content can break out of: a backtick or a table's `|` is escaped
-/// (as JSON would), line breaks are spelled out.
+/// Inline code that no content can break out of: a table's `|` is escaped (as JSON
+/// would), line breaks are spelled out; a single backtick is quoted by a double one
+/// (`` a`b ``), a longer run escaped.
 fn code(text: &str) -> String {
+    let double = text.contains('`') && !text.contains("``");
     let mut s = String::with_capacity(text.len() + 2);
     for c in text.chars() {
         match c {
+            '`' if double => s.push('`'),
             '`' => s.push_str("\\u0060"),
             '|' => s.push_str("\\u007c"),
             '\n' => s.push_str("\\n"),
@@ -52,7 +55,11 @@ fn code(text: &str) -> String {
             c => s.push(c),
         }
     }
-    format!("`{s}`")
+    if double {
+        format!("`` {s} ``")
+    } else {
+        format!("`{s}`")
+    }
 }
 
 /// An excerpt of a body (its JSON text as sent) in inline code; `(nothing)` when empty.
@@ -100,10 +107,11 @@ fn verdict(e: &Evidence, out: &mut String) {
             );
         }
         (Some(cause), Some(p)) => {
-            let at = match (&e.json_path, &e.divergence) {
-                (Some(path), Some(d)) => {
-                    format!(" at {}, byte {}", code(path), d.byte_offset)
-                }
+            let at = match (
+                &e.json_path,
+                e.divergence.as_ref().and_then(|d| d.byte_offset),
+            ) {
+                (Some(path), Some(offset)) => format!(" at {}, byte {offset}", code(path)),
                 (Some(path), None) => format!(" at {}", code(path)),
                 _ => String::new(),
             };
@@ -124,15 +132,15 @@ fn verdict(e: &Evidence, out: &mut String) {
 }
 
 fn side_line(label: &str, a: &Around) -> String {
-    let at = a
-        .byte_offset
-        .map_or_else(|| "its element".to_owned(), |o| format!("byte {o}"));
-    format!(
-        "- {label} (line {}, {at}): {} ▶ {}",
-        a.line,
-        quoted(&a.before),
-        quoted(&a.from)
-    )
+    match a.byte_offset {
+        Some(o) if !a.before.is_empty() || !a.from.is_empty() => format!(
+            "- {label} (line {}, byte {o}): {} ▶ {}",
+            a.line,
+            quoted(&a.before),
+            quoted(&a.from)
+        ),
+        _ => format!("- {label} (line {}): {}", a.line, quoted(&a.from)),
+    }
 }
 
 fn divergence(e: &Evidence, out: &mut String) {
@@ -140,12 +148,24 @@ fn divergence(e: &Evidence, out: &mut String) {
         return;
     };
     let _ = writeln!(out, "### First divergent byte\n");
-    let _ = writeln!(
-        out,
-        "Byte {} of the later body; up to {} bytes before it and {} from it on, per side \
-         (▶ marks it):\n",
-        d.byte_offset, e.redaction.excerpt_bytes[0], e.redaction.excerpt_bytes[1]
-    );
+    let _ = match (d.byte_offset, d.earlier.byte_offset) {
+        (Some(offset), Some(_)) => writeln!(
+            out,
+            "Byte {offset} of the later body; up to {} bytes before it and {} from it on, per \
+             side (▶ marks it):\n",
+            e.redaction.excerpt_bytes[0], e.redaction.excerpt_bytes[1]
+        ),
+        (Some(offset), None) => writeln!(
+            out,
+            "Byte {offset} of the later body; the changed value on each side, as the engine \
+             quotes it:\n"
+        ),
+        (None, _) => writeln!(
+            out,
+            "Not in the body (a header); the changed value on each side, as the engine \
+             quotes it:\n"
+        ),
+    };
     let _ = writeln!(out, "{}", side_line("earlier", &d.earlier));
     let _ = writeln!(out, "{}\n", side_line("later", &d.later));
 }
