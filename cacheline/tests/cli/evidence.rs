@@ -434,3 +434,27 @@ fn a_header_change_shows_both_values_and_no_body_offset() {
     assert!(md.contains("- earlier (line 1): `beta-one`"), "{md}");
     assert!(md.contains("- later (line 2): `beta-two`"), "{md}");
 }
+
+/// The keys docs/evidence.md lists are the JSON's, all of them.
+#[test]
+fn the_json_keys_in_the_docs_are_the_reports() {
+    let doc = std::fs::read_to_string(root().join("docs/evidence.md")).unwrap();
+    let section = doc.split("## The JSON").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
+    let mut documented: Vec<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .flat_map(|l| {
+            let cell = l.split(" |").next().unwrap_or("");
+            format!("`{cell}")
+                .split(", ")
+                .map(|k| k.trim_matches('`').to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    documented.sort();
+    let (_, j) = evidence(CLAUDE, 8, &[]);
+    let mut keys: Vec<String> = j.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(documented, keys);
+}
