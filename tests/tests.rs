@@ -2,6 +2,7 @@
 //! composes it, the live suite against a real llama.cpp server, and the checks that keep
 //! README.md and docs/ true.
 
+mod credentials;
 mod docs;
 mod layout;
 mod live_fleet;

@@ -182,6 +182,35 @@ pub fn request_body(text: &str) -> Result<Cow<'_, str>, LineProblem> {
     read_line(text).map(|l| l.request)
 }
 
+/// What a log line says of its request, as the audit reads it: the body, and the path,
+/// headers and time a wrapped line logs beside it. Only the headers that name a session or
+/// an agent or key a cache are kept ([`prompt_wire::engine::keep_header`]): a credential
+/// never is. The path is as logged, its query included (Gemini's `?key=`): a caller that
+/// shows it drops the query.
+#[derive(Debug, Clone)]
+pub struct LoggedRequest<'a> {
+    /// The request body's text.
+    pub body: Cow<'a, str>,
+    /// The URL path, as logged (bounded).
+    pub path: Option<String>,
+    /// The headers kept, lower-case names, values bounded.
+    pub headers: Vec<(String, String)>,
+    /// When it was sent, in seconds since the Unix epoch.
+    pub ts: Option<f64>,
+}
+
+/// The request of a log line (see [`LoggedRequest`]): what `cacheline evidence` reads a
+/// request's bytes again with, as the audit read them.
+pub fn read_request(text: &str) -> Result<LoggedRequest<'_>, LineProblem> {
+    let logged = read_line(text)?;
+    Ok(LoggedRequest {
+        body: logged.request,
+        path: logged.path,
+        headers: logged.headers,
+        ts: logged.ts,
+    })
+}
+
 /// Pieces a logged stream is fed in: what the reader holds of its events between two
 /// pieces stays small, whatever the stream's length.
 const STREAM_PIECE: usize = 64 << 10;

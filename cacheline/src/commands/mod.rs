@@ -17,6 +17,7 @@ mod bench_fleet;
 mod bench_live;
 mod bench_stream;
 mod demo;
+mod evidence;
 mod probe_template;
 mod proxy;
 mod simulate;
@@ -56,6 +57,10 @@ enum Command {
     /// reuse and what broke it; or, for a directory of request bodies of any API (or
     /// --guard), whether each body extends the one before.
     Audit(audit::AuditArgs),
+    /// One request's verdict with its proof (first divergent byte, JSON-path diff, element
+    /// hashes, gap, usage, agent), redacted: a Markdown report and its JSON for an upstream
+    /// issue.
+    Evidence(evidence::EvidenceArgs),
     /// Classify how a chat template treats appended system messages and choose a delivery.
     ProbeTemplate(probe_template::ProbeArgs),
     /// Measure cache reuse and time to first token on a live llama.cpp server, library vs
@@ -93,6 +98,7 @@ fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8,
         Command::Simulate(args) => simulate::run(&args, &registry, out, err),
         Command::SimulateFleet(args) => simulate_fleet::run(&args, &registry, out, err),
         Command::Audit(args) => audit::run(&args, out, err),
+        Command::Evidence(args) => evidence::run(&args, out, err),
         Command::ProbeTemplate(args) => probe_template::run(&args, out, err),
         Command::BenchLive(args) => bench_live::run(&args, &registry, out, err),
         Command::BenchFleet(args) => bench_fleet::run(&args, &registry, out, err),

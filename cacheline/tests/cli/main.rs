@@ -10,6 +10,7 @@ mod audit;
 mod behaviour;
 mod defects;
 mod demo;
+mod evidence;
 mod lock;
 mod probe_template;
 mod profiles;

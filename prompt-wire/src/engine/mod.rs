@@ -44,7 +44,10 @@ pub use canon::{
 };
 pub use cause::{Break, Cause, CauseKind, Change, Place, ToolChange};
 pub use diff::{Diff, MAX_CHANGES, diff};
-pub use session::{SESSION_HEADERS, SessionKey, SessionSource, keep_header};
+pub use session::{
+    CREDENTIAL_NAMES, CREDENTIAL_PARTS, SESSION_HEADERS, SessionKey, SessionSource, keep_header,
+    names_credential,
+};
 
 use prompt_core::ApiKind;
 use prompt_core::profile::{GapFate, Lifetime, Profile, Provider, Retention};

@@ -33,6 +33,29 @@ pub fn keep_header(name: &str) -> bool {
         || AGENT_HEADERS.contains(&name.as_str())
 }
 
+/// Names that are credentials whatever they are part of: the capture's own list
+/// (`REDACT_EXACT` of `scripts/agents/upstream.py`, which writes them as `[redacted]`).
+pub const CREDENTIAL_NAMES: [&str; 6] = [
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "cookie",
+    "proxy-authorization",
+];
+
+/// A name containing one of these is taken for a credential (`REDACT_PARTS` of
+/// `scripts/agents/upstream.py`): `api_key`, `access_token`, `client_secret`, `x-auth`.
+pub const CREDENTIAL_PARTS: [&str; 4] = ["key", "token", "secret", "auth"];
+
+/// Whether a header, query parameter or body field of this name may hold a credential: the
+/// capture's rule ([`CREDENTIAL_NAMES`], [`CREDENTIAL_PARTS`]), case-insensitive. It errs
+/// on the safe side (`max_tokens`, `author` match too): what matches is hidden, not read.
+pub fn names_credential(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_NAMES.contains(&name.as_str()) || CREDENTIAL_PARTS.iter().any(|p| name.contains(p))
+}
+
 /// Where a session's key came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

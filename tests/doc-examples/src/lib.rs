@@ -23,6 +23,8 @@ pub mod docs {
     pub mod benchmarks {}
     #[doc = include_str!("../../../docs/ci.md")]
     pub mod ci {}
+    #[doc = include_str!("../../../docs/evidence.md")]
+    pub mod evidence {}
     #[doc = include_str!("../../../docs/fleet.md")]
     pub mod fleet {}
     #[doc = include_str!("../../../docs/history.md")]
