@@ -387,7 +387,8 @@ async fn accept_loop(
 
 impl ProxySummary {
     /// The session summary printed on exit: requests, tokens cached and re-processed, breaks
-    /// by cause, and the cost above the ideal when the audit's price table applies.
+    /// by cause, the cost above the ideal when the audit's price table applies, and the
+    /// audit's "Cache lifetime" section ([`prompt_measure::lifetime::summary_text`]).
     pub fn text(&self) -> String {
         let t = &self.totals;
         let mut s = format!(
@@ -436,6 +437,14 @@ impl ProxySummary {
                 (None, Some(why)) => s.push_str(&format!("\n  cost: undefined ({why})")),
                 (None, None) => {}
             }
+            s.push_str("\n  ");
+            s.push_str(
+                &prompt_measure::lifetime::summary_text(
+                    &a.lifetime,
+                    prompt_measure::AuditConfig::default().top,
+                )
+                .replace('\n', "\n  "),
+            );
         }
         s
     }

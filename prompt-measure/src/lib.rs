@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod fleet;
+pub mod lifetime;
 pub mod logged;
 pub mod meter;
 pub mod sim;
