@@ -449,3 +449,40 @@ impl ProxySummary {
         s
     }
 }
+
+#[cfg(test)]
+mod lifetime_tests {
+    use super::*;
+
+    /// The proxy's summary at exit prints the audit's "Cache lifetime" section, the same
+    /// text `cacheline audit` prints (one formatter).
+    #[test]
+    fn the_exit_summary_prints_the_cache_lifetime_section() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../prompt-measure/tests/fixtures/audit/lifetime_anthropic.jsonl"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let tokenizer = prompt_measure::O200kBase::shared().unwrap();
+        let mut auditor = prompt_measure::Auditor::new(tokenizer, Default::default());
+        prompt_measure::audit::audit_reader(
+            bytes.as_slice(),
+            std::path::Path::new(path),
+            &mut auditor,
+            |_| Ok(()),
+        )
+        .unwrap();
+        let audit = auditor.summary();
+        let section = prompt_measure::lifetime::summary_text(&audit.lifetime, 5);
+        assert!(section.contains("3 requests expired"), "{section}");
+        let text = ProxySummary {
+            totals: Totals::default(),
+            audit: Some(audit),
+        }
+        .text();
+        assert!(
+            text.contains(&format!("\n  {}", section.replace('\n', "\n  "))),
+            "{text}"
+        );
+    }
+}
