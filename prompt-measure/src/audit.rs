@@ -440,6 +440,12 @@ impl<'t> Auditor<'t> {
         self
     }
 
+    /// The cache lifetime counters over every request so far, without the rest of the
+    /// summary (cheap enough to read after each request).
+    pub fn lifetime_total(&self) -> &super::lifetime::LifetimeCounts {
+        self.lifetime.total()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &AuditConfig {
         &self.config

@@ -431,6 +431,11 @@ impl LifetimeStats {
         }
     }
 
+    /// The counters over every request so far (cheap: no sessions sorted).
+    pub fn total(&self) -> &LifetimeCounts {
+        &self.total
+    }
+
     /// The prices it uses.
     pub fn prices(&self) -> &LifetimePrices {
         &self.prices

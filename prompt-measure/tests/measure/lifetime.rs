@@ -131,12 +131,8 @@ fn openai_in_memory_expiry_would_be_kept_by_24h_retention_and_a_retained_session
 
 #[test]
 fn a_model_without_a_known_price_gives_units_only_and_an_override_prices_it() {
-    let bytes = std::fs::read(super::audit::fixture("lifetime_anthropic.jsonl"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .iter()
-        .map(|&b| b)
-        .collect::<Vec<u8>>();
-    let text = String::from_utf8(bytes).unwrap_or_else(|e| panic!("{e}"));
+    let path = super::audit::fixture("lifetime_anthropic.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
     let renamed = text.replace("claude-sonnet-4-5", "claude-unreleased-9");
     let a = audit_bytes("renamed", renamed.as_bytes(), AuditConfig::default());
     let t = &a.summary.lifetime.total;
