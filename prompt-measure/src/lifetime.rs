@@ -495,9 +495,10 @@ impl LifetimeStats {
         let host = v.provider;
         let longer =
             host.and_then(|h| longer_of(h, v.model.as_deref().unwrap_or(""), prices, &self.prices));
+        // The request's own entries (what it writes) already live the longer lifetime.
         let already_longer = matches!(
-            (longer, v.lifetime),
-            (Some(l), Some(now)) if now == l.lifetime
+            (longer, v.asks_lifetime),
+            (Some(l), Some(asked)) if asked == l.lifetime
         );
         // The write the request's entry was priced at: the longer lifetime's when it had it.
         // (A provider without a write surcharge has its miss price as its write.)

@@ -119,11 +119,11 @@ fn openai_in_memory_expiry_would_be_kept_by_24h_retention_and_a_retained_session
     // Keep-warm every 5 min (the shortest in-memory lifetime): ⌊1200/300⌋ = 4 pings.
     assert_eq!(m.keep_warm.pings, 4);
     // 24 h retention asked for: the 30-minute gap is kept, the 25-hour one expires; its
-    // requests after the first are already on the longer lifetime.
+    // requests (the first among them: it asks for it) are already on the longer lifetime.
     let r = &by("oa-24h");
     assert_eq!(r.expired, 1);
     assert_eq!(r.gaps.0, [0, 0, 1, 0, 1]);
-    assert_eq!(r.longer.already_longer, 2);
+    assert_eq!((r.longer.already_longer, r.longer.requests), (3, 0));
     assert_eq!((r.longer.kept, r.longer.saved_units), (0, 0.0));
     // gpt-5 is priced ($1.25/MTok).
     assert!(close(l.total.lost_usd, l.total.lost_units * 1.25 / 1e6));
@@ -185,6 +185,29 @@ fn keep_warm_break_even_is_the_lifetime_times_the_ceiling_of_write_minus_read_ov
         gaps,
         vec![Some(3600), Some(19 * 3600), Some(2700), Some(9 * 86_400)]
     );
+}
+
+#[test]
+fn a_session_on_the_1h_ttl_expires_only_past_an_hour_and_is_priced_at_the_1h_write() {
+    let path = super::audit::fixture("lifetime_anthropic.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let one_hour = text.replace(
+        r#""cache_control": {"type": "ephemeral"}"#,
+        r#""cache_control": {"type": "ephemeral", "ttl": "1h"}"#,
+    );
+    assert_ne!(one_hour, text);
+    let a = audit_bytes("one_hour", one_hour.as_bytes(), AuditConfig::default());
+    let t = &a.summary.lifetime.total;
+    // Only the 2 h gap outlives the hour: 4,042 tokens, re-written at 2 instead of read at
+    // 0.1: 4,042 × 1.9 = 7,679.8 units.
+    assert_eq!((t.expired, t.tokens_lost), (1, 4_042));
+    assert!(close(t.lost_units, 7_679.8), "{}", t.lost_units);
+    // Every request asks for the hour: none is priced again at it.
+    assert_eq!((t.longer.already_longer, t.longer.requests), (5, 0));
+    // Keep-warm every hour: ⌊7200/3600⌋ = 2 pings, 2 × 4,042 × 0.1 = 808.4 units.
+    assert_eq!(t.keep_warm.pings, 2);
+    assert!(close(t.keep_warm.cost_units, 808.4));
+    assert_eq!(t.keep_warm.pays_off(), Some(true));
 }
 
 fn sum_sessions(stats: &LifetimeStats) -> (u64, u64, u64, f64, f64) {
