@@ -710,8 +710,8 @@ fn keep_warm_text(k: &KeepWarm) -> String {
     match k.pays_off() {
         None => "keep-warm: no expiry with a documented lifetime".to_owned(),
         Some(pays) => format!(
-            "keep-warm: {} pings, {} units against {} re-written: {}",
-            k.pings,
+            "keep-warm: {}, {} units against {} re-written: {}",
+            plural(k.pings, "ping"),
             units(k.cost_units),
             units(k.rewrite_units),
             if pays {
