@@ -245,6 +245,7 @@ pub(crate) fn run(
             }
             match auditor.push_line(line_no, &text) {
                 Ok(Some(audit)) => {
+                    state.set_lifetime(auditor.lifetime_total());
                     let v = &audit.verdict;
                     // A request that names no session (Gemini CLI, Qwen Code) is grouped by
                     // the engine's inference: shown so, not as an empty field.

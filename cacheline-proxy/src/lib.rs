@@ -387,7 +387,8 @@ async fn accept_loop(
 
 impl ProxySummary {
     /// The session summary printed on exit: requests, tokens cached and re-processed, breaks
-    /// by cause, and the cost above the ideal when the audit's price table applies.
+    /// by cause, the cost above the ideal when the audit's price table applies, and the
+    /// audit's "Cache lifetime" section ([`prompt_measure::lifetime::summary_text`]).
     pub fn text(&self) -> String {
         let t = &self.totals;
         let mut s = format!(
@@ -436,7 +437,52 @@ impl ProxySummary {
                 (None, Some(why)) => s.push_str(&format!("\n  cost: undefined ({why})")),
                 (None, None) => {}
             }
+            s.push_str("\n  ");
+            s.push_str(
+                &prompt_measure::lifetime::summary_text(
+                    &a.lifetime,
+                    prompt_measure::AuditConfig::default().top,
+                )
+                .replace('\n', "\n  "),
+            );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod lifetime_tests {
+    use super::*;
+
+    /// The proxy's summary at exit prints the audit's "Cache lifetime" section, the same
+    /// text `cacheline audit` prints (one formatter).
+    #[test]
+    fn the_exit_summary_prints_the_cache_lifetime_section() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../prompt-measure/tests/fixtures/audit/lifetime_anthropic.jsonl"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let tokenizer = prompt_measure::O200kBase::shared().unwrap();
+        let mut auditor = prompt_measure::Auditor::new(tokenizer, Default::default());
+        prompt_measure::audit::audit_reader(
+            bytes.as_slice(),
+            std::path::Path::new(path),
+            &mut auditor,
+            |_| Ok(()),
+        )
+        .unwrap();
+        let audit = auditor.summary();
+        let section = prompt_measure::lifetime::summary_text(&audit.lifetime, 5);
+        assert!(section.contains("3 requests expired"), "{section}");
+        let text = ProxySummary {
+            totals: Totals::default(),
+            audit: Some(audit),
+        }
+        .text();
+        assert!(
+            text.contains(&format!("\n  {}", section.replace('\n', "\n  "))),
+            "{text}"
+        );
     }
 }

@@ -50,6 +50,8 @@ fn whole(
 struct StateJson {
     sessions: Vec<SessionView>,
     totals: Totals,
+    /// The audit's cache lifetime counters.
+    lifetime: prompt_measure::lifetime::LifetimeCounts,
 }
 
 /// A row as the page gets it: never the kept body.
@@ -115,6 +117,7 @@ pub(crate) fn serve<B>(
             let json = serde_json::to_vec(&StateJson {
                 sessions,
                 totals: state.totals(),
+                lifetime: state.lifetime(),
             });
             match json {
                 Ok(j) => whole(StatusCode::OK, "application/json", j),

@@ -150,6 +150,8 @@ pub struct ProxyState {
     max_sessions: usize,
     events: broadcast::Sender<RequestRow>,
     pub(crate) metrics: crate::metrics::Metrics,
+    /// The audit's cache lifetime counters, as of the last analysed request.
+    lifetime: Mutex<prompt_measure::lifetime::LifetimeCounts>,
 }
 
 impl std::fmt::Debug for ProxyState {
@@ -174,7 +176,25 @@ impl ProxyState {
             max_sessions: max_sessions.max(1),
             events,
             metrics: crate::metrics::Metrics::default(),
+            lifetime: Mutex::new(Default::default()),
         }
+    }
+
+    /// The audit's cache lifetime counters over the requests analysed so far
+    /// (`prompt_measure::lifetime`: expiries, tokens lost, the longer lifetime's net,
+    /// keep-warm), as `/_cacheline/state` shows them.
+    pub fn lifetime(&self) -> prompt_measure::lifetime::LifetimeCounts {
+        self.lifetime
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_lifetime(&self, counts: &prompt_measure::lifetime::LifetimeCounts) {
+        self.lifetime
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone_from(counts);
     }
 
     /// Every session held, least recently active first, with its latest rows.

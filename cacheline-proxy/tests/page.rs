@@ -220,6 +220,9 @@ async fn the_event_stream_sends_each_row_as_it_is_analysed_and_the_state_holds_t
         .sum();
     assert_eq!(rows, 3);
     assert_eq!(state["totals"]["analysed"], 3);
+    // The audit's cache lifetime counters, as of the last analysed request.
+    assert_eq!(state["lifetime"]["requests"], 3, "{state}");
+    assert_eq!(state["lifetime"]["gaps"].as_array().map(Vec::len), Some(5));
     // An open event stream does not hold the proxy's shutdown.
     tokio::time::timeout(Duration::from_secs(10), proxy.shutdown())
         .await

@@ -73,3 +73,52 @@ pub(crate) fn load_prices(path: Option<&Path>, err: &mut dyn Write) -> Option<Pr
         }
     }
 }
+
+/// The prices of `cacheline audit --prices FILE`: the price table, and under its
+/// `"lifetime"` key the lifetime economics' prices
+/// ([`prompt_measure::lifetime::LifetimePrices`]: the longer lifetimes' writes, the models'
+/// base input prices in USD per million tokens). Problems are written to `err`; `None`
+/// then.
+pub(crate) fn load_audit_prices(
+    path: Option<&Path>,
+    err: &mut dyn Write,
+) -> Option<(PriceTable, prompt_measure::lifetime::LifetimePrices)> {
+    use prompt_measure::lifetime::LifetimePrices;
+    let Some(path) = path else {
+        return Some((PriceTable::default(), LifetimePrices::default()));
+    };
+    let text = match input::read_text(path, CONFIG_LIMIT) {
+        Ok(text) => text,
+        Err(e) => {
+            cli::write_error(err, None, &e);
+            return None;
+        }
+    };
+    let first = match serde_json::from_str::<PriceTable>(&text) {
+        Ok(table) => return Some((table, LifetimePrices::default())),
+        Err(e) => e,
+    };
+    // Not a bare price table: one with a "lifetime" key, read apart.
+    let mut value = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(map)) if map.contains_key("lifetime") => map,
+        _ => {
+            write_json_error(err, path, &first);
+            return None;
+        }
+    };
+    let lifetime = value.remove("lifetime").unwrap_or_default();
+    let lifetime = match serde_json::from_value::<LifetimePrices>(lifetime) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(err, "{}: error: \"lifetime\": {e}", path.display());
+            return None;
+        }
+    };
+    match serde_json::from_value::<PriceTable>(serde_json::Value::Object(value)) {
+        Ok(table) => Some((table, lifetime)),
+        Err(e) => {
+            let _ = writeln!(err, "{}: error: {e}", path.display());
+            None
+        }
+    }
+}

@@ -315,6 +315,9 @@ pub struct AuditSummary {
     pub retained: Retained,
     /// Tokens held by the token cache at the end.
     pub retained_cache_tokens: usize,
+    /// Cache lifetime economics: expiries, the longer lifetime's net, keep-warm
+    /// ([`crate::lifetime`]).
+    pub lifetime: super::lifetime::LifetimeSummary,
 }
 
 /// What a sink receives.
@@ -355,6 +358,7 @@ pub struct Auditor<'t> {
     causes: BTreeMap<CauseKind, u64>,
     new_conversations: u64,
     breakers: HashMap<BreakerKey, Breaker>,
+    lifetime: super::lifetime::LifetimeStats,
 }
 
 impl std::fmt::Debug for Auditor<'_> {
@@ -425,7 +429,21 @@ impl<'t> Auditor<'t> {
             causes: BTreeMap::new(),
             new_conversations: 0,
             breakers: HashMap::new(),
+            lifetime: super::lifetime::LifetimeStats::new(Default::default()),
         }
+    }
+
+    /// The same, pricing the lifetime economics with `prices` (the longer lifetimes'
+    /// writes, the models' input prices: the `"lifetime"` key of `--prices`).
+    pub fn with_lifetime_prices(mut self, prices: super::lifetime::LifetimePrices) -> Self {
+        self.lifetime = super::lifetime::LifetimeStats::new(prices);
+        self
+    }
+
+    /// The cache lifetime counters over every request so far, without the rest of the
+    /// summary (cheap enough to read after each request).
+    pub fn lifetime_total(&self) -> &super::lifetime::LifetimeCounts {
+        self.lifetime.total()
     }
 
     /// The configuration.
@@ -583,7 +601,7 @@ impl<'t> Auditor<'t> {
         if verdict.tokens_lost > 0 {
             self.record_breaker(line, &verdict);
         }
-        Ok(RequestAudit {
+        let audit = RequestAudit {
             line,
             shape,
             tokens,
@@ -594,7 +612,9 @@ impl<'t> Auditor<'t> {
             reported_error,
             priced_as: provider,
             verdict,
-        })
+        };
+        self.lifetime.record(&audit, &self.config.prices);
+        Ok(audit)
     }
 
     fn record_breaker(&mut self, line: u64, v: &Analysis) {
@@ -707,6 +727,7 @@ impl<'t> Auditor<'t> {
                 .map(CacheSim::retained)
                 .fold(Retained::default(), |a, b| a.plus(b)),
             retained_cache_tokens: self.cache.retained_tokens(),
+            lifetime: self.lifetime.summary(&self.config.prices),
         }
     }
 }

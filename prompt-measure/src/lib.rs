@@ -10,6 +10,8 @@
 //! - [`audit`]: the same rules over a JSONL log of real requests of any API (read by the
 //!   wire's guard), their responses whole or streamed, read in bounded memory, naming where
 //!   each request diverged from the best earlier one and why;
+//! - [`lifetime`]: the cache lifetime's economics over the audit's verdicts: tokens and
+//!   money lost to expiry, what the longer lifetime would have cost or saved, keep-warm;
 //! - [`simulate()`]: whole sessions, composed several ways ([`Arm`]s), through the simulator,
 //!   with costs relative to one of them (`cacheline simulate`).
 //!
@@ -47,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod fleet;
+pub mod lifetime;
 pub mod logged;
 pub mod meter;
 pub mod sim;

@@ -9,7 +9,7 @@ use prompt_core::input;
 use prompt_measure::audit::{AuditSummary, DEFAULT_MAX_LINE_BYTES, Event, audit_reader};
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule};
 
-use crate::output::{load_prices, pct, progress, thousands};
+use crate::output::{load_audit_prices, pct, progress, thousands};
 
 /// Arguments of `audit`.
 #[derive(Debug, clap::Args)]
@@ -37,7 +37,9 @@ pub(crate) struct AuditArgs {
     /// Earlier requests compared exactly with each new one (the prompts a cache still holds).
     #[arg(long, default_value_t = 32)]
     window: usize,
-    /// JSON file overriding price multipliers, e.g. {"openai": {"read": 0.5}}.
+    /// JSON file overriding price multipliers, e.g. {"openai": {"read": 0.5}}; its
+    /// "lifetime" key prices the cache lifetime section: {"lifetime": {"anthropic_1h_write":
+    /// 2.0, "openai_24h_write": 1.0, "input_usd_per_mtok": {"claude-sonnet-4-5": 3.0}}}.
     #[arg(long)]
     prices: Option<PathBuf>,
     /// Anthropic's per-model minimum cacheable prefix, in tokens.
@@ -65,7 +67,12 @@ fn parse_rule(s: &str) -> Result<Rule, String> {
         })
 }
 
-fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::io::Result<()> {
+fn print_summary(
+    s: &AuditSummary,
+    backend: Rule,
+    top: usize,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     if s.requests == 0 {
         return writeln!(
             out,
@@ -120,6 +127,11 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
         },
         s.new_conversations
     )?;
+    writeln!(
+        out,
+        "{}",
+        prompt_measure::lifetime::summary_text(&s.lifetime, top)
+    )?;
     if s.top_breakers.is_empty() {
         writeln!(
             out,
@@ -163,7 +175,7 @@ pub(crate) fn run(
         };
         return super::audit_bodies::run(&guard, out, err);
     }
-    let Some(prices) = load_prices(args.prices.as_deref(), err) else {
+    let Some((prices, lifetime_prices)) = load_audit_prices(args.prices.as_deref(), err) else {
         return Ok(2);
     };
     let mut config = AuditConfig::default()
@@ -185,8 +197,9 @@ pub(crate) fn run(
         "{spinner} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) {wide_bar}",
     );
     let reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
+    let config_top = config.top;
     let tokenizer = O200kBase::shared()?;
-    let mut auditor = Auditor::new(tokenizer, config);
+    let mut auditor = Auditor::new(tokenizer, config).with_lifetime_prices(lifetime_prices);
     let mut skipped: Vec<(u64, String)> = Vec::new();
     let mut skipped_count = 0u64;
     let mut first = true;
@@ -262,7 +275,7 @@ pub(crate) fn run(
             writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
         }
     } else {
-        print_summary(&summary, args.backend, out)?;
+        print_summary(&summary, args.backend, config_top, out)?;
     }
     if skipped_count > 0 && !args.allow_skipped {
         writeln!(

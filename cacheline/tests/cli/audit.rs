@@ -336,3 +336,118 @@ fn audit_guard_reads_request_response_lines_as_audit_does() {
     assert_eq!(report["pairs"][1]["outcome"], "breaks", "{out}");
     assert_eq!(report["pairs"][1]["at"]["cause"], "model_changed", "{out}");
 }
+
+/// The "Cache lifetime" section of `cacheline audit`'s text summary.
+fn lifetime_section(out: &str) -> String {
+    let start = out
+        .find("Cache lifetime:")
+        .unwrap_or_else(|| panic!("no Cache lifetime section: {out}"));
+    let rest = &out[start..];
+    let end = rest
+        .find("\ntop cache-breakers")
+        .or_else(|| rest.find("\nno cache-breakers"))
+        .unwrap_or(rest.len());
+    rest[..end].trim_end().to_owned()
+}
+
+#[test]
+fn audit_prints_the_cache_lifetime_section_and_its_json() {
+    let path = fixture("lifetime_anthropic.jsonl");
+    let path = path.to_string_lossy();
+    let (code, out, err) = cacheline(&["audit", &path, "--summary-only"]);
+    assert_eq!(code, 0, "{err}");
+    let section = lifetime_section(&out);
+    assert!(
+        section.contains(
+            "3 requests expired in 1 of 1 sessions: 12,015 tokens lost, 13,817 units ($0.0415)"
+        ),
+        "{section}"
+    );
+    assert!(section.contains("keeps 2 of 3 expiries"), "{section}");
+    assert!(section.contains("net saves 4,481 units"), "{section}");
+    assert!(
+        section.contains(
+            "keep-warm: 33 pings, 13,302 units against 13,817 re-written: would have paid off"
+        ),
+        "{section}"
+    );
+    assert!(section.contains("anthropic 5 min below 1 h"), "{section}");
+    assert!(section.contains("1. session s-gaps (header)"), "{section}");
+
+    let (code, out, err) = cacheline(&["audit", &path, "--json", "--summary-only"]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let l = &json["lifetime"];
+    assert_eq!(l["total"]["expired"], 3);
+    assert_eq!(l["total"]["tokens_lost"], 12_015);
+    assert_eq!(l["total"]["gaps"], serde_json::json!([1, 1, 1, 1, 0]));
+    assert_eq!(l["total"]["longer"]["kept"], 2);
+    assert_eq!(l["total"]["keep_warm"]["pings"], 33);
+    assert_eq!(l["sessions"][0]["session"], "s-gaps");
+    assert_eq!(l["sessions"][0]["expired"], 3);
+    assert_eq!(l["sessions_with_expiry"], 1);
+    assert_eq!(l["break_even"][0]["gap_secs"], 3600);
+}
+
+#[test]
+fn audit_prices_take_a_lifetime_key_for_input_prices_and_the_1h_write() {
+    let path = fixture("lifetime_anthropic.jsonl");
+    let dir = std::env::temp_dir().join(format!("cacheline-lifetime-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let prices = dir.join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"anthropic": {"write": 1.25}, "lifetime": {"anthropic_1h_write": 1.25, "input_usd_per_mtok": {"claude-sonnet-4-5": 30.0}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = cacheline(&[
+        "audit",
+        &path.to_string_lossy(),
+        "--summary-only",
+        "--prices",
+        &prices.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let section = lifetime_section(&out);
+    // Ten times the built-in $3/MTok; a 1-hour write at the 5-minute price adds nothing.
+    assert!(section.contains("13,817 units ($0.4145)"), "{section}");
+    assert!(section.contains("its writes +0 units"), "{section}");
+    // An unknown key under "lifetime" is an error naming it.
+    std::fs::write(&prices, r#"{"lifetime": {"anthropic_2h_write": 3}}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (code, _, err) = cacheline(&[
+        "audit",
+        &path.to_string_lossy(),
+        "--prices",
+        &prices.to_string_lossy(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("\"lifetime\": unknown field `anthropic_2h_write`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/measurements.md's "Cache lifetime economics" example is what the command prints.
+#[test]
+fn the_cache_lifetime_example_in_the_docs_is_the_command_s_output() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/measurements.md"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let marker = "<!-- lifetime-example -->";
+    let at = docs
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in docs/measurements.md"));
+    let block = docs[at..]
+        .split("```text\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap_or_else(|| panic!("no text block after {marker}"));
+    let path = fixture("lifetime_anthropic.jsonl");
+    let (code, out, err) = cacheline(&["audit", &path.to_string_lossy(), "--summary-only"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(block, lifetime_section(&out));
+}

@@ -4,5 +4,6 @@
 mod audit;
 mod audit_stream;
 mod engine;
+mod lifetime;
 mod meter;
 mod sim;

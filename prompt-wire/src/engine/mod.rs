@@ -171,6 +171,10 @@ pub struct Analysis {
     /// How long the predecessor's entry lived, as the provider documents it for what the
     /// predecessor asked (`cache_control.ttl`, `prompt_cache_retention`).
     pub lifetime: Option<Lifetime>,
+    /// How long the entries this request writes live, as the provider documents it for what
+    /// it asks (`cache_control.ttl`, `prompt_cache_retention`, else the default); `None`
+    /// when its provider is not known.
+    pub asks_lifetime: Option<Lifetime>,
     /// The model, bounded.
     pub model: Option<String>,
     /// The lane: endpoint and model.
@@ -566,6 +570,9 @@ impl Engine {
             shape: canonical.shape,
             provider: profile.provider(),
             lifetime: None,
+            asks_lifetime: profile
+                .provider()
+                .map(|_| lifetime_of(&profile, &canonical)),
             model: canonical.model.as_deref().map(str::to_owned),
             lane,
             session,
