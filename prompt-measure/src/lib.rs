@@ -46,6 +46,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub mod audit;
+pub mod catalogue;
 pub mod fleet;
 pub mod logged;
 pub mod meter;
