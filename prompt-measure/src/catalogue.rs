@@ -359,6 +359,7 @@ struct RawWriter {
     issue: Option<String>,
     workaround: Option<String>,
     source: Option<String>,
+    within: Option<u64>,
 }
 
 /// One known writer.
@@ -386,6 +387,10 @@ pub struct Writer {
     pub workaround: Option<String>,
     /// Where the entry was derived from (a capture, a thread).
     pub source: Option<String>,
+    /// When set, the change must fall at most this many bytes after the pattern's start in
+    /// the later request's element: for an element that holds several writers' blocks (one
+    /// system prompt with an environment block and a skills listing).
+    pub within: Option<usize>,
 }
 
 /// A writer catalogue: entries in file order, ids unique.
@@ -523,6 +528,16 @@ impl Catalogue {
                 issue: w.issue.filter(|s| !s.trim().is_empty()),
                 workaround: w.workaround.filter(|s| !s.trim().is_empty()),
                 source: w.source.filter(|s| !s.trim().is_empty()),
+                within: match w.within {
+                    None => None,
+                    Some(n) if n > 0 && n <= MAX_ELEMENT_BYTES as u64 => Some(n as usize),
+                    Some(_) => {
+                        return Err(err(
+                            "within",
+                            format!("a number of bytes from 1 to {MAX_ELEMENT_BYTES} is needed"),
+                        ));
+                    }
+                },
             });
         }
         Ok(Catalogue { writers })
@@ -583,7 +598,7 @@ impl Catalogue {
             }
             let Some(distance) = elements
                 .iter()
-                .filter_map(|e| pattern_distance(e, &w.pattern))
+                .filter_map(|e| pattern_distance(e, &w.pattern, w.within))
                 .min()
             else {
                 continue;
@@ -597,8 +612,9 @@ impl Catalogue {
 }
 
 /// How far before the change the pattern last occurs in the element (0 at the change);
-/// an occurrence only after it, or an element without a known change, counts as far.
-fn pattern_distance(e: &Element<'_>, pattern: &str) -> Option<usize> {
+/// an occurrence only after it, or an element without a known change, counts as far. With
+/// `within`, only an occurrence at most that far before a known change counts.
+fn pattern_distance(e: &Element<'_>, pattern: &str, within: Option<usize>) -> Option<usize> {
     let mut end = e.text.len().min(MAX_ELEMENT_BYTES);
     while !e.text.is_char_boundary(end) {
         end -= 1;
@@ -611,11 +627,14 @@ fn pattern_distance(e: &Element<'_>, pattern: &str) -> Option<usize> {
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            match text[..cut].rfind(pattern) {
-                Some(i) => Some(at.saturating_sub(i)),
-                None => text.contains(pattern).then_some(FAR),
+            match (text[..cut].rfind(pattern), within) {
+                (Some(i), Some(w)) => (at.saturating_sub(i) <= w).then(|| at.saturating_sub(i)),
+                (Some(i), None) => Some(at.saturating_sub(i)),
+                (None, Some(_)) => None,
+                (None, None) => text.contains(pattern).then_some(FAR),
             }
         }
+        None if within.is_some() => None,
         None => text.contains(pattern).then_some(FAR),
     }
 }
