@@ -28,6 +28,8 @@ pub const MAX_PATTERN_BYTES: usize = 256;
 pub const MAX_TEXT_BYTES: usize = 512;
 /// The most bytes of an element read when a pattern is looked for in it.
 pub const MAX_ELEMENT_BYTES: usize = 256 << 10;
+/// The largest user catalogue file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The most bytes of a `user-agent` (or `originator`) header read.
 const MAX_HEADER_BYTES: usize = 256;
 /// The longest agent name kept for an agent the catalogue does not know.
@@ -315,6 +317,14 @@ pub enum CatalogueError {
         /// Entries in it (with those it extends).
         count: usize,
     },
+    /// A user's catalogue file that cannot be read, or is over [`MAX_FILE_BYTES`].
+    #[error("{path}: cannot read the writer catalogue: {problem}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        problem: String,
+    },
     /// An entry whose field is wrong.
     #[error("{origin}: writer {entry}: field `{field}`: {problem}")]
     Entry {
@@ -568,6 +578,32 @@ impl Catalogue {
         }
         self.writers.extend(added);
         Ok(())
+    }
+
+    /// The built-in catalogue extended by the user's file at `path` (its entries override
+    /// the built-in ones of the same id): what `cacheline audit --catalogue FILE` and
+    /// `cacheline proxy --catalogue FILE` name writers by.
+    pub fn builtin_with_file(path: &std::path::Path) -> Result<Catalogue, CatalogueError> {
+        use std::io::Read;
+        let shown = bounded(&path.display().to_string());
+        let file_error = |problem: String| CatalogueError::File {
+            path: shown.clone(),
+            problem: bounded(&problem),
+        };
+        let file = std::fs::File::open(path).map_err(|e| file_error(e.to_string()))?;
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| file_error(e.to_string()))?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(file_error(format!("over {MAX_FILE_BYTES} bytes")));
+        }
+        let user = Catalogue::parse(&text, &shown)?;
+        let mut all = Catalogue::builtin()
+            .map_err(|e| file_error(e.to_string()))?
+            .clone();
+        all.extend(user)?;
+        Ok(all)
     }
 
     /// Its entries, in order.

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use prompt_core::input;
 use prompt_measure::audit::{AuditSummary, DEFAULT_MAX_LINE_BYTES, Event, audit_reader};
+use prompt_measure::catalogue::Catalogue;
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule};
 
 use crate::output::{load_prices, pct, progress, thousands};
@@ -53,6 +54,10 @@ pub(crate) struct AuditArgs {
     /// in memory whole.
     #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES, value_name = "N")]
     max_line_bytes: usize,
+    /// A writer catalogue (TOML, docs/catalogue.md) extending the built-in one: its entries
+    /// override the built-in ones of the same id.
+    #[arg(long, value_name = "FILE")]
+    catalogue: Option<PathBuf>,
 }
 
 fn parse_rule(s: &str) -> Result<Rule, String> {
@@ -120,6 +125,13 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
         },
         s.new_conversations
     )?;
+    for b in &s.learned_volatile {
+        writeln!(
+            out,
+            "  learned volatile block: {} at {}, changed in {} sessions, no catalogue entry",
+            b.agent, b.path, b.sessions
+        )?;
+    }
     if s.top_breakers.is_empty() {
         writeln!(
             out,
@@ -166,6 +178,14 @@ pub(crate) fn run(
     let Some(prices) = load_prices(args.prices.as_deref(), err) else {
         return Ok(2);
     };
+    let catalogue = match args.catalogue.as_deref().map(Catalogue::builtin_with_file) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            writeln!(err, "cacheline audit: {e}")?;
+            return Ok(2);
+        }
+    };
     let mut config = AuditConfig::default()
         .with_backend(args.backend)
         .with_prices(prices)
@@ -187,6 +207,9 @@ pub(crate) fn run(
     let reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
     let tokenizer = O200kBase::shared()?;
     let mut auditor = Auditor::new(tokenizer, config);
+    if let Some(c) = catalogue {
+        auditor = auditor.with_catalogue(c);
+    }
     let mut skipped: Vec<(u64, String)> = Vec::new();
     let mut skipped_count = 0u64;
     let mut first = true;

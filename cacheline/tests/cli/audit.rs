@@ -336,3 +336,61 @@ fn audit_guard_reads_request_response_lines_as_audit_does() {
     assert_eq!(report["pairs"][1]["outcome"], "breaks", "{out}");
     assert_eq!(report["pairs"][1]["at"]["cause"], "model_changed", "{out}");
 }
+
+fn agent_capture(agent: &str) -> String {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/agents"
+    ))
+    .join(agent)
+    .join("capture.jsonl")
+    .to_string_lossy()
+    .into_owned()
+}
+
+#[test]
+fn audit_names_the_writer_and_a_user_catalogue_overrides_the_built_in_entry() {
+    let log = agent_capture("claude-code");
+    let (code, out, err) = cacheline(&["audit", &log, "--allow-skipped"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("2,132 tokens lost — the currentDate reminder (claude-code >=2.1.0, <2.2.0) — fix: none known"),
+        "{out}"
+    );
+    let dir = std::env::temp_dir().join(format!("cacheline-catalogue-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let user = dir.join("writers.toml");
+    std::fs::write(
+        &user,
+        "version = 1\n[[writer]]\nid = \"claude-code-current-date\"\nagent = \"claude-code\"\nversions = \"*\"\ncause = \"edit_in_place\"\npath = \"messages[0].content[*]\"\npattern = \"# currentDate\"\nname = \"our date reminder\"\nvaries = \"per day\"\nworkaround = \"resume before midnight\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let user_path = user.to_string_lossy().into_owned();
+    let (code, out, err) =
+        cacheline(&["audit", &log, "--allow-skipped", "--catalogue", &user_path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("— our date reminder (claude-code) — fix: resume before midnight"),
+        "{out}"
+    );
+    // The JSON carries the agent and the writer.
+    let (_, out, _) = cacheline(&["audit", &log, "--allow-skipped", "--json"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let line8 = json["requests"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["line"] == 8))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(line8["agent"]["name"], "claude-code");
+    assert_eq!(line8["writer"]["kind"], "catalogue");
+    assert_eq!(line8["writer"]["id"], "claude-code-current-date");
+    // A malformed user catalogue: exit 2, the entry and the field named.
+    std::fs::write(
+        &user,
+        "version = 1\n[[writer]]\nid = \"mine\"\nagent = \"claude-code\"\nversions = \"soon\"\ncause = \"edit_in_place\"\npath = \"messages[0]\"\npattern = \"x\"\nname = \"n\"\nvaries = \"v\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (code, _, err) = cacheline(&["audit", &log, "--catalogue", &user_path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("writer mine: field `versions`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -659,3 +659,52 @@ fn a_block_changing_in_three_sessions_without_an_entry_is_a_learned_volatile_blo
         Some("claude-code-current-date")
     );
 }
+
+#[test]
+fn the_verdicts_on_the_captured_fixtures_name_the_writer_where_an_entry_matches() {
+    let mut named = 0;
+    for agent in [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "qwen-code",
+        "opencode",
+    ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/agents")
+            .join(agent)
+            .join("verdicts.tsv");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // (line, writer) from the sixth column of `verdicts.tsv`.
+        let expected: Vec<(u64, String)> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                assert_eq!(f.len(), 6, "{agent}: {l}");
+                (
+                    f[0].parse().unwrap_or_else(|e| panic!("{agent}: {e}")),
+                    f[5].to_owned(),
+                )
+            })
+            .collect();
+        let a = audit_lines(agent, &capture(agent));
+        for (n, writer) in expected {
+            let got = a
+                .requests
+                .iter()
+                .find(|r| r.line == n)
+                .map_or("-".to_owned(), |r| {
+                    writer_id(r).unwrap_or_else(|| "-".to_owned())
+                });
+            assert_eq!(got, writer, "{agent} line {n}");
+            if writer != "-" {
+                named += 1;
+                let r = at(&a, n);
+                assert!(verdict_text(r).contains(" — fix: "), "{}", verdict_text(r));
+            }
+        }
+    }
+    assert_eq!(named, 5, "five captured verdicts name their writer");
+}
