@@ -651,7 +651,7 @@ impl<'t> Auditor<'t> {
                 let earlier = self.engine.element_text(pred.tag, &c.place);
                 let mut elements = Vec::with_capacity(2);
                 if let Some((text, start)) = later {
-                    let at = (c.divergence.byte_offset as usize).checked_sub(start as usize);
+                    let at = c.divergence.byte_offset.checked_sub(start as usize);
                     elements.push(Element {
                         text: bounded_str(text),
                         change_at: at,

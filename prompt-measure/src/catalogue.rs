@@ -808,7 +808,7 @@ impl VolatileBlocks {
             sessions.insert(session);
         }
         let n = sessions.len() as u64;
-        (n >= LEARNED_SESSIONS).then(|| LearnedBlock {
+        (n >= LEARNED_SESSIONS).then_some(LearnedBlock {
             agent: key.0,
             path: key.1,
             sessions: n,

@@ -708,3 +708,87 @@ fn the_verdicts_on_the_captured_fixtures_name_the_writer_where_an_entry_matches(
     }
     assert_eq!(named, 5, "five captured verdicts name their writer");
 }
+
+fn docs() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/catalogue.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A catalogue entry as a row of docs/catalogue.md's table.
+fn row(w: &prompt_measure::catalogue::Writer) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('<', "\\<");
+    let causes: Vec<&str> = w.causes.iter().map(|c| c.as_str()).collect();
+    format!(
+        "| `{}` | {} | `{}` | {} | `{}` | {} | {} | {} |",
+        w.id,
+        w.agent,
+        w.versions,
+        causes.join(", "),
+        w.path,
+        cell(&w.name),
+        w.issue.as_deref().map_or("—".to_owned(), cell),
+        cell(w.workaround.as_deref().unwrap_or("none known")),
+    )
+}
+
+#[test]
+fn the_docs_list_every_catalogue_entry() {
+    let text = docs();
+    let start = text
+        .find("<!-- catalogue table")
+        .unwrap_or_else(|| panic!("docs/catalogue.md has no catalogue table"));
+    let end = text
+        .find("<!-- end catalogue table -->")
+        .unwrap_or_else(|| panic!("docs/catalogue.md: the table has no end marker"));
+    let rows: Vec<&str> = text[start..end]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .collect();
+    let expected: Vec<String> = builtin().writers().iter().map(row).collect();
+    assert_eq!(
+        rows,
+        expected,
+        "docs/catalogue.md's table is not the catalogue's; its rows are:\n{}",
+        expected.join("\n")
+    );
+}
+
+#[test]
+fn the_docs_show_the_verdict_the_audit_prints() {
+    let text = docs();
+    let marker = "<!-- verdict: opencode 6 -->\n```text\n";
+    let from = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("docs/catalogue.md has no verdict example"));
+    let shown = text[from + marker.len()..]
+        .lines()
+        .next()
+        .unwrap_or_default();
+    let a = audit_lines("opencode", &capture("opencode"));
+    assert_eq!(shown, verdict_text(at(&a, 6)));
+}
+
+#[test]
+fn the_docs_describe_the_fields_the_parser_reads() {
+    // Every field of an entry is in the docs' field table, and an entry written with all of
+    // them parses.
+    let text = docs();
+    for field in [
+        "id",
+        "agent",
+        "versions",
+        "cause",
+        "path",
+        "pattern",
+        "within",
+        "name",
+        "varies",
+        "issue",
+        "workaround",
+        "source",
+    ] {
+        assert!(text.contains(&format!("| `{field}` |")), "{field}");
+    }
+    let all = format!("{GOOD}\nwithin = 10\nissue = \"o/r#1\"\nworkaround = \"w\"\nsource = \"s\"");
+    assert!(Catalogue::parse(&entry(&all), "t.toml").is_ok());
+}
