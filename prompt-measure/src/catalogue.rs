@@ -73,7 +73,7 @@ impl fmt::Display for Version {
 }
 
 /// The agent that sent a request: its name (one spelling per agent: `claude-code`, `codex`,
-/// `gemini-cli`, `qwen-code`, `opencode`, `goose`, `letta-code`, `oh-my-pi`; for another
+/// `gemini-cli`, `qwen-code`, `opencode`, `goose`, `letta-code`, `oh-my-pi` (or `omp`); for another
 /// agent the first token of its `user-agent`, lower-cased and bounded) and its version.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct AgentId {
@@ -124,10 +124,12 @@ impl AgentId {
             None => (token, None),
         };
         let lower = product.to_ascii_lowercase();
+        // oh-my-pi prints itself as `omp/<version>`.
         let name = KNOWN
             .iter()
             .find(|(prefix, _)| lower.starts_with(prefix))
             .map(|(_, name)| (*name).to_owned())
+            .or_else(|| (lower == "omp").then(|| "oh-my-pi".to_owned()))
             .unwrap_or_else(|| {
                 lower
                     .chars()

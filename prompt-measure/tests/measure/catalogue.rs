@@ -245,6 +245,35 @@ fn goose_system_timestamp() -> Case {
     }
 }
 
+/// oh-my-pi: the skills listing in the first system block changes when the skills are
+/// re-discovered (can1357/oh-my-pi#8870). No oh-my-pi capture: an Anthropic Messages body of
+/// the documented shape, its user-agent `omp/<version>` as omp prints its version.
+fn oh_my_pi_skills_listing() -> Case {
+    let system = |skills: &str| {
+        json!([{"type": "text", "text": format!(
+            "You are omp, a coding agent.\n\n# Skills & Rules\n<skills>\n{skills}</skills>\n\n{}",
+            "# Tools\nread, edit, bash: use them to inspect and change the workspace.\n".repeat(60)
+        ), "cache_control": {"type": "ephemeral"}}])
+    };
+    let messages = vec![
+        json!({"role": "user", "content": [{"type": "text", "text": "write a skill for release notes"}]}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "Created .omp/skills/release-notes/SKILL.md"}]}),
+    ];
+    let first = json!({"model": "claude-sonnet-4-6", "max_tokens": 4096, "system": system("- review: review a diff\n"), "messages": messages});
+    let mut more = messages.clone();
+    more.push(json!({"role": "user", "content": [{"type": "text", "text": "use it"}]}));
+    let second = json!({"model": "claude-sonnet-4-6", "max_tokens": 4096, "system": system("- release-notes: write release notes\n- review: review a diff\n"), "messages": more});
+    let wrap = |b: &Value, ts: f64| json!({"ts": ts, "path": "/v1/messages", "headers": {"user-agent": "omp/17.3.5", "anthropic-version": "2023-06-01"}, "request": b.to_string()});
+    Case {
+        id: "oh-my-pi-skills-listing",
+        log: vec![
+            wrap(&first, 1_787_000_000.0),
+            wrap(&second, 1_787_000_030.0),
+        ],
+        line: 2,
+    }
+}
+
 fn cases() -> Vec<Case> {
     vec![
         captured("claude-code-current-date", "claude-code", 8),
@@ -257,6 +286,7 @@ fn cases() -> Vec<Case> {
         opencode_git_repo_flag(),
         opencode_skills_listing(),
         goose_system_timestamp(),
+        oh_my_pi_skills_listing(),
     ]
 }
 
