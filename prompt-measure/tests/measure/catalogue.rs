@@ -822,3 +822,66 @@ fn the_docs_describe_the_fields_the_parser_reads() {
     let all = format!("{GOOD}\nwithin = 10\nissue = \"o/r#1\"\nworkaround = \"w\"\nsource = \"s\"");
     assert!(Catalogue::parse(&entry(&all), "t.toml").is_ok());
 }
+
+#[test]
+fn what_the_catalogue_reads_and_learns_is_bounded() {
+    use prompt_measure::catalogue::{
+        Element, MAX_ELEMENT_BYTES, MAX_LEARNED_LISTED, MAX_SESSIONS_COUNTED, VolatileBlocks,
+    };
+    use prompt_wire::engine::CauseKind;
+    let agent = AgentId::from_user_agent("claude-cli/2.1.197").unwrap_or_else(|| panic!());
+    // A pattern past the bytes read of an element is not seen.
+    let mut text = "x".repeat(MAX_ELEMENT_BYTES);
+    text.push_str("# currentDate");
+    let far = [Element {
+        text: &text,
+        change_at: None,
+    }];
+    let near = [Element {
+        text: "# currentDate\nToday",
+        change_at: Some(14),
+    }];
+    let path = "messages[0].content[2]";
+    assert!(
+        builtin()
+            .find(&agent, CauseKind::EditInPlace, path, &far)
+            .is_none()
+    );
+    assert!(
+        builtin()
+            .find(&agent, CauseKind::EditInPlace, path, &near)
+            .is_some()
+    );
+    // `within`: a change far past the pattern is not the entry's.
+    let past = "# currentDate\n".to_owned() + &"y".repeat(100);
+    let past = [Element {
+        text: &past,
+        change_at: Some(110),
+    }];
+    assert!(
+        builtin()
+            .find(&agent, CauseKind::EditInPlace, path, &past)
+            .is_none()
+    );
+
+    let mut v = VolatileBlocks::default();
+    for s in 0..(MAX_SESSIONS_COUNTED as u64 + 50) {
+        v.record("a", "tools[0]", s);
+    }
+    for block in 0..2_000 {
+        for s in 0..3 {
+            v.record("b", &format!("tools[{block}]"), s);
+        }
+    }
+    let learned = v.learned();
+    assert_eq!(learned.len(), MAX_LEARNED_LISTED);
+    assert_eq!(learned[0].sessions, MAX_SESSIONS_COUNTED as u64);
+    assert_eq!(learned[0].agent, "a");
+    // Blocks past the tracked bound are not counted: the learned ones are among the first.
+    assert!(
+        learned
+            .iter()
+            .skip(1)
+            .all(|b| b.sessions == LEARNED_SESSIONS)
+    );
+}
