@@ -394,3 +394,43 @@ fn audit_names_the_writer_and_a_user_catalogue_overrides_the_built_in_entry() {
     assert!(err.contains("writer mine: field `versions`"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn audit_lists_a_block_changed_in_three_sessions_without_an_entry_as_learned() {
+    // The capture's lines 6 and 8 (the midnight resume) in three sessions, from a Claude Code
+    // version no catalogue entry covers.
+    let text =
+        std::fs::read_to_string(agent_capture("claude-code")).unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let mut log = String::new();
+    for s in ["a", "b", "c"] {
+        for n in [6, 8] {
+            let mut l = lines[n - 1].clone();
+            l["headers"]["user-agent"] = Value::String("claude-cli/3.0.0 (external, cli)".into());
+            l["headers"]["x-claude-code-session-id"] = Value::String(format!("session-{s}"));
+            log.push_str(&l.to_string());
+            log.push('\n');
+        }
+    }
+    let path = std::env::temp_dir().join(format!("cacheline-learned-{}.jsonl", std::process::id()));
+    std::fs::write(&path, log).unwrap_or_else(|e| panic!("{e}"));
+    let p = path.to_string_lossy().into_owned();
+    let (code, out, err) = cacheline(&["audit", &p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("— a learned volatile block: changed in 3 sessions, no catalogue entry"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  learned volatile block: claude-code at messages[0].content[2], changed in 3 sessions, no catalogue entry"),
+        "{out}"
+    );
+    let (_, out, _) = cacheline(&["audit", &p, "--json", "--summary-only"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let learned = &json["learned_volatile"][0];
+    assert_eq!(learned["sessions"], 3, "{out}");
+    let _ = std::fs::remove_file(&path);
+}
