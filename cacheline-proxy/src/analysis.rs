@@ -84,6 +84,8 @@ pub(crate) struct Settings {
     pub(crate) max_copy_bytes: usize,
     pub(crate) keep_bodies: bool,
     pub(crate) print_verdicts: bool,
+    /// The writer catalogue, when not the built-in one.
+    pub(crate) catalogue: Option<prompt_measure::catalogue::Catalogue>,
 }
 
 /// The longest excerpt of a verdict printed on a terminal line.
@@ -182,6 +184,9 @@ pub(crate) fn run(
         }
     };
     let mut auditor = Auditor::new(tokenizer, settings.audit);
+    if let Some(c) = settings.catalogue.take() {
+        auditor = auditor.with_catalogue(c);
+    }
     let mut line_no = 0u64;
     for (seq, message) in (1u64..).zip(rx) {
         let job = match message {

@@ -133,6 +133,9 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// The audit's configuration (prices, engine bounds).
     pub audit: AuditConfig,
+    /// The writer catalogue verdicts name writers by (`--catalogue`); `None`: the built-in
+    /// one.
+    pub catalogue: Option<prompt_measure::catalogue::Catalogue>,
 }
 
 impl Default for ProxyConfig {
@@ -148,6 +151,7 @@ impl Default for ProxyConfig {
             upstream_timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(10),
             audit: AuditConfig::default(),
+            catalogue: None,
         }
     }
 }
@@ -156,6 +160,13 @@ impl ProxyConfig {
     /// The same, every API sent to `upstreams`.
     pub fn with_upstreams(mut self, upstreams: Upstreams) -> Self {
         self.upstreams = upstreams;
+        self
+    }
+
+    /// The same, naming writers by `catalogue` (the built-in one extended by a user's file,
+    /// [`prompt_measure::catalogue::Catalogue::builtin_with_file`]).
+    pub fn with_catalogue(mut self, catalogue: prompt_measure::catalogue::Catalogue) -> Self {
+        self.catalogue = Some(catalogue);
         self
     }
 
@@ -273,6 +284,7 @@ impl Proxy {
             max_copy_bytes: config.max_copy_bytes,
             keep_bodies: config.keep_bodies,
             print_verdicts: config.print_verdicts,
+            catalogue: config.catalogue.clone(),
         };
         let thread_state = state.clone();
         let (ready, loaded) = tokio::sync::oneshot::channel();

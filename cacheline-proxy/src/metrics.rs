@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::sync::Mutex;
 
+use prompt_measure::catalogue::AgentId;
+
 use crate::state::{RequestRow, Totals};
 
 /// The agents a `user-agent` is normalised to (anything else is `other`).
@@ -22,29 +24,18 @@ pub const AGENTS: [&str; 6] = [
     "other",
 ];
 
-/// The agent label of a `user-agent` header: one of [`AGENTS`].
+/// The agent label of a `user-agent` header: one of [`AGENTS`], from the agent the audit
+/// reads ([`prompt_measure::catalogue::AgentId`]: one reading of an agent, in one place);
+/// an agent outside the closed set is `other`.
 pub fn agent_label(user_agent: Option<&str>) -> &'static str {
-    let Some(ua) = user_agent else {
+    let Some(agent) = user_agent.and_then(AgentId::from_user_agent) else {
         return "other";
     };
-    // Only the first bytes matter; the header is bounded already.
-    let ua = ua
-        .get(..ua.len().min(128))
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if ua.starts_with("claude-cli") || ua.contains("claude-code") {
-        "claude-code"
-    } else if ua.starts_with("codex") {
-        "codex"
-    } else if ua.starts_with("geminicli") || ua.contains("gemini-cli") {
-        "gemini-cli"
-    } else if ua.starts_with("qwencode") || ua.contains("qwen-code") {
-        "qwen-code"
-    } else if ua.starts_with("opencode") {
-        "opencode"
-    } else {
-        "other"
-    }
+    AGENTS
+        .iter()
+        .copied()
+        .find(|&label| label != "other" && label == agent.name)
+        .unwrap_or("other")
 }
 
 /// Distinct model labels kept; later models are counted as `other`.
@@ -263,6 +254,16 @@ mod tests {
         );
         assert_eq!(agent_label(Some("opencode/0.4.1")), "opencode");
         assert_eq!(agent_label(Some("curl/8.0")), "other");
+        // The captured agents' own values, and agents the audit knows outside the closed set.
+        assert_eq!(
+            agent_label(Some("codex_exec/0.171.0 (Debian 12.0.0; x86_64)")),
+            "codex"
+        );
+        assert_eq!(
+            agent_label(Some("GeminiCLI-tui/0.61.0/gemini-2.5-flash (linux; x64)")),
+            "gemini-cli"
+        );
+        assert_eq!(agent_label(Some("goose/1.0.18")), "other");
         assert_eq!(agent_label(None), "other");
     }
 

@@ -38,6 +38,10 @@ use prompt_wire::engine::{Context, Engine, EngineConfig, Exchange, ReportedRead}
 use prompt_wire::{GuardError, Shape};
 use serde::Serialize;
 
+use super::catalogue::{
+    AgentId, Catalogue, Element, LearnedBlock, MAX_ELEMENT_BYTES, VolatileBlocks, WriterFinding,
+    WriterMatch, writer_clause,
+};
 use super::meter::{Provider, SessionUsage, Usage};
 use super::sim::{
     CacheSim, Retained, RuleOutcome, Segment, SimConfig, TokenCache, TokenizedRequest,
@@ -84,6 +88,11 @@ pub struct RequestAudit {
     /// The engine's verdict: its session and lane, its predecessor, every change, the cause,
     /// and tokens lost, expected and short.
     pub verdict: Analysis,
+    /// The agent that sent it, from its `user-agent` (or `originator`) header.
+    pub agent: Option<AgentId>,
+    /// Who wrote the verdict's change: a writer catalogue entry whose agent, versions, cause,
+    /// path and pattern match, or a learned volatile block ([`crate::catalogue`]).
+    pub writer: Option<WriterFinding>,
 }
 
 /// Why a line was skipped.
@@ -318,6 +327,10 @@ pub struct AuditSummary {
     /// Cache lifetime economics: expiries, the longer lifetime's net, keep-warm
     /// ([`crate::lifetime`]).
     pub lifetime: super::lifetime::LifetimeSummary,
+    /// Blocks that changed, with no catalogue entry, in at least
+    /// [`crate::catalogue::LEARNED_SESSIONS`] sessions of one agent (most sessions first, at
+    /// most [`crate::catalogue::MAX_LEARNED_LISTED`]).
+    pub learned_volatile: Vec<LearnedBlock>,
 }
 
 /// What a sink receives.
@@ -359,6 +372,8 @@ pub struct Auditor<'t> {
     new_conversations: u64,
     breakers: HashMap<BreakerKey, Breaker>,
     lifetime: super::lifetime::LifetimeStats,
+    catalogue: Catalogue,
+    volatile: VolatileBlocks,
 }
 
 impl std::fmt::Debug for Auditor<'_> {
@@ -430,6 +445,8 @@ impl<'t> Auditor<'t> {
             new_conversations: 0,
             breakers: HashMap::new(),
             lifetime: super::lifetime::LifetimeStats::new(Default::default()),
+            catalogue: Catalogue::builtin().cloned().unwrap_or_default(),
+            volatile: VolatileBlocks::default(),
         }
     }
 
@@ -444,6 +461,13 @@ impl<'t> Auditor<'t> {
     /// summary (cheap enough to read after each request).
     pub fn lifetime_total(&self) -> &super::lifetime::LifetimeCounts {
         self.lifetime.total()
+    }
+
+    /// The same, naming writers by `catalogue` (the built-in one, extended by a user's file)
+    /// instead of the built-in catalogue.
+    pub fn with_catalogue(mut self, catalogue: Catalogue) -> Self {
+        self.catalogue = catalogue;
+        self
     }
 
     /// The configuration.
@@ -601,6 +625,8 @@ impl<'t> Auditor<'t> {
         if verdict.tokens_lost > 0 {
             self.record_breaker(line, &verdict);
         }
+        let agent = AgentId::from_headers(&logged.headers);
+        let writer = self.writer_of(line, &verdict, agent.as_ref());
         let audit = RequestAudit {
             line,
             shape,
@@ -612,9 +638,71 @@ impl<'t> Auditor<'t> {
             reported_error,
             priced_as: provider,
             verdict,
+            agent,
+            writer,
         };
         self.lifetime.record(&audit, &self.config.prices);
         Ok(audit)
+    }
+
+    /// Who wrote the verdict's change: the first change that loses tokens (or, for a verdict
+    /// whose cause has no change of its own, such as `provider_side`, the changes listed
+    /// beside it), looked up in the catalogue in the later request's element and in its
+    /// predecessor's; failing that, the block is counted towards a learned volatile block.
+    fn writer_of(
+        &mut self,
+        line: u64,
+        v: &Analysis,
+        agent: Option<&AgentId>,
+    ) -> Option<WriterFinding> {
+        let cause = v.cause.as_ref()?;
+        let pred = v.predecessor.as_ref()?;
+        if v.tokens_lost == 0 && v.shortfall.is_none() {
+            return None;
+        }
+        let own = v.changes.iter().find(|c| c.cause == *cause);
+        let candidates: Vec<&Change> = match own {
+            Some(c) => vec![c],
+            None => v.changes.iter().take(4).collect(),
+        };
+        if let Some(agent) = agent {
+            for c in &candidates {
+                let later = self.engine.element_text(line, &c.place);
+                let earlier = self.engine.element_text(pred.tag, &c.place);
+                let mut elements = Vec::with_capacity(2);
+                if let Some((text, start)) = later {
+                    let at = c.divergence.byte_offset.checked_sub(start as usize);
+                    elements.push(Element {
+                        text: bounded_str(text),
+                        change_at: at,
+                    });
+                }
+                if let Some((text, _)) = earlier {
+                    elements.push(Element {
+                        text: bounded_str(text),
+                        change_at: None,
+                    });
+                }
+                if let Some(w) = self
+                    .catalogue
+                    .find(agent, cause.kind(), &c.json_path, &elements)
+                {
+                    return Some(WriterFinding::Catalogue(WriterMatch::of(w, agent)));
+                }
+            }
+        }
+        // Only a change that lost tokens teaches which blocks are volatile.
+        let change = own?;
+        let session = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            v.session.id.hash(&mut h);
+            h.finish()
+        };
+        let name = agent.map_or("?", |a| a.name.as_str());
+        self.volatile
+            .record(name, &change.json_path, session)
+            .map(WriterFinding::Learned)
     }
 
     fn record_breaker(&mut self, line: u64, v: &Analysis) {
@@ -728,8 +816,18 @@ impl<'t> Auditor<'t> {
                 .fold(Retained::default(), |a, b| a.plus(b)),
             retained_cache_tokens: self.cache.retained_tokens(),
             lifetime: self.lifetime.summary(&self.config.prices),
+            learned_volatile: self.volatile.learned(),
         }
     }
+}
+
+/// At most [`MAX_ELEMENT_BYTES`] of an element, cut at a character boundary.
+fn bounded_str(text: &str) -> &str {
+    let mut end = text.len().min(MAX_ELEMENT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The verdict of one request, on one line: its cause, where, against which line, what it
@@ -803,6 +901,10 @@ pub fn verdict_text(r: &RequestAudit) -> String {
         if more > 0 {
             s.push_str(&format!(" and {more} more"));
         }
+    }
+    // Who wrote the change: one clause, last.
+    if let Some(w) = &r.writer {
+        s.push_str(&writer_clause(w));
     }
     s
 }

@@ -48,6 +48,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub mod audit;
+pub mod catalogue;
 pub mod fleet;
 pub mod lifetime;
 pub mod logged;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use prompt_core::input;
 use prompt_measure::audit::{AuditSummary, DEFAULT_MAX_LINE_BYTES, Event, audit_reader};
+use prompt_measure::catalogue::Catalogue;
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule};
 
 use crate::output::{load_audit_prices, pct, progress, thousands};
@@ -55,6 +56,10 @@ pub(crate) struct AuditArgs {
     /// in memory whole.
     #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES, value_name = "N")]
     max_line_bytes: usize,
+    /// A writer catalogue (TOML, docs/catalogue.md) extending the built-in one: its entries
+    /// override the built-in ones of the same id.
+    #[arg(long, value_name = "FILE")]
+    catalogue: Option<PathBuf>,
 }
 
 fn parse_rule(s: &str) -> Result<Rule, String> {
@@ -132,6 +137,13 @@ fn print_summary(
         "{}",
         prompt_measure::lifetime::summary_text(&s.lifetime, top)
     )?;
+    for b in &s.learned_volatile {
+        writeln!(
+            out,
+            "  learned volatile block: {} at {}, changed in {} sessions, no catalogue entry",
+            b.agent, b.path, b.sessions
+        )?;
+    }
     if s.top_breakers.is_empty() {
         writeln!(
             out,
@@ -178,6 +190,14 @@ pub(crate) fn run(
     let Some((prices, lifetime_prices)) = load_audit_prices(args.prices.as_deref(), err) else {
         return Ok(2);
     };
+    let catalogue = match args.catalogue.as_deref().map(Catalogue::builtin_with_file) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            writeln!(err, "cacheline audit: {e}")?;
+            return Ok(2);
+        }
+    };
     let mut config = AuditConfig::default()
         .with_backend(args.backend)
         .with_prices(prices)
@@ -200,6 +220,9 @@ pub(crate) fn run(
     let config_top = config.top;
     let tokenizer = O200kBase::shared()?;
     let mut auditor = Auditor::new(tokenizer, config).with_lifetime_prices(lifetime_prices);
+    if let Some(c) = catalogue {
+        auditor = auditor.with_catalogue(c);
+    }
     let mut skipped: Vec<(u64, String)> = Vec::new();
     let mut skipped_count = 0u64;
     let mut first = true;

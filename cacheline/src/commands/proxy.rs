@@ -27,6 +27,10 @@ pub(crate) struct ProxyArgs {
     /// counts are kept.
     #[arg(long)]
     keep_bodies: bool,
+    /// A writer catalogue (TOML, docs/catalogue.md) extending the built-in one: its entries
+    /// override the built-in ones of the same id.
+    #[arg(long, value_name = "FILE")]
+    catalogue: Option<PathBuf>,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     allow_remote: bool,
@@ -56,6 +60,15 @@ pub(crate) fn run(
         .with_print_verdicts(false);
     if let Some(log) = &args.log {
         config = config.with_log(log);
+    }
+    if let Some(path) = &args.catalogue {
+        match prompt_measure::catalogue::Catalogue::builtin_with_file(path) {
+            Ok(c) => config = config.with_catalogue(c),
+            Err(e) => {
+                writeln!(err, "cacheline proxy: {e}")?;
+                return Ok(2);
+            }
+        }
     }
     let listen = match (args.listen, args.command.is_empty()) {
         (Some(a), _) => a,

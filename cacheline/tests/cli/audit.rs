@@ -451,3 +451,101 @@ fn the_cache_lifetime_example_in_the_docs_is_the_command_s_output() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(block, lifetime_section(&out));
 }
+
+fn agent_capture(agent: &str) -> String {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/agents"
+    ))
+    .join(agent)
+    .join("capture.jsonl")
+    .to_string_lossy()
+    .into_owned()
+}
+
+#[test]
+fn audit_names_the_writer_and_a_user_catalogue_overrides_the_built_in_entry() {
+    let log = agent_capture("claude-code");
+    let (code, out, err) = cacheline(&["audit", &log, "--allow-skipped"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("2,132 tokens lost — the currentDate reminder (claude-code >=2.1.0, <2.2.0) — fix: none known"),
+        "{out}"
+    );
+    let dir = std::env::temp_dir().join(format!("cacheline-catalogue-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let user = dir.join("writers.toml");
+    std::fs::write(
+        &user,
+        "version = 1\n[[writer]]\nid = \"claude-code-current-date\"\nagent = \"claude-code\"\nversions = \"*\"\ncause = \"edit_in_place\"\npath = \"messages[0].content[*]\"\npattern = \"# currentDate\"\nname = \"our date reminder\"\nvaries = \"per day\"\nworkaround = \"resume before midnight\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let user_path = user.to_string_lossy().into_owned();
+    let (code, out, err) =
+        cacheline(&["audit", &log, "--allow-skipped", "--catalogue", &user_path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("— our date reminder (claude-code) — fix: resume before midnight"),
+        "{out}"
+    );
+    // The JSON carries the agent and the writer.
+    let (_, out, _) = cacheline(&["audit", &log, "--allow-skipped", "--json"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let line8 = json["requests"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["line"] == 8))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(line8["agent"]["name"], "claude-code");
+    assert_eq!(line8["writer"]["kind"], "catalogue");
+    assert_eq!(line8["writer"]["id"], "claude-code-current-date");
+    // A malformed user catalogue: exit 2, the entry and the field named.
+    std::fs::write(
+        &user,
+        "version = 1\n[[writer]]\nid = \"mine\"\nagent = \"claude-code\"\nversions = \"soon\"\ncause = \"edit_in_place\"\npath = \"messages[0]\"\npattern = \"x\"\nname = \"n\"\nvaries = \"v\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (code, _, err) = cacheline(&["audit", &log, "--catalogue", &user_path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("writer mine: field `versions`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn audit_lists_a_block_changed_in_three_sessions_without_an_entry_as_learned() {
+    // The capture's lines 6 and 8 (the midnight resume) in three sessions, from a Claude Code
+    // version no catalogue entry covers.
+    let text =
+        std::fs::read_to_string(agent_capture("claude-code")).unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let mut log = String::new();
+    for s in ["a", "b", "c"] {
+        for n in [6, 8] {
+            let mut l = lines[n - 1].clone();
+            l["headers"]["user-agent"] = Value::String("claude-cli/3.0.0 (external, cli)".into());
+            l["headers"]["x-claude-code-session-id"] = Value::String(format!("session-{s}"));
+            log.push_str(&l.to_string());
+            log.push('\n');
+        }
+    }
+    let path = std::env::temp_dir().join(format!("cacheline-learned-{}.jsonl", std::process::id()));
+    std::fs::write(&path, log).unwrap_or_else(|e| panic!("{e}"));
+    let p = path.to_string_lossy().into_owned();
+    let (code, out, err) = cacheline(&["audit", &p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("— a learned volatile block: changed in 3 sessions, no catalogue entry"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  learned volatile block: claude-code at messages[0].content[2], changed in 3 sessions, no catalogue entry"),
+        "{out}"
+    );
+    let (_, out, _) = cacheline(&["audit", &p, "--json", "--summary-only"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let learned = &json["learned_volatile"][0];
+    assert_eq!(learned["sessions"], 3, "{out}");
+    let _ = std::fs::remove_file(&path);
+}

@@ -119,3 +119,27 @@ fn the_launcher_prints_each_verdict_and_the_audit_of_its_log_agrees() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn proxy_refuses_a_malformed_writer_catalogue_naming_the_entry_and_field() {
+    let dir =
+        std::env::temp_dir().join(format!("cacheline-proxy-catalogue-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let user = dir.join("writers.toml");
+    std::fs::write(
+        &user,
+        "version = 1\n[[writer]]\nid = \"mine\"\nagent = \"codex\"\nversions = \"*\"\ncause = \"edited\"\npath = \"input[0]\"\npattern = \"x\"\nname = \"n\"\nvaries = \"v\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = user.to_string_lossy().into_owned();
+    let (code, _, err) =
+        crate::cacheline(&["proxy", "--listen", "127.0.0.1:0", "--catalogue", &path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("writer mine: field `cause`"), "{err}");
+    let missing = dir.join("absent.toml").to_string_lossy().into_owned();
+    let (code, _, err) =
+        crate::cacheline(&["proxy", "--listen", "127.0.0.1:0", "--catalogue", &missing]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read the writer catalogue"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

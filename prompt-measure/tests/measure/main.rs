@@ -3,6 +3,7 @@
 
 mod audit;
 mod audit_stream;
+mod catalogue;
 mod engine;
 mod lifetime;
 mod meter;

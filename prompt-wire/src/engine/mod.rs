@@ -656,6 +656,37 @@ impl Engine {
         analysis
     }
 
+    /// The bytes of the element at `place` (a tool, a system block, a message or one of its
+    /// content blocks) in the held request tagged `tag`, with where they start in its body;
+    /// `None` when that request's body is no longer kept (only the last
+    /// [`EngineConfig::keep_bodies`] are, and only those are searched), or it has no such
+    /// element. What a caller reads to say who wrote a change, in the later request (just
+    /// analysed) or its predecessor ([`Predecessor::tag`]).
+    pub fn element_text(&self, tag: u64, place: &Place) -> Option<(&str, u32)> {
+        let stored = self
+            .index
+            .bodies
+            .iter()
+            .rev()
+            .filter_map(|id| self.index.requests.get(id))
+            .find(|s| s.tag == tag)?;
+        let c = &stored.canonical;
+        let body = c.body()?;
+        let block = match place {
+            Place::Tools { index } => c.tools.get(*index)?.block,
+            Place::System { block } => *c.system.get(*block)?,
+            Place::Message { index, block } => {
+                let m = c.messages.iter().find(|m| m.index as usize == *index)?;
+                match block {
+                    None => m.block,
+                    Some(j) => *c.content_of(m).get(*j)?,
+                }
+            }
+            _ => return None,
+        };
+        Some((block.bytes(body), block.start))
+    }
+
     fn remember_response(&mut self, id: &str, session: &SessionKey) {
         let id = prompt_core::input::excerpt(id, 256).into_owned();
         if self.responses.insert(id.clone(), session.clone()).is_none() {

@@ -64,3 +64,58 @@ fn a_body_of_many_distinct_roles_names_at_most_max_roles_of_them() {
     assert!(!found.extends);
     assert_eq!(found.changes[0].json_path, "messages[19999].content[0]");
 }
+
+#[test]
+fn element_text_reads_an_element_of_a_held_request_while_its_body_is_kept() {
+    use prompt_wire::engine::Place;
+    let mut engine = Engine::new(EngineConfig::default().with_keep_bodies(1));
+    let count =
+        &mut |_: &prompt_wire::engine::Canonical<'_>, b: &prompt_wire::engine::Block| b.len / 4;
+    let first = br##"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"S0"}],"tools":[{"name":"a","input_schema":{}},{"name":"b","input_schema":{}}],"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"# currentDate two"}]}]}"##;
+    let second = br#"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"S1"}],"messages":[{"role":"user","content":"hi"}]}"#;
+    engine
+        .analyze(&Exchange::body(first), 7, count)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let body = std::str::from_utf8(first).unwrap_or_default();
+    let (text, start) = engine
+        .element_text(
+            7,
+            &Place::Message {
+                index: 0,
+                block: Some(1),
+            },
+        )
+        .unwrap_or_else(|| panic!("no element"));
+    assert_eq!(text, r##"{"type":"text","text":"# currentDate two"}"##);
+    assert_eq!(&body[start as usize..start as usize + text.len()], text);
+    assert_eq!(
+        engine
+            .element_text(7, &Place::Tools { index: 1 })
+            .map(|(t, _)| t),
+        Some(r#"{"name":"b","input_schema":{}}"#)
+    );
+    assert!(
+        engine
+            .element_text(7, &Place::System { block: 0 })
+            .is_some()
+    );
+    assert_eq!(engine.element_text(7, &Place::Tools { index: 2 }), None);
+    assert_eq!(engine.element_text(8, &Place::Tools { index: 0 }), None);
+    assert_eq!(engine.element_text(7, &Place::Request), None);
+    // One body kept: the next request lets the first one's go.
+    engine
+        .analyze(&Exchange::body(second), 8, count)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(engine.element_text(7, &Place::Tools { index: 1 }), None);
+    assert!(
+        engine
+            .element_text(
+                8,
+                &Place::Message {
+                    index: 0,
+                    block: None
+                }
+            )
+            .is_some()
+    );
+}

@@ -21,6 +21,8 @@ pub mod docs {
     pub mod agents {}
     #[doc = include_str!("../../../docs/benchmarks.md")]
     pub mod benchmarks {}
+    #[doc = include_str!("../../../docs/catalogue.md")]
+    pub mod catalogue {}
     #[doc = include_str!("../../../docs/ci.md")]
     pub mod ci {}
     #[doc = include_str!("../../../docs/evidence.md")]
