@@ -35,10 +35,11 @@ use std::path::{Path, PathBuf};
 
 use prompt_core::profile::Provider as Host;
 use prompt_wire::engine::{Context, Engine, EngineConfig, Exchange, ReportedRead};
-use prompt_wire::{GuardError, Shape};
+use prompt_wire::{GuardError, ProviderDiagnosis, Shape};
 use serde::Serialize;
 
 use super::meter::{Provider, SessionUsage, Usage};
+use super::provider_verdict::{ProviderTally, ProviderVerdict, diagnostics_api};
 use super::sim::{
     CacheSim, Retained, RuleOutcome, Segment, SimConfig, TokenCache, TokenizedRequest,
 };
@@ -84,6 +85,9 @@ pub struct RequestAudit {
     /// The engine's verdict: its session and lane, its predecessor, every change, the cause,
     /// and tokens lost, expected and short.
     pub verdict: Analysis,
+    /// The provider's verdict beside the engine's, when the logged response carries cache
+    /// diagnostics ([`ProviderVerdict`]).
+    pub provider_verdict: Option<ProviderVerdict>,
 }
 
 /// Why a line was skipped.
@@ -307,6 +311,8 @@ pub struct AuditSummary {
     pub causes: BTreeMap<CauseKind, u64>,
     /// Requests that start a conversation (no assistant message yet).
     pub new_conversations: u64,
+    /// Requests with a provider's verdict, by how it stood to the engine's.
+    pub provider_verdicts: ProviderTally,
     /// Requests the engine held for the predecessor search at the end, and dropped.
     pub engine: prompt_wire::engine::Held,
     /// The cache-breakers that lost the most tokens.
@@ -354,6 +360,7 @@ pub struct Auditor<'t> {
     simulated_cost: (f64, f64),
     causes: BTreeMap<CauseKind, u64>,
     new_conversations: u64,
+    provider_verdicts: ProviderTally,
     breakers: HashMap<BreakerKey, Breaker>,
 }
 
@@ -424,6 +431,7 @@ impl<'t> Auditor<'t> {
             simulated_cost: (0.0, 0.0),
             causes: BTreeMap::new(),
             new_conversations: 0,
+            provider_verdicts: ProviderTally::default(),
             breakers: HashMap::new(),
         }
     }
@@ -481,6 +489,15 @@ impl<'t> Auditor<'t> {
             .response
             .map(|r| super::logged::read_response(shape, r));
         let response_id = response.as_ref().and_then(|r| r.id.clone());
+        let replied = response
+            .as_ref()
+            .is_some_and(|r| matches!(r.usage, Ok(Some(_))));
+        let diagnostics = response.as_ref().and_then(|r| r.diagnostics.clone());
+        // Anthropic omits `diagnostics` when its comparison found no divergence: a reply
+        // without them, to a request that named the previous reply, is its "no change".
+        let asked = shape == Shape::Anthropic
+            && replied
+            && (logged.diagnosed_against.is_some() || names_previous_message(&logged.request));
         let (reported, reported_error) = match response.map(|r| r.usage) {
             None | Some(Ok(None)) => (None, None),
             Some(Ok(Some((provider, usage)))) => (
@@ -583,6 +600,19 @@ impl<'t> Auditor<'t> {
         if verdict.tokens_lost > 0 {
             self.record_breaker(line, &verdict);
         }
+        let provider_verdict = diagnostics_api(shape).and_then(|api| match diagnostics {
+            Some(Ok(d)) => Some(ProviderVerdict::reconcile(d, &verdict, api)),
+            Some(Err(problem)) => Some(ProviderVerdict::unreadable(problem)),
+            None if asked => Some(ProviderVerdict::reconcile(
+                ProviderDiagnosis::NoChange,
+                &verdict,
+                api,
+            )),
+            None => None,
+        });
+        if let Some(p) = &provider_verdict {
+            self.provider_verdicts.count(p);
+        }
         Ok(RequestAudit {
             line,
             shape,
@@ -594,6 +624,7 @@ impl<'t> Auditor<'t> {
             reported_error,
             priced_as: provider,
             verdict,
+            provider_verdict,
         })
     }
 
@@ -698,6 +729,7 @@ impl<'t> Auditor<'t> {
                 .then_some(self.reported),
             causes: self.causes.clone(),
             new_conversations: self.new_conversations,
+            provider_verdicts: self.provider_verdicts,
             engine: self.engine.held(),
             top_breakers: top,
             retained: self
@@ -709,6 +741,17 @@ impl<'t> Auditor<'t> {
             retained_cache_tokens: self.cache.retained_tokens(),
         }
     }
+}
+
+/// Whether an Anthropic request body names the previous reply for cache diagnostics
+/// (`diagnostics.previous_message_id`, a string).
+fn names_previous_message(body: &str) -> bool {
+    let Ok(top) = prompt_core::raw_json::Object::parse(body) else {
+        return false;
+    };
+    top.get("diagnostics")
+        .and_then(|d| prompt_core::raw_json::Object::of(d).ok())
+        .is_some_and(|d| d.str("previous_message_id").is_some())
 }
 
 /// The verdict of one request, on one line: its cause, where, against which line, what it
@@ -782,6 +825,9 @@ pub fn verdict_text(r: &RequestAudit) -> String {
         if more > 0 {
             s.push_str(&format!(" and {more} more"));
         }
+    }
+    if let Some(p) = &r.provider_verdict {
+        s.push_str(&p.clause());
     }
     s
 }

@@ -49,6 +49,7 @@ pub mod audit;
 pub mod fleet;
 pub mod logged;
 pub mod meter;
+pub mod provider_verdict;
 pub mod sim;
 pub mod simulate;
 pub mod synthetic;

@@ -5,4 +5,5 @@ mod audit;
 mod audit_stream;
 mod engine;
 mod meter;
+mod provider_verdict;
 mod sim;
