@@ -165,8 +165,7 @@ async fn diagnose_adds_anthropics_field_and_beta_and_the_verdict_shows_agreement
             &format!(r#""diagnostics":{{"previous_message_id":{previous}}}"#),
         );
         assert_eq!(
-            body,
-            want,
+            body, want,
             "request {i}: every other byte as the agent sent it"
         );
         assert_eq!(
@@ -237,7 +236,9 @@ async fn diagnose_names_the_streamed_openai_reply_and_the_verdict_shows_disagree
     assert!(replies[1].ends_with(&second));
     let verdict = &rows[1].verdict;
     assert!(
-        verdict.contains("; provider: input_changed, ~4,000 tokens missed — we say tools_changed (disagrees)"),
+        verdict.contains(
+            "; provider: input_changed, ~4,000 tokens missed — we say tools_changed (disagrees)"
+        ),
         "{verdict}"
     );
     let counts = summary.diagnose.unwrap();
@@ -256,8 +257,14 @@ async fn without_diagnose_or_a_named_session_nothing_changes() {
         vec![anthropic_reply("msg_01", None)],
     ))
     .await;
-    let (_, rows, summary) =
-        send_all(ProxyConfig::default(), &up, "/v1/messages", &headers, &bodies).await;
+    let (_, rows, summary) = send_all(
+        ProxyConfig::default(),
+        &up,
+        "/v1/messages",
+        &headers,
+        &bodies,
+    )
+    .await;
     for (i, got) in up.received().iter().enumerate() {
         let (head, body) = head_and_body(got);
         assert_eq!(body, bodies[i]);
@@ -266,7 +273,11 @@ async fn without_diagnose_or_a_named_session_nothing_changes() {
             Some("fine-grained-tool-streaming-2025-05-14")
         );
     }
-    assert!(!rows[1].verdict.contains("provider:"), "{}", rows[1].verdict);
+    assert!(
+        !rows[1].verdict.contains("provider:"),
+        "{}",
+        rows[1].verdict
+    );
     assert!(summary.diagnose.is_none());
 
     // On, but the requests name no session: unchanged, and counted.
@@ -288,7 +299,11 @@ async fn without_diagnose_or_a_named_session_nothing_changes() {
     }
     let counts = summary.diagnose.unwrap();
     assert_eq!((counts.added, counts.unnamed), (0, 2));
-    assert!(summary.text().contains("2 naming no session"), "{}", summary.text());
+    assert!(
+        summary.text().contains("2 naming no session"),
+        "{}",
+        summary.text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

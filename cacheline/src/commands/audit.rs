@@ -120,6 +120,14 @@ fn print_summary(s: &AuditSummary, backend: Rule, out: &mut dyn Write) -> std::i
         },
         s.new_conversations
     )?;
+    let p = &s.provider_verdicts;
+    if p.agree + p.disagree + p.provider_side + p.provider_only + p.other > 0 {
+        writeln!(
+            out,
+            "  provider verdicts: {} agree, {} disagree, {} provider_side, {} provider_only, {} other",
+            p.agree, p.disagree, p.provider_side, p.provider_only, p.other
+        )?;
+    }
     if s.top_breakers.is_empty() {
         writeln!(
             out,

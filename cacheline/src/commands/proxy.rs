@@ -27,6 +27,12 @@ pub(crate) struct ProxyArgs {
     /// counts are kept.
     #[arg(long)]
     keep_bodies: bool,
+    /// Ask the provider for its own verdict on each request beside cacheline's: adds
+    /// Anthropic's `diagnostics.previous_message_id` (and its beta header) or OpenAI's
+    /// `prompt_cache_options.comparison_response_id` after the prompt, for requests that
+    /// name a session (see docs/proxy.md). Off by default.
+    #[arg(long)]
+    diagnose: bool,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     allow_remote: bool,
@@ -51,6 +57,7 @@ pub(crate) fn run(
     let mut config = ProxyConfig::default()
         .with_upstreams(upstreams)
         .with_keep_bodies(args.keep_bodies)
+        .with_diagnose(args.diagnose)
         // Verdict lines are printed here, from the state's event stream: the facade holds
         // standard error's lock while a command runs.
         .with_print_verdicts(false);
