@@ -135,7 +135,7 @@ pub struct ProxyConfig {
     /// The audit's configuration (prices, engine bounds).
     pub audit: AuditConfig,
     /// `--diagnose`: ask the provider for its own verdict on each request
-    /// ([`diagnose`](crate::diagnose)). Off by default.
+    /// ([`diagnose`]). Off by default.
     pub diagnose: bool,
 }
 
