@@ -187,6 +187,10 @@ async fn read_whole(
     }
 }
 
+/// How much of a streamed reply is looked at for its id (`prompt_wire::reply_id` reads its
+/// first 64 KiB).
+const REPLY_ID_WINDOW: usize = 64 << 10;
+
 /// What is sent to the analysis when a reply ends.
 struct Pending {
     job: Job,
@@ -209,9 +213,20 @@ impl Pending {
             && self.job.content_encoding.is_none()
             && !response.over
         {
+            // A whole reply is read whole (its `id`); a stream's id is in its first event.
+            let whole = response
+                .chunks
+                .iter()
+                .flat_map(|c| c.iter())
+                .find(|b| !b.is_ascii_whitespace())
+                == Some(&b'{');
+            let limit = if whole { usize::MAX } else { REPLY_ID_WINDOW };
             let mut head = Vec::new();
             for c in &response.chunks {
-                head.extend_from_slice(c);
+                if head.len() >= limit {
+                    break;
+                }
+                head.extend_from_slice(&c[..c.len().min(limit - head.len())]);
             }
             d.remember_reply(job, &head);
         }
