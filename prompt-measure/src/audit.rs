@@ -746,6 +746,10 @@ impl<'t> Auditor<'t> {
 /// Whether an Anthropic request body names the previous reply for cache diagnostics
 /// (`diagnostics.previous_message_id`, a string).
 fn names_previous_message(body: &str) -> bool {
+    // Most bodies have no such key: not parsed again for it.
+    if !body.contains("\"diagnostics\"") {
+        return false;
+    }
     let Ok(top) = prompt_core::raw_json::Object::parse(body) else {
         return false;
     };

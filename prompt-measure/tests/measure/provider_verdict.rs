@@ -259,6 +259,34 @@ fn anthropic_diagnostics_agree_disagree_and_provider_side_whole_and_streamed() {
         );
         assert_eq!(a.summary.provider_verdicts.provider_side, 1);
 
+        // Asked by the agent itself (its body names the previous reply): the same.
+        let asked = anthropic(3, "Read a file.");
+        let asked = format!(
+            r#"{},"diagnostics":{{"previous_message_id":"msg_01"}}}}"#,
+            &asked[..asked.len() - 1]
+        );
+        let a = run(&[
+            line(
+                "/v1/messages",
+                &anthropic(2, "Read a file."),
+                anthropic_reply("msg_01", 9_000, 0, None, stream),
+                1000.0,
+                None,
+            ),
+            line(
+                "/v1/messages",
+                &asked,
+                anthropic_reply("msg_02", 13_000, 300, None, stream),
+                1010.0,
+                None,
+            ),
+        ]);
+        assert!(
+            matches!(agreement(second(&a)), Agreement::ProviderSide { .. }),
+            "{}",
+            verdict_text(second(&a))
+        );
+
         // Not asked, no diagnostics: no provider verdict at all.
         let a = anthropic_pair(None, stream, "Read a file.", 300, None);
         assert_eq!(second(&a).provider_verdict, None);
