@@ -9,7 +9,9 @@
 //! | a change of the model, system, tools, messages or input | another, or none | `disagree` |
 //! | no change | a byte change | `disagree` |
 //! | no change | no change, yet fewer tokens read than expected, no lapse of the lifetime to blame | `provider_side` |
-//! | a cause the bytes do not show (`prompt_cache_key_changed`, `service_tier_changed`, a name this crate does not know) | not that | `provider_only` |
+//! | the header or parameter the engine saw change (`service_tier_changed` for `service_tier`) | | `agree` |
+//! | another header or parameter | a header or parameter changed | `disagree` |
+//! | a cause the bytes do not show (`prompt_cache_key_changed`, `service_tier_changed`, a name this crate does not know) | no header or parameter changed | `provider_only` |
 //! | `unavailable` | a header or parameter changed | `agree` (what Anthropic answers to one) |
 //! | pending | | `pending` |
 //! | previous reply not found, `unavailable`; or the engine has no predecessor | | `not_comparable` |
@@ -107,6 +109,14 @@ fn in_the_bytes(reason: &MissReason) -> bool {
     )
 }
 
+/// Whether the provider's reason names the header or parameter the engine saw change
+/// (`service_tier_changed` for `service_tier`, a `reasoning…_changed` for `reasoning.effort`).
+fn names_param(reason: &MissReason, param: &str) -> bool {
+    let theirs = reason.as_str().trim_end_matches("_changed");
+    let ours = param.trim_start_matches("header:").replace(['.', '-'], "_");
+    !theirs.is_empty() && (ours.starts_with(theirs) || theirs.starts_with(&ours))
+}
+
 const NO_CHANGE: &str = "no change";
 
 impl ProviderVerdict {
@@ -140,11 +150,15 @@ impl ProviderVerdict {
                 (None, _) => Agreement::Agree,
             },
             ProviderDiagnosis::Miss { reason, .. } => {
-                if ours.as_ref() == Some(reason) {
+                let param = match &v.cause {
+                    Some(Cause::HeaderOrParamChanged { name }) => Some(name.as_str()),
+                    _ => None,
+                };
+                if ours.as_ref() == Some(reason) || param.is_some_and(|p| names_param(reason, p)) {
                     Agreement::Agree
-                } else if in_the_bytes(reason) {
+                } else if in_the_bytes(reason) || param.is_some() {
                     Agreement::Disagree {
-                        ours: name(ours.as_ref()),
+                        ours: param.map_or_else(|| name(ours.as_ref()), |p| format!("{p} changed")),
                         theirs: reason.to_string(),
                     }
                 } else {

@@ -358,6 +358,47 @@ fn openai_diagnostics_agree_disagree_provider_side_and_provider_only_whole_and_s
         );
         assert_eq!(a.summary.provider_verdicts.provider_only, 1);
     }
+    // A parameter the bodies do show changing: named alike, it agrees; another, it
+    // disagrees. (OpenAI's page lists no name for reasoning effort: a `reasoning_changed`
+    // is assumed here, as the reader takes any `*_changed` that names the parameter.)
+    let effort = |b: String| b.replacen('{', r#"{"reasoning":{"effort":"high"},"#, 1);
+    let pair = |diagnostics: &str| {
+        run(&[
+            line(
+                "/v1/responses",
+                &responses(2, "read"),
+                responses_reply("resp_01", 9_000, 0, None, false),
+                1000.0,
+                None,
+            ),
+            line(
+                "/v1/responses",
+                &effort(responses(3, "read")),
+                responses_reply("resp_02", 13_000, 0, Some(diagnostics), false),
+                1010.0,
+                None,
+            ),
+        ])
+    };
+    let a =
+        pair(r#"{"type":"cache_miss","reason":"reasoning_changed","cache_missed_tokens":13000}"#);
+    let r = second(&a);
+    assert!(
+        matches!(r.verdict.cause, Some(Cause::HeaderOrParamChanged { .. })),
+        "{}",
+        verdict_text(r)
+    );
+    assert_eq!(agreement(r), &Agreement::Agree, "{}", verdict_text(r));
+    let a = pair(
+        r#"{"type":"cache_miss","reason":"service_tier_changed","cache_missed_tokens":13000}"#,
+    );
+    assert_eq!(
+        agreement(second(&a)),
+        &Agreement::Disagree {
+            ours: "reasoning.effort changed".to_owned(),
+            theirs: "service_tier_changed".to_owned()
+        }
+    );
 }
 
 #[test]
