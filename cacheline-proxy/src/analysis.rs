@@ -14,6 +14,7 @@ use prompt_measure::audit::{AuditSummary, Place, verdict_text};
 use prompt_measure::{AuditConfig, Auditor, O200kBase};
 use serde_json::{Map, Value};
 
+use crate::diagnose::{Diagnose, DiagnoseJob};
 use crate::route::Api;
 use crate::state::{Outcome, ProxyState, RequestRow};
 
@@ -69,6 +70,9 @@ pub(crate) struct Job {
     pub(crate) status: u16,
     pub(crate) outcome: Outcome,
     pub(crate) added_latency: Duration,
+    /// `--diagnose`: the session its reply id is held under, and the reply its request was
+    /// compared with.
+    pub(crate) diagnose: Option<DiagnoseJob>,
 }
 
 /// What the analysis thread is told.
@@ -86,6 +90,7 @@ pub(crate) struct Settings {
     pub(crate) print_verdicts: bool,
     /// The writer catalogue, when not the built-in one.
     pub(crate) catalogue: Option<prompt_measure::catalogue::Catalogue>,
+    pub(crate) diagnose: Option<Arc<Diagnose>>,
 }
 
 /// The longest excerpt of a verdict printed on a terminal line.
@@ -148,6 +153,14 @@ fn log_line(job: &Job, request: &[u8], response: Option<&[u8]>) -> String {
     o.insert("headers".to_owned(), Value::Object(headers));
     if let Some(ts) = serde_json::Number::from_f64(job.ts) {
         o.insert("ts".to_owned(), Value::Number(ts));
+    }
+    // `--diagnose` sent the provider the agent's request with the reply it was compared
+    // with: the log keeps the agent's own bytes, and names that reply.
+    if let Some(against) = job.diagnose.as_ref().and_then(|d| d.against.as_ref()) {
+        o.insert(
+            "diagnosed_against".to_owned(),
+            Value::String(against.clone()),
+        );
     }
     Value::Object(o).to_string()
 }
@@ -231,6 +244,16 @@ pub(crate) fn run(
             } else {
                 decoded(job.content_encoding.as_deref(), job.response.bytes(), cap)
             };
+            // A compressed reply's id, for `--diagnose` (an identity one's was read on the
+            // forwarding path).
+            if let (Some(d), Some(dj), Ok(body)) =
+                (&settings.diagnose, &job.diagnose, response.as_deref())
+                && job.content_encoding.is_some()
+                && job.outcome == Outcome::Complete
+                && (200..300).contains(&job.status)
+            {
+                d.remember_reply(dj, body);
+            }
             // A reply that cannot be read is logged as none: its usage is not known.
             let text = log_line(&job, &request, response.as_deref().ok());
             line_no += 1;

@@ -2,6 +2,7 @@
 //! copy of both (the same frames, shared, bounded) handed to the analysis queue with
 //! `try_send`: never waiting on it.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 use crate::analysis::{BodyCopy, Job, Message};
+use crate::diagnose::{self, Diagnose, DiagnoseJob};
 use crate::route::{Upstreams, route};
 use crate::state::{Outcome, ProxyState};
 
@@ -34,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<ProxyState>,
     pub(crate) max_copy_bytes: usize,
     pub(crate) upstream_timeout: Duration,
+    /// `--diagnose`: its state, when on.
+    pub(crate) diagnose: Option<Arc<Diagnose>>,
 }
 
 /// Headers that belong to one connection, never forwarded (as Go's
@@ -86,9 +90,11 @@ fn without_hop_by_hop(headers: HeaderMap, host: Option<HeaderValue>) -> HeaderMa
     out
 }
 
-/// The request body forwarded upstream, frame by frame, with its copy kept aside.
+/// The request body forwarded upstream, frame by frame, with its copy kept aside. Frames
+/// already read (by `--diagnose`, and copied then) go first, then the rest of the body.
 pub(crate) struct RequestTee {
-    inner: Incoming,
+    read: VecDeque<Frame<Bytes>>,
+    inner: Option<Incoming>,
     copy: Arc<Mutex<BodyCopy>>,
     cap: usize,
 }
@@ -102,7 +108,13 @@ impl Body for RequestTee {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Some(frame) = this.read.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(data) = frame.data_ref()
             && let Ok(mut copy) = this.copy.lock()
@@ -113,13 +125,71 @@ impl Body for RequestTee {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.read.is_empty() && self.inner.as_ref().is_none_or(Incoming::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let read: u64 = self
+            .read
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let Some(inner) = &self.inner else {
+            return SizeHint::with_exact(read);
+        };
+        let h = inner.size_hint();
+        let mut out = SizeHint::new();
+        out.set_lower(h.lower().saturating_add(read));
+        if let Some(upper) = h.upper() {
+            out.set_upper(upper.saturating_add(read));
+        }
+        out
     }
 }
+
+/// Reads a request body whole for `--diagnose`, each frame copied for the analysis as it
+/// comes: `Ok(frames, true)` when it ended within `cap` bytes and `wait`; `Ok(frames,
+/// false)` when it did not (the rest is forwarded as it comes); `Err` when reading failed.
+async fn read_whole(
+    body: &mut Incoming,
+    copy: &Mutex<BodyCopy>,
+    cap: usize,
+    wait: Duration,
+) -> Result<(VecDeque<Frame<Bytes>>, bool), hyper::Error> {
+    use http_body_util::BodyExt;
+    let mut frames = VecDeque::new();
+    let mut len = 0usize;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if body.is_end_stream() {
+            return Ok((frames, true));
+        }
+        let next = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(next) => next,
+            Err(_) => return Ok((frames, false)),
+        };
+        let Some(frame) = next.transpose()? else {
+            return Ok((frames, true));
+        };
+        let Some(data) = frame.data_ref() else {
+            // Trailers: forwarded as they are, the body left unchanged.
+            frames.push_back(frame);
+            return Ok((frames, false));
+        };
+        len = len.saturating_add(data.len());
+        if let Ok(mut c) = copy.lock() {
+            c.push(data, cap);
+        }
+        frames.push_back(frame);
+        if len > cap {
+            return Ok((frames, false));
+        }
+    }
+}
+
+/// How much of a streamed reply is looked at for its id (`prompt_wire::reply_id` reads its
+/// first 64 KiB).
+const REPLY_ID_WINDOW: usize = 64 << 10;
 
 /// What is sent to the analysis when a reply ends.
 struct Pending {
@@ -127,12 +197,38 @@ struct Pending {
     request: Arc<Mutex<BodyCopy>>,
     queue: SyncSender<Message>,
     state: Arc<ProxyState>,
+    diagnose: Option<Arc<Diagnose>>,
 }
 
 impl Pending {
     fn send(mut self, response: BodyCopy, outcome: Outcome) {
         if let Ok(mut copy) = self.request.lock() {
             self.job.request = std::mem::take(&mut *copy);
+        }
+        // `--diagnose`: the reply's id, for the session's next request, read here so that
+        // a next request sent at once finds it (a compressed reply's by the analysis).
+        if let (Some(d), Some(job)) = (&self.diagnose, &self.job.diagnose)
+            && outcome == Outcome::Complete
+            && (200..300).contains(&self.job.status)
+            && self.job.content_encoding.is_none()
+            && !response.over
+        {
+            // A whole reply is read whole (its `id`); a stream's id is in its first event.
+            let whole = response
+                .chunks
+                .iter()
+                .flat_map(|c| c.iter())
+                .find(|b| !b.is_ascii_whitespace())
+                == Some(&b'{');
+            let limit = if whole { usize::MAX } else { REPLY_ID_WINDOW };
+            let mut head = Vec::new();
+            for c in &response.chunks {
+                if head.len() >= limit {
+                    break;
+                }
+                head.extend_from_slice(&c[..c.len().min(limit - head.len())]);
+            }
+            d.remember_reply(job, &head);
         }
         self.job.response = response;
         self.job.outcome = outcome;
@@ -328,8 +424,94 @@ pub(crate) async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(|v| bounded(v, 128).to_owned());
     let copy = Arc::new(Mutex::new(BodyCopy::default()));
+    let mut body = body;
+    let mut read = VecDeque::new();
+    let mut rest = Some(());
+    let mut diagnose_job = None;
+    if let Some(d) = &shared.diagnose
+        && let Some(kind) = diagnose::diagnosable(api, &path)
+    {
+        match diagnose::session_key(kind, &parts.headers) {
+            None => d.unnamed(),
+            Some(key) => {
+                let order = d.next_order();
+                let previous = d.previous(&key);
+                let (frames, whole) = match read_whole(
+                    &mut body,
+                    &copy,
+                    shared.max_copy_bytes,
+                    shared.upstream_timeout,
+                )
+                .await
+                {
+                    Ok(read) => read,
+                    Err(e) => {
+                        return Ok(text(
+                            StatusCode::BAD_REQUEST,
+                            format!(
+                                "cacheline proxy: the request body could not be read: {}\n",
+                                chain(&e)
+                            ),
+                        ));
+                    }
+                };
+                read = frames;
+                let loopback = upstream
+                    .authority
+                    .rsplit_once(':')
+                    .map_or(upstream.authority.as_str(), |(h, _)| h)
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+                    || upstream.authority.starts_with("localhost");
+                let rewritten = if whole {
+                    rest = None;
+                    let mut bytes = Vec::new();
+                    for f in &read {
+                        if let Some(data) = f.data_ref() {
+                            bytes.extend_from_slice(data);
+                        }
+                    }
+                    diagnose::rewrite(kind, &bytes, previous.as_deref(), &upstream.url(), loopback)
+                } else {
+                    Err(diagnose::Skip::Failed)
+                };
+                match rewritten {
+                    Ok(bytes) if diagnose::fix_headers(kind, &mut parts.headers, bytes.len()) => {
+                        d.added();
+                        read = VecDeque::from([Frame::data(Bytes::from(bytes))]);
+                        diagnose_job = Some(DiagnoseJob {
+                            key,
+                            kind,
+                            order,
+                            against: previous,
+                        });
+                    }
+                    Ok(_) => {
+                        d.skipped(diagnose::Skip::Failed);
+                        diagnose_job = Some(DiagnoseJob {
+                            key,
+                            kind,
+                            order,
+                            against: None,
+                        });
+                    }
+                    Err(why) => {
+                        d.skipped(why);
+                        diagnose_job = Some(DiagnoseJob {
+                            key,
+                            kind,
+                            order,
+                            against: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
     let tee = RequestTee {
-        inner: body,
+        read,
+        inner: rest.map(|()| body),
         copy: copy.clone(),
         cap: shared.max_copy_bytes,
     };
@@ -356,6 +538,7 @@ pub(crate) async fn handle(
         status,
         outcome: Outcome::Complete,
         added_latency: added,
+        diagnose: diagnose_job.clone(),
     };
     let response = match sent {
         Ok(Ok(response)) => response,
@@ -365,6 +548,7 @@ pub(crate) async fn handle(
                 request: copy,
                 queue: shared.queue.clone(),
                 state: shared.state.clone(),
+                diagnose: shared.diagnose.clone(),
             };
             p.send(BodyCopy::default(), Outcome::Unreachable);
             let why = match failed {
@@ -393,6 +577,7 @@ pub(crate) async fn handle(
         request: copy,
         queue: shared.queue.clone(),
         state: shared.state.clone(),
+        diagnose: shared.diagnose.clone(),
     };
     let tee = ResponseTee {
         inner: body,

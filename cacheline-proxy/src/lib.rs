@@ -40,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 mod analysis;
+pub mod diagnose;
 mod forward;
 pub mod launcher;
 pub mod metrics;
@@ -136,6 +137,9 @@ pub struct ProxyConfig {
     /// The writer catalogue verdicts name writers by (`--catalogue`); `None`: the built-in
     /// one.
     pub catalogue: Option<prompt_measure::catalogue::Catalogue>,
+    /// `--diagnose`: ask the provider for its own verdict on each request
+    /// ([`diagnose`]). Off by default.
+    pub diagnose: bool,
 }
 
 impl Default for ProxyConfig {
@@ -152,6 +156,7 @@ impl Default for ProxyConfig {
             connect_timeout: Duration::from_secs(10),
             audit: AuditConfig::default(),
             catalogue: None,
+            diagnose: false,
         }
     }
 }
@@ -173,6 +178,12 @@ impl ProxyConfig {
     /// The same, writing the audit-format log to `path`.
     pub fn with_log(mut self, path: impl Into<PathBuf>) -> Self {
         self.log = Some(path.into());
+        self
+    }
+
+    /// The same, asking the provider for its own verdict (`--diagnose`) or not.
+    pub fn with_diagnose(mut self, diagnose: bool) -> Self {
+        self.diagnose = diagnose;
         self
     }
 
@@ -232,6 +243,7 @@ pub struct Proxy {
     accept: tokio::task::JoinHandle<()>,
     queue: std::sync::mpsc::SyncSender<analysis::Message>,
     analysis: std::thread::JoinHandle<analysis::Finished>,
+    diagnose: Option<Arc<diagnose::Diagnose>>,
 }
 
 /// What a proxy leaves when it stops.
@@ -241,6 +253,8 @@ pub struct ProxySummary {
     pub totals: Totals,
     /// The audit's summary of every analysed request (cost, breakers), if the analysis ran.
     pub audit: Option<AuditSummary>,
+    /// What `--diagnose` did, when it was on.
+    pub diagnose: Option<diagnose::DiagnoseCounts>,
 }
 
 impl Proxy {
@@ -278,6 +292,9 @@ impl Proxy {
             .build(https);
         let state = Arc::new(ProxyState::new(config.max_sessions));
         let (queue, rx) = std::sync::mpsc::sync_channel(config.queue.max(1));
+        let diagnose = config
+            .diagnose
+            .then(|| Arc::new(diagnose::Diagnose::default()));
         let settings = analysis::Settings {
             audit: config.audit,
             log,
@@ -285,6 +302,7 @@ impl Proxy {
             keep_bodies: config.keep_bodies,
             print_verdicts: config.print_verdicts,
             catalogue: config.catalogue.clone(),
+            diagnose: diagnose.clone(),
         };
         let thread_state = state.clone();
         let (ready, loaded) = tokio::sync::oneshot::channel();
@@ -301,6 +319,7 @@ impl Proxy {
             state: state.clone(),
             max_copy_bytes: config.max_copy_bytes,
             upstream_timeout: config.upstream_timeout,
+            diagnose: diagnose.clone(),
         });
         let (stop, stopped) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared, stopped));
@@ -311,6 +330,7 @@ impl Proxy {
             accept,
             queue,
             analysis,
+            diagnose,
         })
     }
 
@@ -341,6 +361,7 @@ impl Proxy {
         ProxySummary {
             totals: self.state.totals(),
             audit,
+            diagnose: self.diagnose.as_ref().map(|d| d.counts()),
         }
     }
 }
@@ -458,6 +479,21 @@ impl ProxySummary {
                 .replace('\n', "\n  "),
             );
         }
+        if let Some(d) = &self.diagnose {
+            s.push_str(&format!(
+                "\n  --diagnose: field added to {} requests; sent unchanged: {} naming no session, {} already asking, {} of a model or upstream without diagnostics, {} with no earlier reply (OpenAI), {} unreadable",
+                d.added, d.unnamed, d.agent_sent, d.unsupported, d.no_previous, d.failed
+            ));
+        }
+        if let Some(a) = &self.audit {
+            let p = &a.provider_verdicts;
+            if p.agree + p.disagree + p.provider_side + p.provider_only + p.other > 0 {
+                s.push_str(&format!(
+                    "\n  provider verdicts: {} agree, {} disagree, {} provider_side, {} provider_only, {} other",
+                    p.agree, p.disagree, p.provider_side, p.provider_only, p.other
+                ));
+            }
+        }
         s
     }
 }
@@ -490,6 +526,7 @@ mod lifetime_tests {
         let text = ProxySummary {
             totals: Totals::default(),
             audit: Some(audit),
+            diagnose: None,
         }
         .text();
         assert!(

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use prompt_core::profile::Provider as Host;
 use prompt_wire::engine::{Context, Engine, EngineConfig, Exchange, ReportedRead};
-use prompt_wire::{GuardError, Shape};
+use prompt_wire::{GuardError, ProviderDiagnosis, Shape};
 use serde::Serialize;
 
 use super::catalogue::{
@@ -43,6 +43,7 @@ use super::catalogue::{
     WriterMatch, writer_clause,
 };
 use super::meter::{Provider, SessionUsage, Usage};
+use super::provider_verdict::{ProviderTally, ProviderVerdict, diagnostics_api};
 use super::sim::{
     CacheSim, Retained, RuleOutcome, Segment, SimConfig, TokenCache, TokenizedRequest,
 };
@@ -93,6 +94,9 @@ pub struct RequestAudit {
     /// Who wrote the verdict's change: a writer catalogue entry whose agent, versions, cause,
     /// path and pattern match, or a learned volatile block ([`crate::catalogue`]).
     pub writer: Option<WriterFinding>,
+    /// The provider's verdict beside the engine's, when the logged response carries cache
+    /// diagnostics ([`ProviderVerdict`]).
+    pub provider_verdict: Option<ProviderVerdict>,
 }
 
 /// Why a line was skipped.
@@ -316,6 +320,8 @@ pub struct AuditSummary {
     pub causes: BTreeMap<CauseKind, u64>,
     /// Requests that start a conversation (no assistant message yet).
     pub new_conversations: u64,
+    /// Requests with a provider's verdict, by how it stood to the engine's.
+    pub provider_verdicts: ProviderTally,
     /// Requests the engine held for the predecessor search at the end, and dropped.
     pub engine: prompt_wire::engine::Held,
     /// The cache-breakers that lost the most tokens.
@@ -370,6 +376,7 @@ pub struct Auditor<'t> {
     simulated_cost: (f64, f64),
     causes: BTreeMap<CauseKind, u64>,
     new_conversations: u64,
+    provider_verdicts: ProviderTally,
     breakers: HashMap<BreakerKey, Breaker>,
     lifetime: super::lifetime::LifetimeStats,
     catalogue: Catalogue,
@@ -443,6 +450,7 @@ impl<'t> Auditor<'t> {
             simulated_cost: (0.0, 0.0),
             causes: BTreeMap::new(),
             new_conversations: 0,
+            provider_verdicts: ProviderTally::default(),
             breakers: HashMap::new(),
             lifetime: super::lifetime::LifetimeStats::new(Default::default()),
             catalogue: Catalogue::builtin().cloned().unwrap_or_default(),
@@ -523,6 +531,15 @@ impl<'t> Auditor<'t> {
             .response
             .map(|r| super::logged::read_response(shape, r));
         let response_id = response.as_ref().and_then(|r| r.id.clone());
+        let replied = response
+            .as_ref()
+            .is_some_and(|r| matches!(r.usage, Ok(Some(_))));
+        let diagnostics = response.as_ref().and_then(|r| r.diagnostics.clone());
+        // Anthropic omits `diagnostics` when its comparison found no divergence: a reply
+        // without them, to a request that named the previous reply, is its "no change".
+        let asked = shape == Shape::Anthropic
+            && replied
+            && (logged.diagnosed_against.is_some() || names_previous_message(&logged.request));
         let (reported, reported_error) = match response.map(|r| r.usage) {
             None | Some(Ok(None)) => (None, None),
             Some(Ok(Some((provider, usage)))) => (
@@ -627,6 +644,19 @@ impl<'t> Auditor<'t> {
         }
         let agent = AgentId::from_headers(&logged.headers);
         let writer = self.writer_of(line, &verdict, agent.as_ref());
+        let provider_verdict = diagnostics_api(shape).and_then(|api| match diagnostics {
+            Some(Ok(d)) => Some(ProviderVerdict::reconcile(d, &verdict, api)),
+            Some(Err(problem)) => Some(ProviderVerdict::unreadable(problem)),
+            None if asked => Some(ProviderVerdict::reconcile(
+                ProviderDiagnosis::NoChange,
+                &verdict,
+                api,
+            )),
+            None => None,
+        });
+        if let Some(p) = &provider_verdict {
+            self.provider_verdicts.count(p);
+        }
         let audit = RequestAudit {
             line,
             shape,
@@ -640,6 +670,7 @@ impl<'t> Auditor<'t> {
             verdict,
             agent,
             writer,
+            provider_verdict,
         };
         self.lifetime.record(&audit, &self.config.prices);
         Ok(audit)
@@ -806,6 +837,7 @@ impl<'t> Auditor<'t> {
                 .then_some(self.reported),
             causes: self.causes.clone(),
             new_conversations: self.new_conversations,
+            provider_verdicts: self.provider_verdicts,
             engine: self.engine.held(),
             top_breakers: top,
             retained: self
@@ -828,6 +860,21 @@ fn bounded_str(text: &str) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// Whether an Anthropic request body names the previous reply for cache diagnostics
+/// (`diagnostics.previous_message_id`, a string).
+fn names_previous_message(body: &str) -> bool {
+    // Most bodies have no such key: not parsed again for it.
+    if !body.contains("\"diagnostics\"") {
+        return false;
+    }
+    let Ok(top) = prompt_core::raw_json::Object::parse(body) else {
+        return false;
+    };
+    top.get("diagnostics")
+        .and_then(|d| prompt_core::raw_json::Object::of(d).ok())
+        .is_some_and(|d| d.str("previous_message_id").is_some())
 }
 
 /// The verdict of one request, on one line: its cause, where, against which line, what it
@@ -901,6 +948,9 @@ pub fn verdict_text(r: &RequestAudit) -> String {
         if more > 0 {
             s.push_str(&format!(" and {more} more"));
         }
+    }
+    if let Some(p) = &r.provider_verdict {
+        s.push_str(&p.clause());
     }
     // Who wrote the change: one clause, last.
     if let Some(w) = &r.writer {

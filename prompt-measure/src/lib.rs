@@ -53,6 +53,7 @@ pub mod fleet;
 pub mod lifetime;
 pub mod logged;
 pub mod meter;
+pub mod provider_verdict;
 pub mod sim;
 pub mod simulate;
 pub mod synthetic;

@@ -22,6 +22,8 @@ use serde_json::value::RawValue;
 
 use super::audit::LineProblem;
 use super::meter::{Provider, Usage};
+use super::provider_verdict::diagnostics_api;
+use prompt_wire::ProviderDiagnosis;
 
 /// One line: the request body's text, the logged response, and what the log says of the
 /// request besides its body.
@@ -39,6 +41,9 @@ pub(crate) struct Logged<'a> {
     pub(crate) session: Option<String>,
     /// The body's top-level object, when the line is a bare body (read once, here).
     pub(crate) top: Option<Object<'a>>,
+    /// The reply id the proxy's `--diagnose` asked the provider to compare this request
+    /// with (the line's `diagnosed_against`): the logged request is the agent's own.
+    pub(crate) diagnosed_against: Option<String>,
 }
 
 /// The most headers read from one line.
@@ -135,6 +140,7 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
             ts: None,
             session: None,
             top: Some(line),
+            diagnosed_against: None,
         });
     };
     let request = if body.get().starts_with('{') {
@@ -173,6 +179,7 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
         ts: line.get("ts").and_then(timestamp),
         session: bounded_string(line.get("session")),
         top: None,
+        diagnosed_against: bounded_string(line.get("diagnosed_against")),
     })
 }
 
@@ -221,6 +228,9 @@ const STREAM_PIECE: usize = 64 << 10;
 pub(crate) struct Response {
     pub(crate) usage: Result<Option<(Provider, Usage)>, String>,
     pub(crate) id: Option<String>,
+    /// The provider's cache diagnostics, when the reply carries an object of them
+    /// (Anthropic's `diagnostics`, OpenAI Responses' `prompt_cache_diagnostics`), read.
+    pub(crate) diagnostics: Option<Result<ProviderDiagnosis, String>>,
 }
 
 impl Response {
@@ -228,7 +238,15 @@ impl Response {
         Self {
             usage,
             id: id.map(|id| prompt_core::input::excerpt(&id, MAX_FIELD_BYTES).into_owned()),
+            diagnostics: None,
         }
+    }
+
+    fn with_diagnostics(mut self, shape: Shape, raw: Option<&str>) -> Self {
+        if let (Some(api), Some(raw)) = (diagnostics_api(shape), raw) {
+            self.diagnostics = Some(ProviderDiagnosis::parse(api, raw).map_err(|e| e.to_string()));
+        }
+        self
     }
 }
 
@@ -240,7 +258,7 @@ pub(crate) fn read_response(shape: Shape, response: &RawValue) -> Response {
         return Response::of(Ok(None), None);
     }
     if raw.starts_with('{') {
-        return whole(raw);
+        return whole(shape, raw);
     }
     let Some(text) = string_of(response) else {
         return Response::of(
@@ -252,23 +270,36 @@ pub(crate) fn read_response(shape: Shape, response: &RawValue) -> Response {
         );
     };
     if text.trim_start().starts_with('{') {
-        whole(&text)
+        whole(shape, &text)
     } else {
         streamed(shape, text)
     }
 }
 
-/// A whole reply's usage, any provider's shape, and its id.
-fn whole(text: &str) -> Response {
+/// A whole reply's usage, any provider's shape, its id and its cache diagnostics.
+fn whole(shape: Shape, text: &str) -> Response {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => return Response::of(Err(format!("response is not JSON: {e}")), None),
     };
     let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+    let diagnostics = diagnostics_api(shape)
+        .and_then(|api| value.get(diagnostics_key(api)))
+        .filter(|d| !d.is_null())
+        .map(Value::to_string);
     Response::of(
         Usage::detect(&value).map(Some).map_err(|e| e.to_string()),
         id,
     )
+    .with_diagnostics(shape, diagnostics.as_deref())
+}
+
+/// The key a whole reply of `api` carries its cache diagnostics under.
+fn diagnostics_key(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::OpenAiResponses => "prompt_cache_diagnostics",
+        _ => "diagnostics",
+    }
 }
 
 fn usage_of(json: &str) -> Result<(Provider, Usage), String> {
@@ -317,11 +348,11 @@ fn streamed(shape: Shape, sse: Cow<'_, str>) -> Response {
         }
     }
     drop(sse);
-    let (usage, id) = match reader.into_reply() {
-        Ok(reply) => (reply.usage, reply.id),
+    let (usage, id, diagnostics) = match reader.into_reply() {
+        Ok(reply) => (reply.usage, reply.id, reply.diagnostics),
         // A stream that ended as its API ends one but holds no message to record (a prompt
         // blocked) still reports what it cost, as its whole reply does.
-        Err(StreamError::Reply { .. }) => (last, None),
+        Err(StreamError::Reply { .. }) => (last, None, None),
         Err(e) => return Response::of(Err(format!("the response stream: {e}")), None),
     };
     let Some(usage) = usage else {
@@ -329,7 +360,8 @@ fn streamed(shape: Shape, sse: Cow<'_, str>) -> Response {
             ApiKind::OpenAi => "the response stream carries no usage (Chat Completions streams it only with `stream_options: {\"include_usage\": true}`)".to_owned(),
             _ => "the response stream carries no usage".to_owned(),
         };
-        return Response::of(Err(why), id);
+        return Response::of(Err(why), id).with_diagnostics(shape, diagnostics.as_deref());
     };
     Response::of(usage_of(&usage.json).map(Some), id)
+        .with_diagnostics(shape, diagnostics.as_deref())
 }

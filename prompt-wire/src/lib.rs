@@ -94,7 +94,10 @@ pub use conversation::{
     CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
     ConversationSnapshot, Next, RestoredConversation,
 };
-pub use diagnostics::{CacheDiagnostics, GuardReason, MissReason, MissReport};
+pub use diagnostics::{
+    CacheDiagnostics, GuardReason, MAX_DIAGNOSTICS_BYTES, MAX_REPLY_ID, MissReason, MissReport,
+    ProviderDiagnosis, reply_id,
+};
 pub use engine::{Break, Cause, CauseKind, Place, ToolChange};
 pub use error::WireError;
 pub use guard::{

@@ -89,10 +89,11 @@ pub struct Reply {
     /// The reply's `id` (Gemini's `responseId`), read from a whole reply: Anthropic's cache
     /// diagnostics name the previous reply by it.
     pub id: Option<String>,
-    /// The provider's `diagnostics` object, raw, when a whole reply has one (Anthropic's
-    /// cache diagnostics: `cache_miss_reason` with its `type` and
-    /// `cache_missed_input_tokens`); read it with
-    /// [`CacheDiagnostics::parse`](crate::CacheDiagnostics::parse).
+    /// The provider's cache diagnostics object, raw, when the reply has one (Anthropic's
+    /// `diagnostics`: `cache_miss_reason` with its `type` and `cache_missed_input_tokens`;
+    /// OpenAI Responses' `prompt_cache_diagnostics`, also in a stream's
+    /// `response.completed`); read it with
+    /// [`ProviderDiagnosis::parse`](crate::ProviderDiagnosis::parse).
     pub diagnostics: Option<String>,
 }
 
@@ -215,8 +216,10 @@ pub(crate) fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireE
             "id"
         })
         .map(Cow::into_owned);
+    // The provider's cache diagnostics: Anthropic's `diagnostics`, OpenAI Responses'
+    // `prompt_cache_diagnostics` (read with `ProviderDiagnosis::parse`).
     reply.diagnostics = top
-        .get("diagnostics")
+        .get(crate::diagnostics::reply_key(api))
         .filter(|d| d.get().starts_with('{'))
         .map(|d| d.get().to_owned());
     Ok(reply)

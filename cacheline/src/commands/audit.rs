@@ -132,6 +132,14 @@ fn print_summary(
         },
         s.new_conversations
     )?;
+    let p = &s.provider_verdicts;
+    if p.agree + p.disagree + p.provider_side + p.provider_only + p.other > 0 {
+        writeln!(
+            out,
+            "  provider verdicts: {} agree, {} disagree, {} provider_side, {} provider_only, {} other",
+            p.agree, p.disagree, p.provider_side, p.provider_only, p.other
+        )?;
+    }
     writeln!(
         out,
         "{}",

@@ -31,6 +31,12 @@ pub(crate) struct ProxyArgs {
     /// override the built-in ones of the same id.
     #[arg(long, value_name = "FILE")]
     catalogue: Option<PathBuf>,
+    /// Ask the provider for its own verdict on each request beside cacheline's: adds
+    /// Anthropic's `diagnostics.previous_message_id` (and its beta header) or OpenAI's
+    /// `prompt_cache_options.comparison_response_id` after the prompt, for requests that
+    /// name a session (see docs/proxy.md). Off by default.
+    #[arg(long)]
+    diagnose: bool,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     allow_remote: bool,
@@ -55,6 +61,7 @@ pub(crate) fn run(
     let mut config = ProxyConfig::default()
         .with_upstreams(upstreams)
         .with_keep_bodies(args.keep_bodies)
+        .with_diagnose(args.diagnose)
         // Verdict lines are printed here, from the state's event stream: the facade holds
         // standard error's lock while a command runs.
         .with_print_verdicts(false);

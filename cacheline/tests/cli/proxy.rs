@@ -5,10 +5,16 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// An upstream answering every request with an Anthropic reply, on its own thread.
 fn upstream() -> String {
+    recording_upstream(Arc::new(Mutex::new(Vec::new())))
+}
+
+/// The same, keeping every request it received in `received`.
+fn recording_upstream(received: Arc<Mutex<Vec<String>>>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -36,6 +42,10 @@ fn upstream() -> String {
                     }
                 }
             }
+            received
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&got).into_owned());
             let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"claude-sonnet-4-5","stop_reason":"end_turn","usage":{"input_tokens":50,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"output_tokens":1}}"#;
             let _ = write!(
                 s,
@@ -142,4 +152,73 @@ fn proxy_refuses_a_malformed_writer_catalogue_naming_the_entry_and_field() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot read the writer catalogue"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn with_diagnose_the_upstream_is_asked_for_its_verdict_and_the_audit_shows_it() {
+    let dir = std::env::temp_dir().join(format!("cacheline-cli-diagnose-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("proxy.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let long = "Follow the house style. ".repeat(60);
+    let b1 = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-04.","messages":[{{"role":"user","content":"hi"}}]}}"#
+    );
+    let b2 = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-05.","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"more"}}]}}"#
+    );
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let out = Command::new(env!("CARGO_BIN_EXE_cacheline"))
+        .args(["proxy", "--diagnose", "--upstream"])
+        .arg(format!(
+            "anthropic={}",
+            recording_upstream(received.clone())
+        ))
+        .arg("--log")
+        .arg(&log)
+        .args(["--", "bash", "-c", CHILD])
+        .env("B1", &b1)
+        .env("B2", &b2)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let got = received.lock().unwrap().clone();
+    assert_eq!(got.len(), 2, "{stderr}");
+    assert!(
+        got[0].ends_with(r#","diagnostics":{"previous_message_id":null}}"#),
+        "{}",
+        got[0]
+    );
+    assert!(
+        got[1].ends_with(r#","diagnostics":{"previous_message_id":"msg_1"}}"#),
+        "{}",
+        got[1]
+    );
+    assert!(
+        got[1]
+            .to_ascii_lowercase()
+            .contains("anthropic-beta: cache-diagnosis-2026-04-07\r\n"),
+        "{}",
+        got[1]
+    );
+    assert!(
+        stderr.contains("--diagnose: field added to 2 requests"),
+        "{stderr}"
+    );
+    // The reply carries no `diagnostics`: Anthropic's "no divergence", beside the engine's
+    // rewritten system prompt.
+    assert!(
+        stderr.contains("; provider: no change — we say system_changed (disagrees)"),
+        "{stderr}"
+    );
+    let (code, audit, err) = super::cacheline(&["audit", log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        audit.contains(
+            "provider verdicts: 0 agree, 1 disagree, 0 provider_side, 0 provider_only, 0 other"
+        ),
+        "{audit}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,4 +7,5 @@ mod catalogue;
 mod engine;
 mod lifetime;
 mod meter;
+mod provider_verdict;
 mod sim;
