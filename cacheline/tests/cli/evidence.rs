@@ -139,7 +139,10 @@ fn evidence_of_the_claude_code_resume_names_the_date_edit_at_message_0_byte_6717
         "{md}"
     );
     assert!(md.contains(&format!("{gap:.1} s")), "{md}");
-    assert!(md.contains("`claude-cli` 2.1.197"), "{md}");
+    assert!(
+        md.contains("`claude-code` 2.1.197 (user-agent `claude-cli/2.1.197"),
+        "{md}"
+    );
     assert!(md.contains("(from header)"), "{md}");
 }
 
@@ -326,6 +329,13 @@ fn no_credential_reaches_the_markdown_or_the_json() {
             around.contains(r#"_"#) && around.contains(r#"":"*****"#),
             "{around}"
         );
+        // The verdict sentence quotes the engine's excerpt, which starts inside the body's
+        // credential ("…0123456789"): its last bytes are starred too, not shown.
+        let verdict = j["verdict"].as_str().unwrap();
+        assert!(
+            !verdict.contains("89\\\"") && !md.contains("89\\\""),
+            "a cut credential was written: {verdict}"
+        );
         assert_eq!(j["agent"]["name"], "leaky-agent");
         assert_eq!(
             j["later"]["path"],
@@ -347,11 +357,11 @@ fn redact_text_shows_the_structure_without_the_content() {
     let d = &j["divergence"]["later"];
     assert!(d["before"].as_str().unwrap().ends_with("0000-00-0"), "{d}");
     for text in [md.as_str(), &j["verdict"].to_string(), &d.to_string()] {
-        assert!(
-            !text.contains("currentDate") && !text.contains("2026-12"),
-            "{text}"
-        );
+        assert!(!text.contains("2026-12"), "{text}");
     }
+    // The excerpts hide the content; the writer catalogue's name for the block ("the
+    // currentDate reminder") is the catalogue's text, not the request's, and stays.
+    assert!(!d.to_string().contains("currentDate"), "{d}");
     // The facts that are not content stay.
     assert_eq!(j["json_path"], "messages[0].content[2]");
     assert!(md.contains("--redact-text"), "{md}");
@@ -457,4 +467,98 @@ fn the_json_keys_in_the_docs_are_the_reports() {
     let mut keys: Vec<String> = j.as_object().unwrap().keys().cloned().collect();
     keys.sort();
     assert_eq!(documented, keys);
+}
+
+#[test]
+fn evidence_names_the_writer_the_catalogue_finds() {
+    let (md, json) = evidence(CLAUDE, 8, &[]);
+    assert!(
+        md.contains("### Writer\n\n- the currentDate reminder (writer catalogue entry `claude-code-current-date`, claude-code >=2.1.0, <2.2.0)"),
+        "{md}"
+    );
+    assert_eq!(json["writer"]["kind"], "catalogue", "{json}");
+    assert_eq!(json["writer"]["id"], "claude-code-current-date", "{json}");
+    assert_eq!(json["agent"]["name"], "claude-code", "{json}");
+    assert_eq!(json["agent"]["version"], "2.1.197", "{json}");
+    // Line 9 extends line 8: no change, so no writer.
+    let (md, json) = evidence(CLAUDE, 9, &[]);
+    assert!(md.contains("- no writer catalogue entry matches"), "{md}");
+    assert!(json["writer"].is_null(), "{json}");
+}
+
+/// Two Anthropic turns whose tool description changed; the second reply carries the
+/// provider's cache diagnostics (the shape of
+/// <https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics>:
+/// `diagnostics.cache_miss_reason` with `type` and `cache_missed_input_tokens`).
+#[test]
+fn evidence_shows_the_provider_s_verdict_beside_cacheline_s() {
+    let filler = "lorem ipsum dolor sit amet ".repeat(300);
+    let body = |tool: &str, turns: usize, previous: Option<&str>| {
+        let mut messages = Vec::new();
+        for t in 0..turns {
+            messages.push(
+                serde_json::json!({"role": "user", "content": format!("user {t}: {filler}")}),
+            );
+            messages.push(
+                serde_json::json!({"role": "assistant", "content": format!("assistant {t}")}),
+            );
+        }
+        messages.push(serde_json::json!({"role": "user", "content": format!("user {turns}")}));
+        let mut b = serde_json::json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 64,
+            "tools": [{"name": "read", "description": tool, "input_schema": {"type": "object"}}],
+            "system": [{"type": "text", "text": format!("You are a coding agent. {filler}")}],
+            "messages": messages,
+        });
+        if let Some(p) = previous {
+            b["diagnostics"] = serde_json::json!({"previous_message_id": p});
+        }
+        b.to_string()
+    };
+    let reply = |id: &str, diagnostics: Option<Value>| {
+        let mut r = serde_json::json!({
+            "id": id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 5000, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 1}
+        });
+        if let Some(d) = diagnostics {
+            r["diagnostics"] = d;
+        }
+        r
+    };
+    let line = |ts: u64, body: String, reply: Value| {
+        serde_json::json!({
+            "ts": ts, "path": "/v1/messages",
+            "headers": {"x-claude-code-session-id": "s-1", "user-agent": "claude-cli/2.1.197 (external, sdk-cli)"},
+            "request": body, "response": reply,
+        })
+        .to_string()
+    };
+    let log = [
+        line(1_800_000_000, body("Reads a file.", 1, None), reply("msg_1", None)),
+        line(
+            1_800_000_010,
+            body("Reads a file, now longer.", 2, Some("msg_1")),
+            reply(
+                "msg_2",
+                Some(serde_json::json!({"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 4900}})),
+            ),
+        ),
+    ]
+    .join("\n");
+    let path = temp_file("evidence-provider.jsonl", &log);
+    let path = path.to_string_lossy().into_owned();
+    let (md, json) = evidence(&path, 2, &[]);
+    assert!(
+        md.contains(
+            "### The provider's verdict\n\n- provider: tools_changed, ~4,900 tokens missed (agrees)"
+        ),
+        "{md}"
+    );
+    assert_eq!(
+        json["provider_verdict"]["agreement"]["agreement"], "agree",
+        "{json}"
+    );
+    assert_eq!(json["cause"], "tools_changed", "{json}");
 }

@@ -473,6 +473,11 @@ pub(crate) struct Evidence {
     pub(crate) session: SessionFacts,
     /// The agent and its version, from the user-agent header.
     pub(crate) agent: Option<AgentFacts>,
+    /// Who wrote the change: a writer catalogue entry, or a learned volatile block.
+    pub(crate) writer: Option<prompt_measure::catalogue::WriterFinding>,
+    /// The provider's own verdict beside cacheline's, when the reply carried its cache
+    /// diagnostics.
+    pub(crate) provider_verdict: Option<prompt_measure::provider_verdict::ProviderVerdict>,
     /// The redaction.
     pub(crate) redaction: Redaction,
     /// Who produced it.
@@ -485,21 +490,19 @@ struct Reread<'t> {
     masked: Masked,
 }
 
-/// The agent and version a user-agent names: its first product (`claude-cli/2.1.197
-/// (external, sdk-cli)` → `claude-cli`, `2.1.197`). The writer catalogue is to name them
-/// better; this reads the header alone.
+/// The agent and version, as the writer catalogue reads them from the request's headers
+/// (`user-agent`, else codex's `originator`), with the header as sent (bounded).
 fn agent_of(headers: &[(String, String)]) -> Option<AgentFacts> {
-    let ua = headers.iter().find(|(k, _)| k == "user-agent")?.1.as_str();
-    let ua = input::excerpt(ua.trim(), MAX_LABEL).into_owned();
-    let product = ua.split_whitespace().next().unwrap_or("");
-    let (name, version) = match product.split_once('/') {
-        Some((name, version)) if !name.is_empty() => (name.to_owned(), Some(version.to_owned())),
-        _ => (product.to_owned(), None),
-    };
+    let id = prompt_measure::catalogue::AgentId::from_headers(headers)?;
+    let ua = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("user-agent"))
+        .map(|(_, v)| input::excerpt(v.trim(), MAX_LABEL).into_owned())
+        .unwrap_or_default();
     Some(AgentFacts {
         user_agent: ua,
-        name,
-        version: version.filter(|v| !v.is_empty()),
+        name: id.name,
+        version: id.version.map(|v| v.to_string()),
     })
 }
 
@@ -804,6 +807,40 @@ fn command_of(args: &EvidenceArgs) -> String {
     cmd
 }
 
+/// How far from the divergence an engine excerpt is looked for in its body.
+const EXCERPT_SEARCH: usize = 512;
+
+/// `excerpt`, a piece of `raw` near byte `near`, as the same bytes of `masked` (`raw` with
+/// its credential values starred, byte for byte); when it is not found there, every byte
+/// of it that is not JSON punctuation is starred: an excerpt is never shown unmasked.
+fn masked_excerpt(raw: &str, masked: &str, excerpt: &str, near: usize) -> String {
+    if excerpt.is_empty() {
+        return String::new();
+    }
+    let lo = near.saturating_sub(EXCERPT_SEARCH + excerpt.len());
+    let hi = near
+        .saturating_add(EXCERPT_SEARCH + excerpt.len())
+        .min(raw.len());
+    let found = (raw.len() == masked.len())
+        .then(|| raw.get(lo..hi))
+        .flatten()
+        .and_then(|window| window.find(excerpt))
+        .map(|i| lo + i);
+    match found.and_then(|start| masked.get(start..start + excerpt.len())) {
+        Some(m) => m.to_owned(),
+        None => excerpt
+            .chars()
+            .map(|c| {
+                if c.is_ascii_punctuation() || c.is_whitespace() {
+                    c
+                } else {
+                    '*'
+                }
+            })
+            .collect(),
+    }
+}
+
 /// The evidence of `args.request`.
 pub(crate) fn collect(
     args: &EvidenceArgs,
@@ -845,6 +882,28 @@ pub(crate) fn collect(
     // The verdict sentence over the engine's excerpts, redacted as every other excerpt.
     let mut shown = audit.clone();
     for c in &mut shown.verdict.changes {
+        // The engine cut its excerpts from the bodies as sent: the same bytes are taken from
+        // the masked bodies, so no piece of a credential the window cuts through is shown.
+        let at = c.divergence.byte_offset;
+        // A header's excerpt is its value, not a piece of a body (and headers are read
+        // without credentials).
+        let in_body = !matches!(c.place, Place::Header { .. } | Place::Request);
+        if in_body {
+            if let Some(r) = &earlier {
+                c.divergence.excerpt.earlier = masked_excerpt(
+                    &r.logged.body,
+                    &r.masked.text,
+                    &c.divergence.excerpt.earlier,
+                    at,
+                );
+            }
+            c.divergence.excerpt.later = masked_excerpt(
+                &later.logged.body,
+                &later.masked.text,
+                &c.divergence.excerpt.later,
+                at,
+            );
+        }
         c.divergence.excerpt.earlier = redactor.excerpt(&c.divergence.excerpt.earlier);
         c.divergence.excerpt.later = redactor.excerpt(&c.divergence.excerpt.later);
         redact_cause(&mut c.cause, &redactor);
@@ -925,6 +984,8 @@ pub(crate) fn collect(
             source: v.session.source,
         },
         agent: agent_of(&later.logged.headers),
+        writer: audit.writer.clone(),
+        provider_verdict: audit.provider_verdict.clone(),
         redaction: Redaction {
             credentials_hidden: later.masked.hidden
                 + earlier.as_ref().map_or(0, |r| r.masked.hidden),

@@ -24,6 +24,8 @@ pub(crate) const SECTIONS: &[Section] = &[
     timing_and_usage,
     request,
     agent,
+    writer,
+    provider,
     produced_by,
 ];
 
@@ -368,6 +370,71 @@ fn agent(e: &Evidence, out: &mut String) {
         }
         None => {
             let _ = writeln!(out, "- not named: the log has no user-agent for it\n");
+        }
+    }
+}
+
+fn writer(e: &Evidence, out: &mut String) {
+    use prompt_measure::catalogue::WriterFinding;
+    let _ = writeln!(out, "### Writer\n");
+    match &e.writer {
+        Some(WriterFinding::Catalogue(m)) => {
+            let versions = if m.versions == "*" {
+                "any version".to_owned()
+            } else {
+                m.versions.clone()
+            };
+            let _ = writeln!(
+                out,
+                "- {} (writer catalogue entry {}, {} {}); it varies {}",
+                m.name,
+                code(&m.id),
+                m.agent.name,
+                versions,
+                m.varies
+            );
+            let _ = writeln!(
+                out,
+                "- upstream issue: {}",
+                m.issue.as_deref().unwrap_or("none recorded")
+            );
+            let _ = writeln!(
+                out,
+                "- workaround: {}\n",
+                m.workaround.as_deref().unwrap_or("none known")
+            );
+        }
+        Some(WriterFinding::Learned(b)) => {
+            let _ = writeln!(
+                out,
+                "- no catalogue entry; a learned volatile block: {} at {} changed in {} sessions\n",
+                code(&b.agent),
+                code(&b.path),
+                b.sessions
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "- no writer catalogue entry matches this change (docs/catalogue.md says how to add one)\n"
+            );
+        }
+    }
+}
+
+fn provider(e: &Evidence, out: &mut String) {
+    let _ = writeln!(out, "### The provider's verdict\n");
+    match &e.provider_verdict {
+        Some(p) => {
+            let clause = p.clause();
+            let clause = clause.trim_start_matches("; ");
+            let _ = writeln!(out, "- {clause}\n");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "- none: the reply carried no cache diagnostics (`cacheline proxy --diagnose` asks for them)\n"
+            );
         }
     }
 }
