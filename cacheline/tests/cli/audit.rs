@@ -469,7 +469,7 @@ fn audit_names_the_writer_and_a_user_catalogue_overrides_the_built_in_entry() {
     let (code, out, err) = cacheline(&["audit", &log, "--allow-skipped"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("2,132 tokens lost — the currentDate reminder (claude-code >=2.1.0, <2.2.0) — fix: none known"),
+        out.contains("2,132 tokens lost — the currentDate reminder (claude-code >=2.1.0, <2.2.0) — cnighswonger/claude-code-cache-fix#342 — fix: resume on the day the session began"),
         "{out}"
     );
     let dir = std::env::temp_dir().join(format!("cacheline-catalogue-{}", std::process::id()));
