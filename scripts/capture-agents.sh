@@ -47,6 +47,9 @@ PROMPT3="Finally, run pwd in the shell and tell me the directory."
 # upstream call the first mcp__ tool offered.
 MCP_PROMPT1="Look up the note with key cache using the MCP tool."
 MCP_PROMPT3="Look up the note with key cache again."
+# The turn after /compact: a prompt no earlier turn sent (a repeated one would be a message
+# the compacted history shares with the old one).
+COMPACT_PROMPT4="Please read notes.txt once more and quote it."
 # The built-in tools Claude Code offers in the path captures (--tools): three, to keep
 # each request (and the fixture) small.
 PATH_TOOLS="Bash,Read,Glob"
@@ -329,7 +332,7 @@ capture_claude_code_compact() {
   run_turn turn2 "" "$bin" -p "$PROMPT2" --continue "${common[@]}"
   run_turn turn3 "" "$bin" -p "$PROMPT3" --continue "${common[@]}"
   run_turn compact "" "$bin" -p "/compact" --continue "${common[@]}"
-  run_turn turn4 "" "$bin" -p "$PROMPT2" --continue "${common[@]}"
+  run_turn turn4 "" "$bin" -p "$COMPACT_PROMPT4" --continue "${common[@]}"
   stop_upstream
 }
 

@@ -550,6 +550,8 @@ fn audit_names_the_writer_on_the_mcp_and_compaction_captures() {
     assert!(
         thirteen.contains("system_changed at system[0]")
             && thirteen.contains("cc_version=2.1.197.f9d")
+            // The history replaced by the summary: the engine's own cause, beside it.
+            && thirteen.contains("also compaction at messages[0]")
             && thirteen.contains("— the billing header's cc_version fingerprint, a hash of the first user message, re-derived when /compact replaces that message with its summary (claude-code >=2.1.36, <2.2.0) — anthropics/claude-code#50085 — fix: CLAUDE_CODE_ATTRIBUTION_HEADER=0"),
         "{thirteen}"
     );
