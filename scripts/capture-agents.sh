@@ -5,6 +5,7 @@
 #
 # Usage:  scripts/capture-agents.sh [agent ...]
 #         agents: claude-code codex gemini-cli qwen-code opencode (default: all)
+#         agent paths (only when named): claude-code-mcp claude-code-compact
 #
 # The agents are installed from npm at the pinned versions below into
 # ${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents/<name> (never inside
@@ -20,6 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents"
 WORK=/tmp/cacheline-capture
 FIXTURES="$ROOT/tests/fixtures/agents"
+PATHS="$ROOT/tests/fixtures/agent-paths"
 UPSTREAM="$ROOT/scripts/agents/upstream.py"
 TURN_TIMEOUT="${TURN_TIMEOUT:-180}"
 
@@ -41,6 +43,16 @@ T3="2026-12-05 00:02:00"
 PROMPT1="List the files in the current directory."
 PROMPT2="Now read notes.txt and tell me what it says."
 PROMPT3="Finally, run pwd in the shell and tell me the directory."
+# The MCP path's turns 1 and 3 (turn 2 is PROMPT2); "look up the note" makes the
+# upstream call the first mcp__ tool offered.
+MCP_PROMPT1="Look up the note with key cache using the MCP tool."
+MCP_PROMPT3="Look up the note with key cache again."
+# The turn after /compact: a prompt no earlier turn sent (a repeated one would be a message
+# the compacted history shares with the old one).
+COMPACT_PROMPT4="Please read notes.txt once more and quote it."
+# The built-in tools Claude Code offers in the path captures (--tools): three, to keep
+# each request (and the fixture) small.
+PATH_TOOLS="Bash,Read,Glob"
 
 case "$ROOT" in "$CACHE"*) echo "cache dir must be outside the repo" >&2; exit 1 ;; esac
 case "$CACHE" in "$ROOT"*) echo "cache dir must be outside the repo" >&2; exit 1 ;; esac
@@ -66,7 +78,7 @@ install_agent() { # name pkg@version
 }
 
 # Fresh scratch project + HOME for one agent.
-setup_dirs() { # agent
+setup_dirs() { # agent [output dir, default tests/fixtures/agents/<agent>]
   A="$1"
   AW="$WORK/$A"
   PROJ="$AW/project"
@@ -77,7 +89,7 @@ setup_dirs() { # agent
   printf 'Remember: the cache breaks when the prompt prefix changes.\n' >"$PROJ/notes.txt"
   printf 'def add(a, b):\n    return a + b\n' >"$PROJ/src/util.py"
   (cd "$PROJ" && git init -q && git add -A && git -c user.name=capture -c user.email=capture@example.invalid commit -qm init) || true
-  OUT="$FIXTURES/$A"
+  OUT="${2:-$FIXTURES/$A}"
   mkdir -p "$OUT"
   LOGFILE="$AW/capture.jsonl"
   : >"$LOGFILE"
@@ -126,11 +138,8 @@ run_turn() {
 
 # ---------------------------------------------------------------- agents
 
-capture_claude_code() {
-  install_agent claude-code "$CLAUDE_PKG"
-  setup_dirs claude-code
-  start_upstream
-  local bin="$CACHE/claude-code/node_modules/.bin/claude"
+# The environment of every Claude Code run (the upstream on $PORT).
+claude_code_env() {
   AGENT_ENV=(
     "ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT"
     "ANTHROPIC_API_KEY=sk-test-0000"
@@ -140,6 +149,14 @@ capture_claude_code() {
     "DISABLE_AUTOUPDATER=1" "DISABLE_TELEMETRY=1" "DISABLE_ERROR_REPORTING=1"
     "DISABLE_BUG_COMMAND=1" "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL=1"
   )
+}
+
+capture_claude_code() {
+  install_agent claude-code "$CLAUDE_PKG"
+  setup_dirs claude-code
+  start_upstream
+  local bin="$CACHE/claude-code/node_modules/.bin/claude"
+  claude_code_env
   local tools="Bash(ls:*) Bash(pwd) Bash(cat:*) Read Glob Grep LS"
   run_turn turn1 "$T1" "$bin" -p "$PROMPT1" --output-format json --allowedTools "$tools"
   local sid
@@ -275,6 +292,50 @@ EOF
   stop_upstream
 }
 
+# ---------------------------------------------------------------- agent paths
+# Extra captures of one agent path each, written to tests/fixtures/agent-paths/<name>/
+# (not tests/fixtures/agents/, whose folders are the five agents' plain sessions).
+
+# Claude Code's MCP path: turn 1 with a stdio MCP server (scripts/agents/mcp_server.py)
+# offering two tools, turn 2 (--continue) with the server gone, turn 3 (--continue) with it
+# back: the mcp__ tools leave and re-enter the request's `tools` array.
+capture_claude_code_mcp() {
+  install_agent claude-code "$CLAUDE_PKG"
+  setup_dirs claude-code-mcp "$PATHS/claude-code-mcp"
+  start_upstream
+  local bin="$CACHE/claude-code/node_modules/.bin/claude"
+  claude_code_env
+  local mcp="$AW/mcp.json"
+  cat >"$mcp" <<EOF
+{"mcpServers": {"capture": {"type": "stdio", "command": "python3",
+  "args": ["$ROOT/scripts/agents/mcp_server.py", "--tools", "lookup_note,word_count"]}}}
+EOF
+  local tools="Bash(ls:*) Bash(pwd) Bash(cat:*) Read Glob mcp__capture"
+  local -a common=(--output-format json --tools "$PATH_TOOLS" --allowedTools "$tools" --strict-mcp-config)
+  run_turn turn1 "" "$bin" -p "$MCP_PROMPT1" "${common[@]}" --mcp-config "$mcp"
+  run_turn turn2 "" "$bin" -p "$PROMPT2" --continue "${common[@]}"
+  run_turn turn3 "" "$bin" -p "$MCP_PROMPT3" --continue "${common[@]}" --mcp-config "$mcp"
+  stop_upstream
+}
+
+# Claude Code's compaction path: three turns (--continue), then `/compact` in the same
+# session (--continue), then a turn after the compaction (--continue).
+capture_claude_code_compact() {
+  install_agent claude-code "$CLAUDE_PKG"
+  setup_dirs claude-code-compact "$PATHS/claude-code-compact"
+  start_upstream
+  local bin="$CACHE/claude-code/node_modules/.bin/claude"
+  claude_code_env
+  local tools="Bash(ls:*) Bash(pwd) Bash(cat:*) Read Glob"
+  local -a common=(--output-format json --tools "$PATH_TOOLS" --allowedTools "$tools")
+  run_turn turn1 "" "$bin" -p "$PROMPT1" "${common[@]}"
+  run_turn turn2 "" "$bin" -p "$PROMPT2" --continue "${common[@]}"
+  run_turn turn3 "" "$bin" -p "$PROMPT3" --continue "${common[@]}"
+  run_turn compact "" "$bin" -p "/compact" --continue "${common[@]}"
+  run_turn turn4 "" "$bin" -p "$COMPACT_PROMPT4" --continue "${common[@]}"
+  stop_upstream
+}
+
 # ---------------------------------------------------------------- main
 
 AGENTS=("$@")
@@ -287,6 +348,8 @@ for agent in "${AGENTS[@]}"; do
     gemini-cli) capture_gemini_cli ;;
     qwen-code) capture_qwen_code ;;
     opencode) capture_opencode ;;
+    claude-code-mcp) capture_claude_code_mcp ;;
+    claude-code-compact) capture_claude_code_compact ;;
     *) echo "unknown agent: $agent" >&2; exit 2 ;;
   esac
 done

@@ -70,6 +70,7 @@ INTENTS = [
     ("list the files", "list"),
     ("read notes.txt", "read"),
     ("run pwd", "shell"),
+    ("look up the note", "mcp"),
 ]
 
 # Tool names (lower-case) preferred for each intent, best first.
@@ -78,8 +79,11 @@ PREFERRED = {
     "list": ["ls", "list_directory", "list_dir", "list", "glob"] + SHELL_TOOLS,
     "read": ["read", "read_file", "view", "cat"] + SHELL_TOOLS,
     "shell": SHELL_TOOLS + ["ls", "list_directory", "list_dir", "list", "glob"],
+    # An MCP server's tool (scripts/agents/mcp_server.py): Claude Code names them
+    # mcp__<server>__<tool>; pick_tool takes the first tool with this prefix.
+    "mcp": ["mcp__"],
 }
-SHELL_COMMAND = {"list": "ls", "read": "cat notes.txt", "shell": "pwd"}
+SHELL_COMMAND = {"list": "ls", "read": "cat notes.txt", "shell": "pwd", "mcp": "ls"}
 
 PATH_PROPS = {
     "path", "dir_path", "directory", "dir", "absolute_path", "file_path", "filepath",
@@ -146,6 +150,8 @@ def pick_tool(tools: list[dict], intent: str) -> dict | None:
     if not tools:
         return None
     by_name = {t["name"].lower(): t for t in tools}
+    if intent == "mcp":
+        return next((t for t in tools if t["name"].lower().startswith("mcp__")), None)
     for name in PREFERRED[intent]:
         if name in by_name:
             return by_name[name]
@@ -216,7 +222,8 @@ def tool_args(state: State, tool: dict, intent: str) -> dict:
         "dir": state.workdir,
         "file": state.workdir + "/notes.txt",
         "command": SHELL_COMMAND[intent],
-        "description": {"list": "List files", "read": "Read notes.txt", "shell": "Print working directory"}[intent],
+        "description": {"list": "List files", "read": "Read notes.txt", "shell": "Print working directory",
+                        "mcp": "Look up a note"}[intent],
     }
     schema = tool.get("schema") or {}
     args = fill_schema(schema, "", ctx)
@@ -242,6 +249,7 @@ def final_text(intent: str) -> str:
         "list": "The project has a README.md, notes.txt and a src folder.",
         "read": "notes.txt is a short note about the cacheline capture.",
         "shell": "The working directory is the scratch project.",
+        "mcp": "The note says the cache breaks when the prompt prefix changes.",
     }.get(intent, "Done.")
 
 

@@ -510,6 +510,53 @@ fn audit_names_the_writer_and_a_user_catalogue_overrides_the_built_in_entry() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn agent_path_capture(name: &str) -> String {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/agent-paths"
+    ))
+    .join(name)
+    .join("capture.jsonl")
+    .to_string_lossy()
+    .into_owned()
+}
+
+/// The verdict line of `line` in `cacheline audit`'s table.
+fn table_line(out: &str, line: u64) -> String {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{line} ")))
+        .unwrap_or_else(|| panic!("no line {line} in:\n{out}"))
+        .to_owned()
+}
+
+#[test]
+fn audit_names_the_writer_on_the_mcp_and_compaction_captures() {
+    // Claude Code's MCP path: turn 2 ran without the MCP server, its tools left `tools`.
+    let log = agent_path_capture("claude-code-mcp");
+    let (code, out, err) = cacheline(&["audit", &log, "--allow-skipped"]);
+    assert_eq!(code, 0, "{err}");
+    let five = table_line(&out, 5);
+    assert!(
+        five.contains("tools_changed at tools[3]")
+            && five.contains("tool `mcp__capture__lookup_note` was removed")
+            && five.contains("— an MCP server's tools, dropped from the tools array on a disconnect and re-added on reconnect (claude-code) — anthropics/claude-code#65917 — fix: none known"),
+        "{five}"
+    );
+    // Claude Code's compaction path: the first turn after /compact.
+    let log = agent_path_capture("claude-code-compact");
+    let (code, out, err) = cacheline(&["audit", &log, "--allow-skipped"]);
+    assert_eq!(code, 0, "{err}");
+    let thirteen = table_line(&out, 13);
+    assert!(
+        thirteen.contains("system_changed at system[0]")
+            && thirteen.contains("cc_version=2.1.197.f9d")
+            // The history replaced by the summary: the engine's own cause, beside it.
+            && thirteen.contains("also compaction at messages[0]")
+            && thirteen.contains("— the billing header's cc_version fingerprint, a hash of the first user message, re-derived when /compact replaces that message with its summary (claude-code >=2.1.36, <2.2.0) — anthropics/claude-code#50085 — fix: CLAUDE_CODE_ATTRIBUTION_HEADER=0"),
+        "{thirteen}"
+    );
+}
+
 #[test]
 fn audit_lists_a_block_changed_in_three_sessions_without_an_entry_as_learned() {
     // The capture's lines 6 and 8 (the midnight resume) in three sessions, from a Claude Code

@@ -8,7 +8,7 @@
 //! documented Messages shape (<https://docs.anthropic.com/en/api/messages>).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use prompt_measure::AuditConfig;
 use prompt_measure::audit::{RequestAudit, verdict_text};
@@ -20,11 +20,33 @@ use serde_json::{Value, json};
 
 use super::audit::{Audited, audit_bytes};
 
+/// The folder of a capture: `tests/fixtures/agents/<name>` (an agent's plain session), else
+/// `tests/fixtures/agent-paths/<name>` (one path of an agent: MCP, compaction).
+fn fixture_dir(name: &str) -> PathBuf {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+    let agent = fixtures.join("agents").join(name);
+    if agent.is_dir() {
+        agent
+    } else {
+        fixtures.join("agent-paths").join(name)
+    }
+}
+
+/// The names of the agent-path captures, `tests/fixtures/agent-paths/*`, sorted.
+fn agent_paths() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/agent-paths");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap_or_else(|e| panic!("{e}")))
+        .filter(|e| e.path().join("capture.jsonl").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn capture(agent: &str) -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/agents")
-        .join(agent)
-        .join("capture.jsonl");
+    let path = fixture_dir(agent).join("capture.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{agent}: {e}")))
@@ -105,33 +127,6 @@ fn captured(id: &'static str, agent: &str, line: u64) -> Case {
         id,
         log: capture(agent),
         line,
-    }
-}
-
-/// Claude Code: an MCP server's tool in the earlier request, gone from the later one (its
-/// server disconnected), as anthropics/claude-code#65917 describes.
-fn claude_code_mcp_tools() -> Case {
-    let base = line("claude-code", 6);
-    let mut earlier = body(&base);
-    let tools = earlier["tools"]
-        .as_array_mut()
-        .unwrap_or_else(|| panic!("no tools"));
-    tools.insert(
-        1,
-        json!({
-            "name": "mcp__github__create_issue",
-            "description": "Create a new issue in a GitHub repository",
-            "input_schema": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
-        }),
-    );
-    let later = body(&base);
-    Case {
-        id: "claude-code-mcp-tools",
-        log: vec![
-            with_body(&base, &earlier, 0.0),
-            with_body(&base, &later, 20.0),
-        ],
-        line: 2,
     }
 }
 
@@ -281,7 +276,10 @@ fn cases() -> Vec<Case> {
         captured("gemini-cli-resume-thought-signature", "gemini-cli", 3),
         captured("qwen-code-session-date", "qwen-code", 5),
         captured("opencode-env-date", "opencode", 6),
-        claude_code_mcp_tools(),
+        // turn 2's --continue without the MCP server: its tools leave `tools`.
+        captured("claude-code-mcp-tools", "claude-code-mcp", 5),
+        // the first turn after /compact: message 0 is the summary, the fingerprint changed.
+        captured("claude-code-billing-fingerprint", "claude-code-compact", 13),
         claude_code_resume_session_context(),
         opencode_git_repo_flag(),
         opencode_skills_listing(),
@@ -693,17 +691,19 @@ fn a_block_changing_in_three_sessions_without_an_entry_is_a_learned_volatile_blo
 #[test]
 fn the_verdicts_on_the_captured_fixtures_name_the_writer_where_an_entry_matches() {
     let mut named = 0;
-    for agent in [
+    let mut names: Vec<String> = [
         "claude-code",
         "codex",
         "gemini-cli",
         "qwen-code",
         "opencode",
-    ] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/agents")
-            .join(agent)
-            .join("verdicts.tsv");
+    ]
+    .map(String::from)
+    .to_vec();
+    names.extend(agent_paths());
+    for agent in &names {
+        let agent = agent.as_str();
+        let path = fixture_dir(agent).join("verdicts.tsv");
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         // (line, writer) from the sixth column of `verdicts.tsv`.
@@ -736,7 +736,10 @@ fn the_verdicts_on_the_captured_fixtures_name_the_writer_where_an_entry_matches(
             }
         }
     }
-    assert_eq!(named, 5, "five captured verdicts name their writer");
+    assert_eq!(
+        named, 7,
+        "five captured verdicts of the agents' sessions and two of their MCP and compaction paths name their writer"
+    );
 }
 
 fn docs() -> String {

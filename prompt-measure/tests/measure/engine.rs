@@ -16,6 +16,25 @@ fn agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/agents")
 }
 
+/// The captures of one agent path each (MCP, compaction): `tests/fixtures/agent-paths/*`,
+/// as (name, folder), sorted.
+fn agent_path_dirs() -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/agent-paths");
+    let mut dirs: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+        .filter(|p| p.join("capture.jsonl").is_file())
+        .map(|p| {
+            let name = p
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            (name, p)
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 const AGENTS: [&str; 5] = [
     "claude-code",
     "codex",
@@ -24,9 +43,9 @@ const AGENTS: [&str; 5] = [
     "opencode",
 ];
 
-/// (line, predecessor, cause, JSON path) as `verdicts.tsv` writes them.
-fn expected(agent: &str) -> Vec<(u64, String, String, String)> {
-    let path = agents_dir().join(agent).join("verdicts.tsv");
+/// (line, predecessor, cause, JSON path) as the `verdicts.tsv` in `dir` writes them.
+fn expected_in(dir: &Path, agent: &str) -> Vec<(u64, String, String, String)> {
+    let path = dir.join("verdicts.tsv");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -62,14 +81,29 @@ fn verdict_row(r: &RequestAudit) -> (u64, String, String, String) {
 }
 
 fn capture(agent: &str) -> Vec<u8> {
-    let path = agents_dir().join(agent).join("capture.jsonl");
+    capture_in(&agents_dir().join(agent))
+}
+
+fn capture_in(dir: &Path) -> Vec<u8> {
+    let path = dir.join("capture.jsonl");
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]
 fn every_captured_agent_request_gets_its_hand_checked_verdict() {
-    for agent in AGENTS {
-        let log = capture(agent);
+    let mut captures: Vec<(String, PathBuf)> = AGENTS
+        .iter()
+        .map(|a| (a.to_string(), agents_dir().join(a)))
+        .collect();
+    let paths = agent_path_dirs();
+    assert!(
+        paths.iter().any(|(n, _)| n == "claude-code-mcp"),
+        "{paths:?}"
+    );
+    captures.extend(paths);
+    for (agent, dir) in &captures {
+        let agent = agent.as_str();
+        let log = capture_in(dir);
         let a = audit_bytes(agent, &log, AuditConfig::default());
         let mut got: Vec<(u64, String, String, String)> =
             a.requests.iter().map(verdict_row).collect();
@@ -79,7 +113,7 @@ fn every_captured_agent_request_gets_its_hand_checked_verdict() {
                 .map(|&l| (l, "-".into(), "skipped".into(), "-".into())),
         );
         got.sort();
-        assert_eq!(got, expected(agent), "{agent}");
+        assert_eq!(got, expected_in(dir, agent), "{agent}");
         // Every streamed response's usage was read.
         for r in &a.requests {
             assert!(
