@@ -189,12 +189,15 @@ impl<'a> Elem<'a> {
     /// The element as compared.
     pub(crate) fn norm(&self) -> Cow<'a, str> {
         match self.form {
-            Form::Exact => Cow::Borrowed(self.raw),
+            Form::Exact => compact(self.raw),
             Form::Text => match text_block_of_literal(self.raw) {
                 Some(block) => Cow::Owned(block),
                 None => Cow::Borrowed(self.raw),
             },
-            Form::Block => block_norm(self.raw),
+            Form::Block => match compact(self.raw) {
+                Cow::Borrowed(raw) => block_norm(raw),
+                Cow::Owned(raw) => Cow::Owned(block_norm(&raw).into_owned()),
+            },
             Form::Message(key) => message_norm(self.raw, key),
         }
     }
@@ -213,6 +216,56 @@ impl<'a> Elem<'a> {
     fn offset(&self, body: &str) -> usize {
         offset_in(body, self.raw).unwrap_or(0)
     }
+}
+
+/// JSON text without the whitespace between its tokens (a string's own is kept): what a
+/// provider parses is the same whatever the spacing, so a value re-sent with other spacing
+/// (another JSON writer, pretty-printed) is the same value.
+pub(crate) fn compact(raw: &str) -> Cow<'_, str> {
+    let spaced = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t');
+    // One pass to tell; a second only for text that has any.
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut any = false;
+    for &c in raw.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if spaced(c) {
+            any = true;
+            break;
+        }
+    }
+    if !any {
+        return Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &c in raw.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if spaced(c) {
+            continue;
+        }
+        out.push(c);
+    }
+    // Only ASCII whitespace was dropped: still UTF-8.
+    String::from_utf8(out).map_or(Cow::Borrowed(raw), Cow::Owned)
 }
 
 /// A block as compared: a text block (`type: "text"` and a string `text`, and nothing else
@@ -295,7 +348,7 @@ fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
         out.push(':');
         match &content {
             Some(content) if k == key.as_str() => out.push_str(content),
-            _ => out.push_str(v.get()),
+            _ => out.push_str(&compact(v.get())),
         }
     }
     out.push('}');

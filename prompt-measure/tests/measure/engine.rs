@@ -642,3 +642,93 @@ fn a_previous_response_id_names_the_session_of_the_streamed_reply_it_follows() {
         prompt_wire::engine::SessionSource::PreviousResponse
     );
 }
+
+#[test]
+fn parallel_side_calls_forked_from_one_request_are_compared_with_it_not_with_each_other() {
+    // Found by the accuracy benchmark's concurrency set: two side calls forked from the main
+    // conversation at once, then the main conversation going on. Each extends the main
+    // request; none continues the side call logged just before it.
+    let head = [
+        ("system", "S"),
+        ("user", "q"),
+        ("assistant", "r"),
+        ("user", "a"),
+    ];
+    let with = |more: &[(&'static str, &'static str)]| {
+        let mut v = head.to_vec();
+        v.extend_from_slice(more);
+        chat(&v)
+    };
+    let main = with(&[]);
+    let side = with(&[("user", "side question")]);
+    let next = with(&[("assistant", "b"), ("user", "c")]);
+    let v = engine_run(&[at(&main, None), at(&side, None), at(&next, None)]);
+    for (i, r) in v.iter().enumerate().skip(1) {
+        assert_eq!(r.predecessor.as_ref().map(|p| p.tag), Some(1), "{i}: {r:?}");
+        assert_eq!(r.cause, None, "{i}: {r:?}");
+    }
+    // A second side call after the first goes on with a message of the same role: by the
+    // bytes, an edit of the first one's question (a retry), and compared with it.
+    let side_2 = with(&[("user", "another side question")]);
+    let v = engine_run(&[at(&main, None), at(&side, None), at(&side_2, None)]);
+    assert_eq!(v[2].predecessor.as_ref().map(|p| p.tag), Some(2));
+}
+
+#[test]
+fn anthropic_breakpoints_that_do_not_reach_back_are_named_when_the_system_is_marked_apart() {
+    // Found by the accuracy benchmark: Claude Code and opencode mark the system prompt apart
+    // from the messages. Its entry is still read when the messages' breakpoint moves back or
+    // past the lookback, but the messages the predecessor wrote are not: that is the break.
+    // A system prompt over the minimum cacheable prefix, so that its own entry counts.
+    let text = "You are a coding agent. ".repeat(400);
+    let plain = format!(r#""system":[{{"text":"{text}","type":"text"}}]"#);
+    let marked = format!(
+        r#""system":[{{"cache_control":{{"type":"ephemeral"}},"text":"{text}","type":"text"}}]"#
+    );
+    let system = |b: String| b.replacen(&plain, &marked, 1);
+    let body = system(anthropic(&text, 3, &[5]));
+    assert!(body.contains(r#""cache_control":{"type":"ephemeral"},"text":"You are"#));
+    let reach = system(anthropic(&text, 4, &[7]));
+    let back = system(anthropic(&text, 4, &[1]));
+    let far = system(anthropic(&text, 15, &[27]));
+    for (later, want) in [
+        (reach, None),
+        (back, Some(Cause::BreakpointMoved)),
+        (far, Some(Cause::LookbackExceeded)),
+    ] {
+        let v = engine_run(&[exchange(&body), exchange(&later)]);
+        assert_eq!(v[1].cause, want, "{:?}", v[1].breakpoints);
+        if want.is_some() {
+            // The system's entry is still read; the messages after it are lost.
+            assert!(v[1].tokens_lost > 0 && v[1].tokens_lost < v[1].common_tokens);
+        }
+    }
+}
+
+#[test]
+fn a_message_re_sent_with_other_whitespace_is_serialization_only() {
+    // Found by the accuracy benchmark: a message re-sent pretty-printed (another JSON writer)
+    // is the same message to the provider, which parses it; only a string's own spacing
+    // counts. Here an assistant message's tool call, an object inside the message.
+    let call = r#"{"role":"assistant","content":"r","tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{}"}}]}"#;
+    let spaced = r#"{"role": "assistant", "content": "r", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    ]}"#;
+    let body = |m: &str, more: &str| {
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"system","content":"S"}},{{"role":"user","content":"q"}},{m},{{"role":"tool","tool_call_id":"c1","content":"ok"}}{more}]}}"#
+        )
+    };
+    let e = body(call, "");
+    let l = body(spaced, r#",{"role":"assistant","content":"done"}"#);
+    let v = engine_run(&[at(&e, None), at(&l, None)]);
+    assert_eq!(v[1].cause, None, "{:?}", v[1]);
+    assert_eq!(
+        v[1].changes.first().map(|c| c.cause.kind()),
+        Some(CauseKind::SerializationOnly)
+    );
+    // Spacing inside a string is the text: an edit.
+    let edited = l.replace(r#""content": "r""#, r#""content": "r ""#);
+    let v = engine_run(&[at(&e, None), at(&edited, None)]);
+    assert_eq!(v[1].cause, Some(Cause::EditInPlace), "{:?}", v[1]);
+}

@@ -239,6 +239,11 @@ struct Index {
     /// By [`prefix_key`]: the scope and the prefix's hash, already uniformly distributed,
     /// so the map does not hash them again.
     prefixes: HashMap<u64, u64, BuildHasherDefault<Prehashed>>,
+    /// By [`prefix_key`] of a request's whole chain (and of its whole history): the
+    /// request that ends there. Of several requests sharing a prefix, the one that ends
+    /// where a later request stops sharing is the one it continues (a parallel side call
+    /// forked from the same request is not).
+    ends: HashMap<u64, u64, BuildHasherDefault<Prehashed>>,
     latest: HashMap<u64, u64>,
     scopes_of_session: HashMap<u64, Vec<u64>>,
     /// Requests held per scope: a scope none is held for leaves the index.
@@ -316,6 +321,16 @@ fn chain_of(c: &Canonical<'_>) -> Vec<u64> {
         .collect()
 }
 
+/// The keys of [`Index::ends`] for a request: its whole chain's and its whole history's.
+fn ends_of(stored: &Stored) -> impl Iterator<Item = u64> + use<> {
+    let chain = stored.chain.last().map(|h| prefix_key(stored.scope, *h));
+    let history = stored
+        .history
+        .last()
+        .map(|h| prefix_key(history_scope(stored.scope), *h));
+    chain.into_iter().chain(history)
+}
+
 impl Index {
     /// The held request of `scope` sharing the longest prefix with `chain`, and how many
     /// elements it shares; the scope's latest request when none shares any.
@@ -353,6 +368,43 @@ impl Index {
         best
     }
 
+    /// Of the held requests of `scope` sharing `depth` elements of `chain` with it, the one
+    /// found (`id`, the latest) or, when the later request goes on from there with a message
+    /// of another role than the latest's next one, the request whose own chain ends there:
+    /// the latest is then a branch off it (a parallel side call), which the later request
+    /// does not continue. A message of the same role is an edit of the latest's, which it
+    /// does continue.
+    fn continued(
+        &self,
+        scope: u64,
+        chain: &[u64],
+        later: &Canonical<'_>,
+        id: u64,
+        depth: usize,
+    ) -> u64 {
+        let Some(h) = depth.checked_sub(1).and_then(|i| chain.get(i)) else {
+            return id;
+        };
+        let Some(&ended) = self.ends.get(&prefix_key(scope, *h)) else {
+            return id;
+        };
+        let (Some(latest), true) = (self.requests.get(&id), self.requests.contains_key(&ended))
+        else {
+            return id;
+        };
+        let next_role = |c: &Canonical<'_>| {
+            let lead = c.tools.len() + c.system.len();
+            depth
+                .checked_sub(lead)
+                .and_then(|k| c.messages.get(k))
+                .map(|m| c.role(m).to_owned())
+        };
+        match (next_role(&latest.canonical), next_role(later)) {
+            (Some(a), Some(b)) if a == b => id,
+            _ => ended,
+        }
+    }
+
     fn insert(&mut self, id: u64, stored: Stored, config: &EngineConfig) {
         for h in &stored.chain {
             self.prefixes.insert(prefix_key(stored.scope, *h), id);
@@ -360,6 +412,9 @@ impl Index {
         let history = history_scope(stored.scope);
         for h in &stored.history {
             self.prefixes.insert(prefix_key(history, *h), id);
+        }
+        for key in ends_of(&stored) {
+            self.ends.insert(key, id);
         }
         self.latest.insert(stored.scope, id);
         let held = self.held_in_scope.entry(stored.scope).or_default();
@@ -405,6 +460,11 @@ impl Index {
         for key in keys {
             if self.prefixes.get(&key) == Some(&id) {
                 self.prefixes.remove(&key);
+            }
+        }
+        for key in ends_of(&stored) {
+            if self.ends.get(&key) == Some(&id) {
+                self.ends.remove(&key);
             }
         }
         if self.latest.get(&stored.scope) == Some(&id) {
@@ -551,7 +611,15 @@ impl Engine {
         let found = self
             .index
             .find(scope, &chain, &history, lead)
-            .map(|(id, _)| (id, true))
+            .map(|(id, depth)| {
+                // Past the lead, the depth is of the whole chain.
+                let id = if depth > lead {
+                    self.index.continued(scope, &chain, &canonical, id, depth)
+                } else {
+                    id
+                };
+                (id, true)
+            })
             .or_else(|| {
                 // No request of this lane in the session: the session's latest in another lane
                 // (a model switch), the one sharing the most.
@@ -616,8 +684,10 @@ impl Engine {
             analysis.common_tokens = common_tokens;
             let expected = expected_read(&profile, pred, &canonical, &tokens, found.common);
             analysis.expected_cached = match expected {
-                Expected::Tokens(t) => t,
-                _ => 0,
+                Expected::Tokens(t)
+                | Expected::BreakpointMoved { read: t }
+                | Expected::LookbackExceeded { read: t } => t,
+                Expected::BelowMinimum => 0,
             };
             analysis.cause = match found.first_break() {
                 Some(_) if new_conversation && !same_lane => Some(Cause::ColdStart),
@@ -707,11 +777,18 @@ enum Expected {
     Tokens(u64),
     /// Nothing: the shared prefix is below the provider's minimum.
     BelowMinimum,
-    /// Anthropic: nothing, since no breakpoint of this request reaches the predecessor's
-    /// cache write.
-    BreakpointMoved,
-    /// Anthropic: nothing, since this request's breakpoints are past the lookback.
-    LookbackExceeded,
+    /// Anthropic: no breakpoint of this request reaches the predecessor's last cache
+    /// write; `read` tokens of an earlier write of it (the tools and system) still are.
+    BreakpointMoved {
+        /// Tokens still read.
+        read: u64,
+    },
+    /// Anthropic: this request's breakpoints are past the lookback from the predecessor's
+    /// last cache write; `read` tokens of an earlier write still are.
+    LookbackExceeded {
+        /// Tokens still read.
+        read: u64,
+    },
 }
 
 fn sum(tokens: &[u32], n: usize) -> u64 {
@@ -788,8 +865,14 @@ fn expected_read(
             .iter()
             .any(|&q| (q as usize) >= p && (q as usize) - p <= ANTHROPIC_LOOKBACK_BLOCKS)
     };
-    match written.iter().rev().find(|&&p| reads(p)) {
-        Some(&p) => {
+    // The predecessor's last write within the shared prefix: what an append-only request
+    // reads. An earlier write read instead (the tools and system, marked apart) leaves the
+    // messages after it unread: the breakpoints moved, or went past the lookback.
+    let last = written.iter().copied().max().unwrap_or(0);
+    let past = |p: usize| later.breakpoints.iter().any(|&q| q as usize >= p);
+    let read = written.iter().rev().find(|&&p| reads(p)).copied();
+    match read {
+        Some(p) if p >= last => {
             let t = sum(tokens, p);
             if t < minimum {
                 Expected::BelowMinimum
@@ -797,14 +880,15 @@ fn expected_read(
                 Expected::Tokens(t)
             }
         }
-        None if later
-            .breakpoints
-            .iter()
-            .any(|&q| written.iter().any(|&p| q as usize >= p)) =>
-        {
-            Expected::LookbackExceeded
+        _ => {
+            let read = read.map_or(0, |p| sum(tokens, p));
+            let read = if read < minimum { 0 } else { read };
+            if past(last) {
+                Expected::LookbackExceeded { read }
+            } else {
+                Expected::BreakpointMoved { read }
+            }
         }
-        None => Expected::BreakpointMoved,
     }
 }
 
@@ -832,12 +916,12 @@ fn timing_and_usage(
         Expected::BelowMinimum => {
             return (analysis.common_tokens > 0).then_some(Cause::BelowMinimum);
         }
-        Expected::BreakpointMoved => {
-            analysis.tokens_lost = analysis.common_tokens;
+        Expected::BreakpointMoved { read } => {
+            analysis.tokens_lost = analysis.common_tokens.saturating_sub(read);
             return Some(Cause::BreakpointMoved);
         }
-        Expected::LookbackExceeded => {
-            analysis.tokens_lost = analysis.common_tokens;
+        Expected::LookbackExceeded { read } => {
+            analysis.tokens_lost = analysis.common_tokens.saturating_sub(read);
             return Some(Cause::LookbackExceeded);
         }
     };
