@@ -488,6 +488,32 @@ impl<'t> Auditor<'t> {
         self.malformed = self.malformed.saturating_add(1);
     }
 
+    /// Audits one line as a [`LineReader`] read it: a line over the cap or not UTF-8 is
+    /// counted as skipped and its problem returned; else as [`Auditor::push_line`].
+    pub fn push_read(
+        &mut self,
+        line: u64,
+        read: Line<'_>,
+    ) -> Result<Option<RequestAudit>, LineProblem> {
+        match read {
+            Line::TooLong(bytes) => {
+                self.skip();
+                Err(LineProblem::TooLong {
+                    line,
+                    bytes,
+                    limit: self.config.max_line_bytes,
+                })
+            }
+            Line::Text(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => self.push_line(line, text),
+                Err(e) => {
+                    self.skip();
+                    Err(LineProblem::NotUtf8(e.valid_up_to()))
+                }
+            },
+        }
+    }
+
     /// Audits one line. Blank lines give `Ok(None)`; a malformed line, or one longer than
     /// [`AuditConfig::max_line_bytes`], is counted and its problem returned.
     pub fn push_line(
@@ -1101,21 +1127,10 @@ pub fn audit_reader<R: BufRead>(
             line,
             source,
         })?;
-        let outcome = match next {
-            None => return Ok(()),
-            Some(Line::TooLong(bytes)) => {
-                auditor.skip();
-                Err(LineProblem::TooLong { line, bytes, limit })
-            }
-            Some(Line::Text(bytes)) => match std::str::from_utf8(bytes) {
-                Ok(text) => auditor.push_line(line, text),
-                Err(e) => {
-                    auditor.skip();
-                    Err(LineProblem::NotUtf8(e.valid_up_to()))
-                }
-            },
+        let Some(read) = next else {
+            return Ok(());
         };
-        match outcome {
+        match auditor.push_read(line, read) {
             Ok(Some(audit)) => sink(Event::Request(&audit)),
             Ok(None) => Ok(()),
             Err(problem) => sink(Event::Skipped(&LineError {

@@ -223,32 +223,10 @@ impl<'a> Elem<'a> {
 /// (another JSON writer, pretty-printed) is the same value.
 pub(crate) fn compact(raw: &str) -> Cow<'_, str> {
     let spaced = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t');
-    // One pass to tell; a second only for text that has any.
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut any = false;
-    for &c in raw.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == b'\\' {
-                escaped = true;
-            } else if c == b'"' {
-                in_string = false;
-            }
-        } else if c == b'"' {
-            in_string = true;
-        } else if spaced(c) {
-            any = true;
-            break;
-        }
-    }
-    if !any {
-        return Cow::Borrowed(raw);
-    }
-    let mut out = Vec::with_capacity(raw.len());
+    // Nothing is copied until the first whitespace outside a string.
+    let mut out: Option<Vec<u8>> = None;
     let (mut in_string, mut escaped) = (false, false);
-    for &c in raw.as_bytes() {
+    for (i, &c) in raw.as_bytes().iter().enumerate() {
         if in_string {
             if escaped {
                 escaped = false;
@@ -260,12 +238,22 @@ pub(crate) fn compact(raw: &str) -> Cow<'_, str> {
         } else if c == b'"' {
             in_string = true;
         } else if spaced(c) {
+            out.get_or_insert_with(|| {
+                let mut v = Vec::with_capacity(raw.len());
+                v.extend_from_slice(&raw.as_bytes()[..i]);
+                v
+            });
             continue;
         }
-        out.push(c);
+        if let Some(out) = out.as_mut() {
+            out.push(c);
+        }
     }
-    // Only ASCII whitespace was dropped: still UTF-8.
-    String::from_utf8(out).map_or(Cow::Borrowed(raw), Cow::Owned)
+    match out {
+        None => Cow::Borrowed(raw),
+        // Only ASCII whitespace was dropped: still UTF-8.
+        Some(out) => String::from_utf8(out).map_or(Cow::Borrowed(raw), Cow::Owned),
+    }
 }
 
 /// A block as compared: a text block (`type: "text"` and a string `text`, and nothing else

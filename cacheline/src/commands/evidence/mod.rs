@@ -180,30 +180,14 @@ fn audit_up_to(
             line,
             source,
         })?;
-        let outcome = match next {
-            None => {
-                return Err(EvidenceError::OutOfRange {
-                    path: path.clone(),
-                    line: n,
-                    lines: line - 1,
-                });
-            }
-            Some(Line::TooLong(bytes)) => {
-                auditor.skip();
-                Err(LineProblem::TooLong {
-                    line,
-                    bytes,
-                    limit: cap,
-                })
-            }
-            Some(Line::Text(bytes)) => match std::str::from_utf8(bytes) {
-                Ok(text) => auditor.push_line(line, text),
-                Err(e) => {
-                    auditor.skip();
-                    Err(LineProblem::NotUtf8(e.valid_up_to()))
-                }
-            },
+        let Some(read) = next else {
+            return Err(EvidenceError::OutOfRange {
+                path: path.clone(),
+                line: n,
+                lines: line - 1,
+            });
         };
+        let outcome = auditor.push_read(line, read);
         match outcome {
             Ok(Some(audit)) if line == n => {
                 let earlier = recent.into_iter().collect();
