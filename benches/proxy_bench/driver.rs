@@ -256,21 +256,7 @@ pub async fn run(client: &HttpClient, target: &Target, config: &LoadConfig) -> R
             send(&client, &target, j, &config).await
         }));
     }
-    let mut result = RunResult::default();
-    for task in tasks {
-        match task.await {
-            Ok(Ok(sample)) => result.samples.push(sample),
-            Ok(Err(error)) => {
-                result.errors += 1;
-                result.first_error.get_or_insert_with(|| bounded(error));
-            }
-            Err(join) => {
-                result.errors += 1;
-                result.first_error.get_or_insert_with(|| bounded(join));
-            }
-        }
-    }
-    result
+    collect(tasks).await
 }
 
 /// Sends requests `0..sessions` (turn 0 of each session, whole replies) with at most
@@ -303,6 +289,13 @@ pub async fn open_idle_sessions(
             out
         }));
     }
+    collect(tasks).await
+}
+
+/// The samples of `tasks`, as they end; a failed request or task counted, the first error kept.
+async fn collect<E: std::fmt::Display>(
+    tasks: Vec<tokio::task::JoinHandle<Result<Sample, E>>>,
+) -> RunResult {
     let mut result = RunResult::default();
     for task in tasks {
         match task.await {

@@ -755,7 +755,7 @@ pub fn summary_text(s: &LifetimeSummary, top: usize) -> String {
             out,
             "\n  the longer lifetime instead (anthropic ttl 1h, openai retention 24h): keeps {} of {} expiries ({} tokens read, {} units saved); its writes +{} units on {} tokens; net {}",
             c.kept,
-            c.kept + c.still_expired,
+            c.kept.saturating_add(c.still_expired),
             thousands(c.kept_tokens),
             units(c.saved_units),
             units(c.extra_units),
