@@ -16,7 +16,6 @@
 //! cannot be read as one JSON object is forwarded unchanged, and counted. The analysis sees
 //! the agent's own bytes; the upstream gets the modified ones.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,6 +23,7 @@ use hyper::header::{HeaderMap, HeaderValue};
 use prompt_core::ApiKind;
 use prompt_core::profile::Profile;
 use prompt_core::raw_json::Object;
+use prompt_measure::recent::RecentMap;
 use serde::Serialize;
 
 use crate::route::Api;
@@ -74,12 +74,15 @@ pub(crate) struct Diagnose {
     failed: AtomicU64,
 }
 
-/// Session key → (reply id, the request's order, last use), at most
-/// [`MAX_DIAGNOSE_SESSIONS`].
-#[derive(Debug, Default)]
-struct Last {
-    ids: HashMap<String, (String, u64, u64)>,
-    clock: u64,
+/// Session key → (reply id, the request's order), at most [`MAX_DIAGNOSE_SESSIONS`], the
+/// least recently used dropped first.
+#[derive(Debug)]
+struct Last(RecentMap<String, (String, u64)>);
+
+impl Default for Last {
+    fn default() -> Self {
+        Last(RecentMap::new(MAX_DIAGNOSE_SESSIONS))
+    }
 }
 
 /// The API a request at `path` of `api` gets cache diagnostics on, if any: Anthropic
@@ -232,11 +235,7 @@ impl Diagnose {
     /// The last reply id of the session `key`, if held.
     pub(crate) fn previous(&self, key: &str) -> Option<String> {
         let mut last = self.last.lock().ok()?;
-        last.clock += 1;
-        let clock = last.clock;
-        let entry = last.ids.get_mut(key)?;
-        entry.2 = clock;
-        Some(entry.0.clone())
+        last.0.get_mut(key).map(|(id, _)| id.clone())
     }
 
     /// Holds `id` as the last reply of session `key`, unless a later request's reply is
@@ -245,31 +244,19 @@ impl Diagnose {
         let Ok(mut last) = self.last.lock() else {
             return;
         };
-        last.clock += 1;
-        let clock = last.clock;
-        if let Some(entry) = last.ids.get_mut(key) {
-            if entry.1 <= order {
-                *entry = (id, order, clock);
+        if let Some(held) = last.0.get_mut(key) {
+            if held.1 <= order {
+                *held = (id, order);
             }
             return;
         }
-        if last.ids.len() >= MAX_DIAGNOSE_SESSIONS {
-            let oldest = last
-                .ids
-                .iter()
-                .min_by_key(|(_, e)| e.2)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                last.ids.remove(&k);
-            }
-        }
-        last.ids.insert(key.to_owned(), (id, order, clock));
+        last.0.insert(key.to_owned(), (id, order));
     }
 
     /// Sessions held.
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
-        self.last.lock().map_or(0, |l| l.ids.len())
+        self.last.lock().map_or(0, |l| l.0.len())
     }
 
     /// Counts a request sent with the field added.

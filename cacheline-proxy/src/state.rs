@@ -1,7 +1,9 @@
 //! What the proxy remembers: per session, counts and the last few requests' rows (no body
 //! unless `--keep-bodies`), least-recently-used sessions dropped and counted.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use prompt_measure::recent::RecentMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -129,13 +131,11 @@ pub struct Totals {
 struct Session {
     view: SessionView,
     rows: VecDeque<RequestRow>,
-    used: u64,
 }
 
-#[derive(Default)]
 struct Inner {
-    sessions: HashMap<String, Session>,
-    tick: u64,
+    /// The least recently used dropped first, past `max_sessions`.
+    sessions: RecentMap<String, Session>,
     totals: Totals,
 }
 
@@ -169,7 +169,10 @@ impl ProxyState {
     pub(crate) fn new(max_sessions: usize) -> Self {
         let (events, _) = broadcast::channel(1024);
         ProxyState {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                sessions: RecentMap::new(max_sessions),
+                totals: Totals::default(),
+            }),
             forwarded: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             queued_bytes: AtomicU64::new(0),
@@ -200,17 +203,15 @@ impl ProxyState {
     /// Every session held, least recently active first, with its latest rows.
     pub fn snapshot(&self) -> Vec<SessionView> {
         let inner = self.lock();
-        let mut sessions: Vec<(u64, SessionView)> = inner
+        inner
             .sessions
-            .values()
+            .values_by_use()
             .map(|s| {
                 let mut view = s.view.clone();
                 view.rows = s.rows.iter().cloned().collect();
-                (s.used, view)
+                view
             })
-            .collect();
-        sessions.sort_by_key(|(used, _)| *used);
-        sessions.into_iter().map(|(_, v)| v).collect()
+            .collect()
     }
 
     /// The totals so far.
@@ -280,8 +281,6 @@ impl ProxyState {
         self.metrics.observe(&row);
         let mut guard = self.lock();
         let inner = &mut *guard;
-        inner.tick = inner.tick.saturating_add(1);
-        let tick = inner.tick;
         let t = &mut inner.totals;
         if row.line.is_some() {
             t.analysed = t.analysed.saturating_add(1);
@@ -296,21 +295,8 @@ impl ProxyState {
             let n = t.breaks.entry(c).or_default();
             *n = n.saturating_add(1);
         }
-        if !inner.sessions.contains_key(&row.session) && inner.sessions.len() >= self.max_sessions {
-            let oldest = inner
-                .sessions
-                .iter()
-                .min_by_key(|(_, s)| s.used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                inner.sessions.remove(&k);
-                t.sessions_dropped = t.sessions_dropped.saturating_add(1);
-            }
-        }
-        let s = inner
-            .sessions
-            .entry(row.session.clone())
-            .or_insert_with(|| Session {
+        if inner.sessions.get_mut(&row.session).is_none() {
+            let new = Session {
                 view: SessionView {
                     session: row.session.clone(),
                     requests: 0,
@@ -322,9 +308,14 @@ impl ProxyState {
                     rows: Vec::new(),
                 },
                 rows: VecDeque::new(),
-                used: tick,
-            });
-        s.used = tick;
+            };
+            if inner.sessions.insert(row.session.clone(), new).is_some() {
+                t.sessions_dropped = t.sessions_dropped.saturating_add(1);
+            }
+        }
+        let Some(s) = inner.sessions.get_mut(&row.session) else {
+            return;
+        };
         let v = &mut s.view;
         v.requests = v.requests.saturating_add(1);
         v.input = v.input.saturating_add(row.input);

@@ -54,6 +54,7 @@ pub mod lifetime;
 pub mod logged;
 pub mod meter;
 pub mod provider_verdict;
+pub mod recent;
 pub mod sim;
 pub mod simulate;
 pub mod synthetic;

@@ -34,7 +34,9 @@
 //! [`LifetimeSummary::evicted`], so the totals stay the sum of what is listed and what was
 //! folded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::recent::RecentMap;
 use std::fmt::Write as _;
 
 use prompt_core::profile::{Extension, Lifetime, Profile, Provider as Host, duration};
@@ -395,12 +397,8 @@ impl LifetimeSummary {
 #[derive(Debug, Clone)]
 pub struct LifetimeStats {
     prices: LifetimePrices,
-    max_sessions: usize,
-    /// By session id: its source, its counters, when it was last seen.
-    sessions: HashMap<String, (prompt_wire::engine::SessionSource, LifetimeCounts, u64)>,
-    /// Sessions by when they were last seen, for eviction.
-    order: BTreeMap<u64, String>,
-    clock: u64,
+    /// By session id: its source and its counters; the least recently seen dropped first.
+    sessions: RecentMap<String, (prompt_wire::engine::SessionSource, LifetimeCounts)>,
     total: LifetimeCounts,
     evicted: LifetimeCounts,
     evicted_sessions: u64,
@@ -420,10 +418,7 @@ impl LifetimeStats {
     pub fn with_max_sessions(prices: LifetimePrices, max_sessions: usize) -> Self {
         Self {
             prices,
-            max_sessions: max_sessions.max(1),
-            sessions: HashMap::new(),
-            order: BTreeMap::new(),
-            clock: 0,
+            sessions: RecentMap::new(max_sessions),
             total: LifetimeCounts::default(),
             evicted: LifetimeCounts::default(),
             evicted_sessions: 0,
@@ -446,26 +441,18 @@ impl LifetimeStats {
         let one = self.figures(r, table);
         self.total.add(&one);
         let v = &r.verdict;
-        self.clock = self.clock.wrapping_add(1);
-        let now = self.clock;
-        if let Some((_, counts, seen)) = self.sessions.get_mut(&v.session.id) {
+        if let Some((_, counts)) = self.sessions.get_mut(&v.session.id) {
             counts.add(&one);
-            self.order.remove(seen);
-            *seen = now;
-            self.order.insert(now, v.session.id.clone());
             return;
         }
-        if self.sessions.len() >= self.max_sessions
-            && let Some((_, oldest)) = self.order.pop_first()
-            && let Some((_, counts, _)) = self.sessions.remove(&oldest)
+        self.sessions_seen = self.sessions_seen.saturating_add(1);
+        if let Some((_, (_, counts))) = self
+            .sessions
+            .insert(v.session.id.clone(), (v.session.source, one))
         {
             self.evicted.add(&counts);
             self.evicted_sessions = self.evicted_sessions.saturating_add(1);
         }
-        self.sessions_seen = self.sessions_seen.saturating_add(1);
-        self.sessions
-            .insert(v.session.id.clone(), (v.session.source, one, now));
-        self.order.insert(now, v.session.id.clone());
     }
 
     /// One request's figures.
@@ -580,8 +567,8 @@ impl LifetimeStats {
         let mut sessions: Vec<SessionLifetime> = self
             .sessions
             .iter()
-            .filter(|(_, (_, c, _))| c.expired > 0)
-            .map(|(id, (source, counts, _))| SessionLifetime {
+            .filter(|(_, (_, c))| c.expired > 0)
+            .map(|(id, (source, counts))| SessionLifetime {
                 session: id.clone(),
                 source: *source,
                 counts: counts.clone(),
@@ -608,7 +595,7 @@ impl LifetimeStats {
 
     /// Every tracked session's counters (for tests of the bound and the totals).
     pub fn sessions(&self) -> impl Iterator<Item = (&str, &LifetimeCounts)> {
-        self.sessions.iter().map(|(k, (_, c, _))| (k.as_str(), c))
+        self.sessions.iter().map(|(k, (_, c))| (k.as_str(), c))
     }
 }
 
