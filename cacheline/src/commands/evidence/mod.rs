@@ -19,6 +19,7 @@ use std::error::Error;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use prompt_core::hash::Digest128;
 use prompt_core::input;
 use prompt_measure::audit::{
     DEFAULT_MAX_LINE_BYTES, Line, LineProblem, LineReader, Reported, RequestAudit, verdict_text,
@@ -137,6 +138,16 @@ pub(crate) enum EvidenceError {
         /// The request's line.
         of: u64,
     },
+    /// A line read again is not the line audited.
+    #[error(
+        "{path}:{line}: the line is not the one audited: the log changed while it was read (give a log nothing rewrites meanwhile)"
+    )]
+    Changed {
+        /// The log.
+        path: PathBuf,
+        /// The line.
+        line: u64,
+    },
     /// A report file could not be written.
     #[error("{path}: cannot write: {source}")]
     Write {
@@ -153,6 +164,8 @@ pub(crate) enum EvidenceError {
 struct Audited {
     tokens: u64,
     reported: Option<Reported>,
+    /// The line's digest as audited: what is read again must be the same line.
+    digest: Digest128,
 }
 
 /// The audit of line `n`, and what it said of the requests before it the engine could
@@ -187,11 +200,23 @@ fn audit_up_to(
                 lines: line - 1,
             });
         };
+        let digest = match &read {
+            Line::Text(bytes) => Digest128::of(&[bytes]),
+            Line::TooLong(_) => Digest128::of(&[]),
+        };
         let outcome = auditor.push_read(line, read);
         match outcome {
             Ok(Some(audit)) if line == n => {
-                let earlier = recent.into_iter().collect();
-                return Ok((audit, earlier));
+                let mut held: HashMap<u64, Audited> = recent.into_iter().collect();
+                held.insert(
+                    line,
+                    Audited {
+                        tokens: audit.tokens,
+                        reported: audit.reported,
+                        digest,
+                    },
+                );
+                return Ok((audit, held));
             }
             Ok(Some(audit)) => {
                 recent.push_back((
@@ -199,6 +224,7 @@ fn audit_up_to(
                     Audited {
                         tokens: audit.tokens,
                         reported: audit.reported,
+                        digest,
                     },
                 ));
                 if recent.len() > held {
@@ -214,6 +240,25 @@ fn audit_up_to(
             Err(problem) if line == n => return Err(skipped(line, &problem)),
             Ok(None) | Err(_) => {}
         }
+    }
+}
+
+/// Checks that `text`, line `line` read again, is the line the audit read (when the audit
+/// kept its digest).
+fn same_line(
+    held: &HashMap<u64, Audited>,
+    path: &Path,
+    line: u64,
+    text: &str,
+) -> Result<(), EvidenceError> {
+    match held.get(&line) {
+        Some(audited) if audited.digest != Digest128::of(&[text.as_bytes()]) => {
+            Err(EvidenceError::Changed {
+                path: path.to_owned(),
+                line,
+            })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -843,6 +888,7 @@ pub(crate) fn collect(
             line,
             of: n,
         })?;
+        same_line(&held, path, line, text)?;
         let logged = read_request(text).map_err(|p| EvidenceError::Skipped {
             path: path.clone(),
             line,
@@ -1047,4 +1093,40 @@ pub(crate) fn run(
         writeln!(out, "{}", path.display())?;
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use prompt_core::hash::Digest128;
+
+    use super::{Audited, EvidenceError, same_line};
+
+    #[test]
+    fn a_line_read_again_must_be_the_line_audited() {
+        let audited = r#"{"request":{"model":"m","messages":[]}}"#;
+        let held = HashMap::from([(
+            3,
+            Audited {
+                tokens: 1,
+                reported: None,
+                digest: Digest128::of(&[audited.as_bytes()]),
+            },
+        )]);
+        let log = Path::new("log.jsonl");
+        assert!(same_line(&held, log, 3, audited).is_ok());
+        let rewritten = r#"{"request":{"model":"n","messages":[]}}"#;
+        let result = same_line(&held, log, 3, rewritten);
+        assert!(
+            matches!(&result, Err(EvidenceError::Changed { line: 3, .. })),
+            "{result:?}"
+        );
+        let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.starts_with("log.jsonl:3: the line is not the one audited"),
+            "{message}"
+        );
+    }
 }
