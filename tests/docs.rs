@@ -19,7 +19,7 @@
 //!
 //! `<!-- expect: lock -->` marks a prefix lock instead of an agent.toml: it is read as one
 //! and must match the linked registry (the reference components) under
-//! `prompt-reference/agent.toml`, with no difference.
+//! `crates/prompt-reference/agent.toml`, with no difference.
 //!
 //! The `[provider]` section has clauses of its own: `provider: NAME` (the profile's provider,
 //! `unknown` for none), `updates: ROLE` (`system`, `user_reminder`, `merged_into_user`),
@@ -272,7 +272,7 @@ fn find_said(
 /// A lock example: read, and compared with the reference components under their agent.toml.
 fn check_lock_example(example: &Example) {
     let registry = Registry::linked().unwrap_or_else(|e| panic!("{e}"));
-    let agent_toml = root().join("prompt-reference/agent.toml");
+    let agent_toml = root().join("crates/prompt-reference/agent.toml");
     let policy = PromptPolicy::load_agent_toml(&agent_toml, registry.components())
         .map_err(|e| e.to_string())
         .and_then(|loaded| loaded.deny_warnings().map_err(|e| e.to_string()))
@@ -509,7 +509,7 @@ fn the_haproxy_example_is_a_valid_configuration() {
 }
 
 /// docs/ci.md's test for an agent's crate is the one this repository runs over the
-/// reference components (`prompt-reference/tests/prefix_lock.rs`), word for word.
+/// reference components (`crates/prompt-reference/tests/prefix_lock.rs`), word for word.
 #[test]
 fn the_ci_guide_shows_the_lock_test_this_repository_runs() {
     let guide = std::fs::read_to_string(root().join("docs/ci.md"))
@@ -524,11 +524,11 @@ fn the_ci_guide_shows_the_lock_test_this_repository_runs() {
         .take_while(|l| !l.starts_with('#') || *l == "#[test]")
         .collect();
     assert!(test.len() >= 3, "{block}");
-    let ours = std::fs::read_to_string(root().join("prompt-reference/tests/prefix_lock.rs"))
-        .unwrap_or_else(|e| panic!("prompt-reference/tests/prefix_lock.rs: {e}"));
+    let ours = std::fs::read_to_string(root().join("crates/prompt-reference/tests/prefix_lock.rs"))
+        .unwrap_or_else(|e| panic!("crates/prompt-reference/tests/prefix_lock.rs: {e}"));
     assert!(
         ours.contains(&test.join("\n")),
-        "prompt-reference/tests/prefix_lock.rs does not run docs/ci.md's test:\n{}",
+        "crates/prompt-reference/tests/prefix_lock.rs does not run docs/ci.md's test:\n{}",
         test.join("\n")
     );
 }

@@ -176,7 +176,7 @@ fn clear_slot(llama: &LlamaClient) {
 /// request is streamed through the async client (and recorded), then sent again as a whole
 /// reply (the same body without `"stream": true`), each from a cleared slot so that both
 /// are computed alike (greedy decoding gives another text from another cache state:
-/// `prompt-wire/tests/fixtures/llama_cpp/stream/README.md`).
+/// `crates/prompt-wire/tests/fixtures/llama_cpp/stream/README.md`).
 ///
 /// What holds: on `/v1/chat/completions` and `/v1/messages` the streamed reply records the
 /// bytes the whole reply records, ids masked (llama.cpp draws them at random per request).

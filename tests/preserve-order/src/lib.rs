@@ -5,7 +5,7 @@
 //! serde_json's map order gives other bytes under `preserve_order`.
 //!
 //! Rendered by this crate's test (serde_json with `preserve_order`) and by
-//! `prompt-reference/tests/value_bytes.rs` (the normal build, which writes the fixture
+//! `crates/prompt-reference/tests/value_bytes.rs` (the normal build, which writes the fixture
 //! [`FIXTURE`] when `CACHELINE_WRITE_FIXTURES=1`): both must match it.
 
 use prompt_reference::scenario::{self, ScenarioSize, Strategy};

@@ -1,7 +1,0 @@
-//! Benchmarks only: see `benches/` and docs/benchmarks.md. The library holds the proxy
-//! benchmark's parts ([`proxy_bench`]), which the `proxy-bench` binary runs.
-
-#[path = "accuracy/mod.rs"]
-pub mod accuracy;
-#[path = "proxy_bench/mod.rs"]
-pub mod proxy_bench;
