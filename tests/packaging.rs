@@ -11,6 +11,7 @@ const PUBLISHED: &[&str] = &[
     "prompt-core",
     "prompt-macros",
     "prompt-registry",
+    "prompt-engine",
     "prompt-wire",
     "prompt-client",
     "prompt-measure",

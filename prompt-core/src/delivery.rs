@@ -184,6 +184,18 @@ impl ApiKind {
         ApiKind::LlamaCpp,
     ];
 
+    /// The API's name in messages: `OpenAI Chat Completions`, `OpenAI Responses`,
+    /// `Anthropic Messages`, `Gemini generateContent`, `llama.cpp server`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiKind::OpenAi => "OpenAI Chat Completions",
+            ApiKind::OpenAiResponses => "OpenAI Responses",
+            ApiKind::Anthropic => "Anthropic Messages",
+            ApiKind::Gemini => "Gemini generateContent",
+            ApiKind::LlamaCpp => "llama.cpp server",
+        }
+    }
+
     /// The delivery style for this API.
     pub fn delivery(self) -> DeliveryStyle {
         match self {

@@ -37,6 +37,25 @@ pub fn excerpt(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &text[..end]))
 }
 
+/// `1234567` → `1,234,567`: how every verdict, summary and report writes a token count.
+///
+/// ```
+/// use prompt_core::input::thousands;
+/// assert_eq!(thousands(0), "0");
+/// assert_eq!(thousands(1234567), "1,234,567");
+/// ```
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The most links of an error's cause chain a message shows ([`chain`], [`report`]).
 pub const CHAIN_LINKS: usize = 4;
 

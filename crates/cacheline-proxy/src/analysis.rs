@@ -3,16 +3,15 @@
 //! that very line and prints its verdict. `cacheline audit` on the log runs the same code on
 //! the same lines: its verdicts are the proxy's.
 
-use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use bytes::Bytes;
 use prompt_measure::audit::{AuditSummary, Place, verdict_text};
+use prompt_measure::logged::{LoggedExchange, LoggedResponse};
 use prompt_measure::{AuditConfig, Auditor, O200kBase};
-use serde_json::{Map, Value};
 
 use crate::diagnose::{Diagnose, DiagnoseJob};
 use crate::route::Api;
@@ -84,7 +83,7 @@ pub(crate) enum Message {
 /// The analysis thread's settings.
 pub(crate) struct Settings {
     pub(crate) audit: AuditConfig,
-    pub(crate) log: Option<File>,
+    pub(crate) log: Option<crate::log::ExchangeLog>,
     pub(crate) max_copy_bytes: usize,
     pub(crate) keep_bodies: bool,
     pub(crate) print_verdicts: bool,
@@ -129,40 +128,6 @@ fn prompt_core_excerpt(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_owned()
-}
-
-/// The log line of an exchange, in the audit's format.
-fn log_line(job: &Job, request: &[u8], response: Option<&[u8]>) -> String {
-    let mut o = Map::new();
-    o.insert(
-        "request".to_owned(),
-        Value::String(String::from_utf8_lossy(request).into_owned()),
-    );
-    o.insert(
-        "response".to_owned(),
-        response.map_or(Value::Null, |r| {
-            Value::String(String::from_utf8_lossy(r).into_owned())
-        }),
-    );
-    o.insert("path".to_owned(), Value::String(job.path.clone()));
-    let headers: Map<String, Value> = job
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    o.insert("headers".to_owned(), Value::Object(headers));
-    if let Some(ts) = serde_json::Number::from_f64(job.ts) {
-        o.insert("ts".to_owned(), Value::Number(ts));
-    }
-    // `--diagnose` sent the provider the agent's request with the reply it was compared
-    // with: the log keeps the agent's own bytes, and names that reply.
-    if let Some(against) = job.diagnose.as_ref().and_then(|d| d.against.as_ref()) {
-        o.insert(
-            "diagnosed_against".to_owned(),
-            Value::String(against.clone()),
-        );
-    }
-    Value::Object(o).to_string()
 }
 
 /// The summary the analysis thread hands back when it stops.
@@ -255,11 +220,11 @@ pub(crate) fn run(
                 d.remember_reply(dj, body);
             }
             // A reply that cannot be read is logged as none: its usage is not known.
-            let text = log_line(&job, &request, response.as_deref().ok());
+            let response = response.as_deref().ok();
             line_no += 1;
             row.line = Some(line_no);
             if let Some(log) = settings.log.as_mut()
-                && let Err(e) = writeln!(log, "{text}")
+                && let Err(e) = log.write(&job, &request, response)
             {
                 let warning = format!("writing the log failed, no more lines written: {e}");
                 if settings.print_verdicts {
@@ -268,11 +233,20 @@ pub(crate) fn run(
                 state.warn(warning);
                 settings.log = None;
             }
+            let request = String::from_utf8_lossy(&request);
             if settings.keep_bodies {
-                row.body = Some(String::from_utf8_lossy(&request).into_owned());
+                row.body = Some(request.clone().into_owned());
             }
-            match auditor.push_line(line_no, &text) {
-                Ok(Some(audit)) => {
+            // The exchange goes to the audit as it is: the log line above is for the file
+            // only, never read back.
+            let mut exchange = LoggedExchange::of(request);
+            exchange.response = response.map(|r| LoggedResponse::Text(String::from_utf8_lossy(r)));
+            exchange.path = Some(job.path.clone());
+            exchange.headers = job.headers.clone();
+            exchange.ts = Some(job.ts);
+            exchange.diagnosed_against = job.diagnose.as_ref().and_then(|d| d.against.clone());
+            match auditor.push_exchange(line_no, exchange) {
+                Ok(audit) => {
                     state.set_lifetime(auditor.lifetime_total());
                     let v = &audit.verdict;
                     // A request that names no session (Gemini CLI, Qwen Code) is grouped by
@@ -310,7 +284,6 @@ pub(crate) fn run(
                         row.verdict.push_str(&format!("; usage not read: {e}"));
                     }
                 }
-                Ok(None) => row.verdict = "not analysed: an empty body".to_owned(),
                 Err(e) => row.verdict = format!("could not be read: {e}"),
             }
         }
@@ -357,6 +330,8 @@ pub fn verdict_line(row: &RequestRow) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     #[test]

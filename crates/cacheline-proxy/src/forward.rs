@@ -2,6 +2,7 @@
 //! copy of both (the same frames, shared, bounded) handed to the analysis queue with
 //! `try_send`: never waiting on it.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -406,18 +407,13 @@ pub(crate) async fn handle(
     parts.version = hyper::Version::HTTP_11;
     let host = HeaderValue::from_str(&upstream.authority).ok();
     parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), host);
-    let headers: Vec<(String, String)> = parts
-        .headers
-        .iter()
-        .filter(|(k, _)| prompt_wire::engine::keep_header(k.as_str()))
-        .take(64)
-        .filter_map(|(k, v)| {
-            Some((
-                k.as_str().to_owned(),
-                bounded(v.to_str().ok()?, 1024).to_owned(),
-            ))
-        })
-        .collect();
+    // The one header filter: what the audit records of a request (session, agent, cache key).
+    let headers = prompt_measure::logged::recorded_headers(
+        parts
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), Cow::Borrowed(v.to_str().ok()?)))),
+    );
     let agent = parts
         .headers
         .get(hyper::header::USER_AGENT)

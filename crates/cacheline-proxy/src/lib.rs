@@ -43,6 +43,7 @@ mod analysis;
 pub mod diagnose;
 mod forward;
 pub mod launcher;
+mod log;
 pub mod metrics;
 mod page;
 pub mod route;
@@ -264,14 +265,10 @@ impl Proxy {
         let addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
         let log = match &config.log {
             Some(path) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|source| ProxyError::Log {
-                        path: path.clone(),
-                        source,
-                    })?,
+                log::ExchangeLog::open(path).map_err(|source| ProxyError::Log {
+                    path: path.clone(),
+                    source,
+                })?,
             ),
             None => None,
         };

@@ -42,6 +42,7 @@ use super::catalogue::{
     AgentId, Catalogue, Element, LearnedBlock, MAX_ELEMENT_BYTES, VolatileBlocks, WriterFinding,
     WriterMatch, writer_clause,
 };
+use super::logged::LoggedExchange;
 use super::meter::{Provider, SessionUsage, Usage};
 use super::provider_verdict::{ProviderTally, ProviderVerdict, diagnostics_api};
 use super::sim::{
@@ -539,8 +540,32 @@ impl<'t> Auditor<'t> {
         result.map(Some)
     }
 
+    /// Audits one exchange handed over as it is (the proxy's, or a line read by
+    /// [`read_line`](super::logged::read_line)): the same audit as [`Auditor::push_line`],
+    /// with no JSON between. A request that cannot be read is counted and its problem
+    /// returned.
+    pub fn push_exchange(
+        &mut self,
+        line: u64,
+        exchange: LoggedExchange<'_>,
+    ) -> Result<RequestAudit, LineProblem> {
+        let result = self.audit_exchange(line, exchange);
+        if result.is_err() {
+            self.skip();
+        }
+        result
+    }
+
     fn audit(&mut self, line: u64, text: &str) -> Result<RequestAudit, LineProblem> {
         let logged = super::logged::read_line(text)?;
+        self.audit_exchange(line, logged)
+    }
+
+    fn audit_exchange(
+        &mut self,
+        line: u64,
+        logged: LoggedExchange<'_>,
+    ) -> Result<RequestAudit, LineProblem> {
         // Read once: the engine's view gives the shape the response is read by.
         let context = Context {
             path: logged.path.as_deref(),
@@ -548,13 +573,14 @@ impl<'t> Auditor<'t> {
         };
         let canonical = match logged.top {
             // A bare body: its top-level object was read with the line.
-            Some(top) => self.engine.read_object(text, top, context),
+            Some(top) => self.engine.read_object(&logged.request, top, context),
             None => self.engine.read(logged.request.as_bytes(), context),
         }
         .map_err(LineProblem::Request)?;
         let shape = canonical.shape;
         let response = logged
             .response
+            .as_ref()
             .map(|r| super::logged::read_response(shape, r));
         let response_id = response.as_ref().and_then(|r| r.id.clone());
         let replied = response

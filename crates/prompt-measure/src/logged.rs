@@ -25,35 +25,84 @@ use super::meter::{Provider, Usage};
 use super::provider_verdict::diagnostics_api;
 use prompt_wire::ProviderDiagnosis;
 
-/// One line: the request body's text, the logged response, and what the log says of the
-/// request besides its body.
-pub(crate) struct Logged<'a> {
-    pub(crate) request: Cow<'a, str>,
-    pub(crate) response: Option<&'a RawValue>,
-    /// The URL path (Gemini's names the model).
-    pub(crate) path: Option<String>,
-    /// The headers that name a session or an agent or key a cache; every other one (a
-    /// credential among them) is dropped as it is read.
-    pub(crate) headers: Vec<(String, String)>,
-    /// When it was sent, in seconds since the Unix epoch.
-    pub(crate) ts: Option<f64>,
-    /// A session the logger named.
-    pub(crate) session: Option<String>,
-    /// The body's top-level object, when the line is a bare body (read once, here).
-    pub(crate) top: Option<Object<'a>>,
-    /// The reply id the proxy's `--diagnose` asked the provider to compare this request
-    /// with (the line's `diagnosed_against`): the logged request is the agent's own.
-    pub(crate) diagnosed_against: Option<String>,
+/// A logged response: as a log line holds it (a JSON value: the whole reply, or the reply's
+/// text as a string), or as a proxy copied it (the reply's text: its JSON, or a stream's
+/// server-sent events).
+#[derive(Debug, Clone)]
+pub enum LoggedResponse<'a> {
+    /// A log line's `response` value.
+    Json(&'a RawValue),
+    /// The reply's body as text.
+    Text(Cow<'a, str>),
 }
 
-/// The most headers read from one line.
-const MAX_HEADERS: usize = 64;
+/// One exchange as the audit reads it: the request body's text, its response, and what the
+/// logger knew of the request besides its body. A log line is read into one
+/// ([`read_line`]); the proxy hands its exchanges over as one, with no JSON between.
+#[derive(Debug, Default)]
+pub struct LoggedExchange<'a> {
+    /// The request body's text.
+    pub request: Cow<'a, str>,
+    /// The response, if one was logged.
+    pub response: Option<LoggedResponse<'a>>,
+    /// The URL path (Gemini's names the model), bounded ([`recorded_headers`]' bound).
+    pub path: Option<String>,
+    /// The headers that name a session or an agent or key a cache ([`recorded_headers`]);
+    /// every other one (a credential among them) is dropped as it is read.
+    pub headers: Vec<(String, String)>,
+    /// When it was sent, in seconds since the Unix epoch.
+    pub ts: Option<f64>,
+    /// A session the logger named.
+    pub session: Option<String>,
+    /// The reply id the proxy's `--diagnose` asked the provider to compare this request
+    /// with (the line's `diagnosed_against`): the logged request is the agent's own.
+    pub diagnosed_against: Option<String>,
+    /// The body's top-level object, when the line is a bare body (read once, here).
+    pub(crate) top: Option<Object<'a>>,
+}
+
+impl<'a> LoggedExchange<'a> {
+    /// An exchange of this request body, nothing else known yet (fill in the rest).
+    pub fn of(request: Cow<'a, str>) -> Self {
+        Self {
+            request,
+            ..Self::default()
+        }
+    }
+}
+
+/// The headers an exchange records, from those it was sent with: only the ones that name a
+/// session or an agent or key a cache ([`prompt_engine::keep_header`]), at most
+/// [`MAX_HEADERS`] of them, lower-case names, values cut at [`MAX_FIELD_BYTES`]. The
+/// one filter every header goes through, whether a log line's or the proxy's.
+pub fn recorded_headers<'h>(
+    headers: impl IntoIterator<Item = (&'h str, Cow<'h, str>)>,
+) -> Vec<(String, String)> {
+    headers
+        .into_iter()
+        .filter(|(name, _)| prompt_engine::keep_header(name))
+        .take(MAX_HEADERS)
+        .map(|(name, value)| {
+            (
+                name.to_ascii_lowercase(),
+                prompt_core::input::excerpt(&value, MAX_FIELD_BYTES).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A path or logged field cut at [`MAX_FIELD_BYTES`].
+pub fn bounded_field(text: &str) -> String {
+    prompt_core::input::excerpt(text, MAX_FIELD_BYTES).into_owned()
+}
+
+/// The most headers read from one exchange.
+pub const MAX_HEADERS: usize = 64;
 /// The longest path, header value or session read (longer ones are cut).
-const MAX_FIELD_BYTES: usize = 1024;
+pub const MAX_FIELD_BYTES: usize = 1024;
 
 fn bounded_string(raw: Option<&RawValue>) -> Option<String> {
-    let s = string_of(raw?)?;
-    Some(prompt_core::input::excerpt(&s, MAX_FIELD_BYTES).into_owned())
+    Some(bounded_field(&string_of(raw?)?))
 }
 
 /// A timestamp: seconds since the epoch as a number, or an RFC 3339 string
@@ -116,7 +165,7 @@ fn rfc3339(s: &str) -> Option<f64> {
 }
 
 /// Splits a line into its request body, its response and what the log says besides.
-pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
+pub fn read_line(text: &str) -> Result<LoggedExchange<'_>, LineProblem> {
     let line = match Object::parse(text) {
         Ok(line) => line,
         Err(problem) => {
@@ -132,15 +181,11 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
     let Some(body) = line.get("request") else {
         // A bare body: its own keys (a Responses `user`…) are not the log's, and it was
         // read once, here.
-        return Ok(Logged {
+        return Ok(LoggedExchange {
             request: Cow::Borrowed(text),
-            response: line.get("response"),
-            path: None,
-            headers: Vec::new(),
-            ts: None,
-            session: None,
+            response: line.get("response").map(LoggedResponse::Json),
             top: Some(line),
-            diagnosed_against: None,
+            ..LoggedExchange::default()
         });
     };
     let request = if body.get().starts_with('{') {
@@ -149,31 +194,27 @@ pub(crate) fn read_line(text: &str) -> Result<Logged<'_>, LineProblem> {
         // A body logged as the text it was sent as.
         string_of(body).ok_or(LineProblem::NotABody(kind_of(body)))?
     };
-    let mut headers = Vec::new();
-    if let Some(object) = line.get("headers").and_then(|h| Object::of(h).ok()) {
-        for (name, value) in object.fields.iter().take(MAX_HEADERS) {
-            if !prompt_wire::engine::keep_header(name) {
-                continue;
-            }
+    let headers = match line.get("headers").and_then(|h| Object::of(h).ok()) {
+        Some(object) => recorded_headers(object.fields.iter().map(|(name, value)| {
             // A header sent several times is logged as an array: its values joined.
             let value = match string_of(value) {
-                Some(v) => v.into_owned(),
-                None => prompt_core::raw_json::array_of(value)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|v| string_of(v).map(Cow::into_owned))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                Some(v) => v,
+                None => Cow::Owned(
+                    prompt_core::raw_json::array_of(value)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|v| string_of(v).map(Cow::into_owned))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
             };
-            headers.push((
-                name.to_ascii_lowercase(),
-                prompt_core::input::excerpt(&value, MAX_FIELD_BYTES).into_owned(),
-            ));
-        }
-    }
-    Ok(Logged {
+            (name.as_ref(), value)
+        })),
+        None => Vec::new(),
+    };
+    Ok(LoggedExchange {
         request,
-        response: line.get("response"),
+        response: line.get("response").map(LoggedResponse::Json),
         path: bounded_string(line.get("path")),
         headers,
         ts: line.get("ts").and_then(timestamp),
@@ -250,9 +291,13 @@ impl Response {
     }
 }
 
-/// Reads a logged response: the whole reply (an object, or its JSON as a string) or a
-/// stream's server-sent events (a string).
-pub(crate) fn read_response(shape: Shape, response: &RawValue) -> Response {
+/// Reads a logged response: the whole reply (an object, or its JSON as text) or a stream's
+/// server-sent events (text).
+pub(crate) fn read_response(shape: Shape, response: &LoggedResponse<'_>) -> Response {
+    let response = match response {
+        LoggedResponse::Json(raw) => raw,
+        LoggedResponse::Text(text) => return read_text(shape, text.clone()),
+    };
     let raw = response.get();
     if raw == "null" {
         return Response::of(Ok(None), None);
@@ -269,6 +314,11 @@ pub(crate) fn read_response(shape: Shape, response: &RawValue) -> Response {
             None,
         );
     };
+    read_text(shape, text)
+}
+
+/// A response as text: the whole reply's JSON, or a stream's server-sent events.
+fn read_text(shape: Shape, text: Cow<'_, str>) -> Response {
     if text.trim_start().starts_with('{') {
         whole(shape, &text)
     } else {

@@ -46,10 +46,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::WireError;
-use crate::guard::{GuardError, Shape, body_parts, without_cache_control};
 use crate::options::WireOptions;
 use crate::reply::Reply;
 use crate::wire::{Body, ResumePoint, Wire};
+use prompt_engine::{GuardError, Shape, body_parts, without_cache_control};
 
 /// The `format` of a saved conversation.
 pub const CONVERSATION_FORMAT: &str = "cacheline-conversation";
@@ -395,7 +395,7 @@ impl Conversation {
         // `body_parts` has read it as one object of unique keys.
         let malformed = |at: &str, e: serde_json::Error| {
             ConversationError::LastBody(GuardError::Malformed {
-                body: crate::guard::Which::Request,
+                body: prompt_engine::Which::Request,
                 at: at.to_owned(),
                 problem: prompt_core::input::excerpt(&e.to_string(), 120).into_owned(),
             })

@@ -29,8 +29,8 @@
 //!   the provider's: no `role: "system"` message after the first where the provider moves or
 //!   refuses it (DeepSeek), Claude Opus 4.8's system messages inside `messages`, the 1-hour
 //!   TTL and `prompt_cache_retention` in the frozen part, Anthropic's cache diagnostics
-//!   ([`Wire::cache_diagnostics_header`], [`CacheDiagnostics`], [`MissReport`]: the guard's
-//!   verdict under the provider's reason names).
+//!   ([`Wire::cache_diagnostics_header`]; the provider's verdict read and reconciled with the
+//!   engine's in [`prompt_engine::provider`]).
 //!
 //! Key orders, where each API's stable part ends, where Anthropic's breakpoints go, how
 //! updates are delivered and what each profile changes: `docs/wire.md`.
@@ -80,10 +80,7 @@
 
 mod conversation;
 mod convert;
-mod diagnostics;
-pub mod engine;
 mod error;
-mod guard;
 mod options;
 mod raw;
 mod reply;
@@ -94,17 +91,18 @@ pub use conversation::{
     CONVERSATION_FORMAT, CONVERSATION_VERSION, Conversation, ConversationError,
     ConversationSnapshot, Next, RestoredConversation,
 };
-pub use diagnostics::{
-    CacheDiagnostics, GuardReason, MAX_DIAGNOSTICS_BYTES, MAX_REPLY_ID, MissReason, MissReport,
-    ProviderDiagnosis, reply_id,
-};
-pub use engine::{Break, Cause, CauseKind, Place, ToolChange};
 pub use error::WireError;
-pub use guard::{
-    BodyParts, GuardError, MAX_AUDIT_BODY_BYTES, Shape, Verdict, Which, body_parts, compare,
-    without_cache_control,
-};
 pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
+/// The comparison engine ([`prompt_engine`]), at its old path: the guard's [`compare`],
+/// the body reader and the engine over a stream of requests live there.
+pub use prompt_engine as engine;
+pub use prompt_engine::provider::{
+    MAX_DIAGNOSTICS_BYTES, MAX_REPLY_ID, MissReason, ProviderDiagnosis, reply_id,
+};
+pub use prompt_engine::{
+    BodyParts, Break, Cause, CauseKind, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, ToolChange,
+    Verdict, Which, body_parts, compare, without_cache_control,
+};
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
 pub use wire::{
     ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, MAX_KEPT_CACHE_KEY, ResumePoint,
@@ -126,13 +124,7 @@ pub fn session_options(api: ApiKind, tools: ToolSet) -> SessionOptions {
     SessionOptions::for_api(api).with_tools(tools)
 }
 
-/// The API's name in messages.
+/// The API's name in messages ([`ApiKind::name`]).
 pub(crate) fn api_name(api: ApiKind) -> &'static str {
-    match api {
-        ApiKind::OpenAi => "OpenAI Chat Completions",
-        ApiKind::OpenAiResponses => "OpenAI Responses",
-        ApiKind::Anthropic => "Anthropic Messages",
-        ApiKind::Gemini => "Gemini generateContent",
-        ApiKind::LlamaCpp => "llama.cpp server",
-    }
+    api.name()
 }

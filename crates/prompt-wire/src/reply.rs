@@ -219,7 +219,7 @@ pub(crate) fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireE
     // The provider's cache diagnostics: Anthropic's `diagnostics`, OpenAI Responses'
     // `prompt_cache_diagnostics` (read with `ProviderDiagnosis::parse`).
     reply.diagnostics = top
-        .get(crate::diagnostics::reply_key(api))
+        .get(prompt_engine::provider::reply_key(api))
         .filter(|d| d.get().starts_with('{'))
         .map(|d| d.get().to_owned());
     Ok(reply)

@@ -33,8 +33,7 @@ pub(crate) fn writes_retention(api: ApiKind) -> bool {
     matches!(api, ApiKind::OpenAi | ApiKind::OpenAiResponses)
 }
 
-/// Anthropic looks for an earlier cache entry at most this many blocks before a breakpoint.
-pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
+pub use prompt_core::profile::ANTHROPIC_LOOKBACK_BLOCKS;
 
 /// How many blocks a breakpoint may move back from the block it belongs on, past blocks that
 /// cannot carry one (thinking blocks, empty text).
@@ -250,7 +249,7 @@ impl Wire {
     /// with its keys in the order sent, so other bytes re-process the whole prompt once.
     /// Call it before the first body; it is saved with the conversation and kept by branches.
     pub fn keep_tools_field(&mut self, tools: Option<&str>) {
-        self.kept_tools = tools.map(|t| Box::from(crate::guard::without_cache_control(t).trim()));
+        self.kept_tools = tools.map(|t| Box::from(prompt_engine::without_cache_control(t).trim()));
         self.frozen = None;
     }
 
@@ -294,7 +293,7 @@ impl Wire {
     fn kept_tools_for(&self, own: &str) -> Option<String> {
         let kept = self.kept_tools.as_deref()?;
         let definitions = |field: &str| -> Option<Vec<String>> {
-            let field = crate::guard::without_cache_control(field);
+            let field = prompt_engine::without_cache_control(field);
             let values: Vec<serde_json::Value> = serde_json::from_str(&field).ok()?;
             // Maps serialize with sorted keys: one string per definition, whatever its
             // key order.

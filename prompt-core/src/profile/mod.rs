@@ -48,6 +48,10 @@ pub use load::{
 };
 pub use table::{PROFILES, SAFE_DEFAULT};
 
+/// Anthropic looks for an earlier cache entry at most this many blocks before a breakpoint:
+/// where the wire places its breakpoints, and how far back the engine lets a request read.
+pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
+
 /// A provider or engine the profile table knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -793,6 +797,13 @@ impl Profile {
     /// The shortest prefix the provider caches, in tokens.
     pub fn min_cache_tokens(&self) -> Option<u32> {
         self.facts.min_cache_tokens
+    }
+
+    /// How many blocks before a breakpoint the provider looks for an earlier cache entry
+    /// ([`ANTHROPIC_LOOKBACK_BLOCKS`] for Anthropic); `None` where its cache reads any
+    /// prefix, however far back it was written.
+    pub fn lookback_blocks(&self) -> Option<usize> {
+        (self.provider() == Some(Provider::Anthropic)).then_some(ANTHROPIC_LOOKBACK_BLOCKS)
     }
 
     /// Anthropic's `cache_control.ttl` on the prefix breakpoints, when asked for and the

@@ -5,7 +5,7 @@ mod bodies;
 mod common;
 mod conversation;
 mod defects;
-mod engine;
+mod diagnostics;
 mod fixtures;
 mod guard;
 mod profiles;

@@ -7,9 +7,11 @@ use std::collections::BTreeSet;
 use prompt_core::delivery::UpdateRole;
 use prompt_core::profile::{CacheTtl, DeliveryRisk, LaterSystem, Profile, Provider, Retention};
 use prompt_core::{ApiKind, Extensions};
+use prompt_wire::engine::provider::{Agreement, ProviderVerdict};
+use prompt_wire::engine::{Block, Canonical, Engine, EngineConfig, Exchange};
 use prompt_wire::{
-    CACHE_DIAGNOSIS_BETA, CacheDiagnostics, Cause, MissReason, MissReport, UsageProvider, Verdict,
-    Wire, WireError, compare,
+    CACHE_DIAGNOSIS_BETA, Cause, MissReason, ProviderDiagnosis, UsageProvider, Verdict, Wire,
+    WireError, compare,
 };
 use serde_json::{Value, json};
 
@@ -505,21 +507,30 @@ fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_s
             .diagnostics
             .as_deref()
             .expect("the reply's diagnostics object");
-        let provider = CacheDiagnostics::parse(raw).unwrap();
-        assert_eq!(provider.reason, Some(MissReason::from_name(reason)));
-        assert_eq!(provider.missed_input_tokens, Some(1203));
-        // The guard, on the same pair of bodies, under the same name.
+        let provider = ProviderDiagnosis::parse(ApiKind::Anthropic, raw).unwrap();
+        assert_eq!(
+            provider,
+            ProviderDiagnosis::Miss {
+                reason: MissReason::from_name(reason),
+                missed_tokens: Some(1203),
+                reusable_tokens: None,
+            }
+        );
+        // The guard, on the same pair of bodies, under the same name; the engine's verdict
+        // reconciled with the provider's agrees.
         let verdict = compare(&first, &later).unwrap();
-        let report = MissReport::new(Some(provider), &verdict);
-        let guard = report
-            .guard
-            .as_ref()
-            .unwrap_or_else(|| panic!("{reason}: {verdict:?}"));
-        assert_eq!(guard.reason.as_str(), reason, "{}", guard.at);
-        assert_eq!(report.agree(), Some(true), "{report}");
+        let Verdict::Breaks(at) = &verdict else {
+            panic!("{reason}: {verdict:?}")
+        };
+        assert_eq!(at.cause.miss_reason().as_str(), reason, "{at}");
+        assert_eq!(
+            agreement(&first, &later, provider),
+            Agreement::Agree,
+            "{reason}"
+        );
         if reason == "tools_changed" {
             assert_eq!(
-                guard.at.cause,
+                at.cause,
                 Cause::ToolsChanged {
                     change: prompt_wire::ToolChange::Edited,
                     name: "grep".into()
@@ -542,26 +553,38 @@ fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_s
             shape: prompt_wire::Shape::Anthropic
         }
     );
-    assert_eq!(MissReport::new(None, &verdict).agree(), Some(true));
+    assert_eq!(
+        agreement(&first, &second, ProviderDiagnosis::NoChange),
+        Agreement::Agree
+    );
     assert_eq!(
         Cause::TailDropped.miss_reason(),
         MissReason::MessagesChanged
     );
     // A pending comparison, a not-found previous reply: no verdict to agree with.
-    let pending = CacheDiagnostics::parse(r#"{"cache_miss_reason":null}"#).unwrap();
-    assert_eq!(MissReport::new(Some(pending), &verdict).agree(), None);
-    let gone =
-        CacheDiagnostics::parse(r#"{"cache_miss_reason":{"type":"previous_message_not_found"}}"#)
-            .unwrap();
-    assert_eq!(gone.missed_input_tokens, None);
-    assert_eq!(MissReport::new(Some(gone), &verdict).agree(), None);
-    assert!(CacheDiagnostics::parse(r#"{"cache_miss_reason":{"type":1}}"#).is_err());
+    let anthropic = |json: &str| ProviderDiagnosis::parse(ApiKind::Anthropic, json);
+    let pending = anthropic(r#"{"cache_miss_reason":null}"#).unwrap();
+    assert_eq!(pending, ProviderDiagnosis::Pending);
+    assert_eq!(agreement(&first, &second, pending), Agreement::Pending);
+    let gone = anthropic(r#"{"cache_miss_reason":{"type":"previous_message_not_found"}}"#).unwrap();
+    assert_eq!(gone, ProviderDiagnosis::NotFound);
+    assert!(matches!(
+        agreement(&first, &second, gone),
+        Agreement::NotComparable { .. }
+    ));
+    assert!(anthropic(r#"{"cache_miss_reason":{"type":1}}"#).is_err());
     assert!(
-        CacheDiagnostics::parse(
-            r#"{"cache_miss_reason":{"type":"x","cache_missed_input_tokens":-1}}"#
-        )
-        .is_err()
+        anthropic(r#"{"cache_miss_reason":{"type":"x","cache_missed_input_tokens":-1}}"#).is_err()
     );
+}
+
+/// The engine's verdict on `later` after `first`, reconciled with what the provider said.
+fn agreement(first: &[u8], later: &[u8], said: ProviderDiagnosis) -> Agreement {
+    let mut engine = Engine::new(EngineConfig::default());
+    let count = &mut |_: &Canonical<'_>, b: &Block| b.len;
+    engine.analyze(&Exchange::body(first), 1, count).unwrap();
+    let analysis = engine.analyze(&Exchange::body(later), 2, count).unwrap();
+    ProviderVerdict::reconcile(said, &analysis, ApiKind::Anthropic).agreement
 }
 
 #[test]
@@ -792,8 +815,8 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
     assert_eq!(streamed.id, read.id);
     let (a, b) = (streamed.diagnostics.unwrap(), read.diagnostics.unwrap());
     assert_eq!(
-        CacheDiagnostics::parse(&a).unwrap(),
-        CacheDiagnostics::parse(&b).unwrap()
+        ProviderDiagnosis::parse(ApiKind::Anthropic, &a).unwrap(),
+        ProviderDiagnosis::parse(ApiKind::Anthropic, &b).unwrap()
     );
     // The other shapes' streams carry their id too (the fixtures' chunks name it).
     for api in [ApiKind::OpenAi, ApiKind::Gemini] {

@@ -6,7 +6,7 @@ use std::fmt;
 use prompt_core::divergence::Divergence;
 use serde::Serialize;
 
-use crate::guard::Shape;
+use crate::body::shape::Shape;
 
 /// How a tool changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -1,98 +1,25 @@
-//! The one comparison engine: what `cacheline audit` and the guard ([`crate::compare`])
-//! call, and the proxy is to call, to say whether a request extends what its predecessor
-//! left in the provider's cache, and if not, every change and its cause.
-//!
-//! A request ([`Exchange`]) is its endpoint, the headers that key a cache, its body, a
-//! timestamp and, when the response said, the tokens the provider read from its cache. The
-//! engine reads the body as the provider caches it ([`Canonical`]: tools, system, messages,
-//! with each API's equivalences), puts it in a lane (endpoint and model: caches are per
-//! model) and a session (from what agents send, or inferred), finds its predecessor (the
-//! earlier request of its session and lane sharing the longest prefix of elements, through
-//! an index of prefix hashes: linear in the request's elements, bounded in memory) and
-//! lists every change ([`diff`]) under one closed list of causes ([`Cause`]). From the
-//! predecessor and the provider's profile (`prompt_core::profile`: its minimum prefix and
-//! the lifetime of its entries; Anthropic's breakpoints and lookback) it says how many
-//! tokens should have been read, and names a shortfall even when some were.
-//!
-//! ```
-//! use prompt_wire::engine::{Cause, Engine, EngineConfig, Exchange};
-//! let mut engine = Engine::new(EngineConfig::default());
-//! let first = br#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}"#;
-//! let second = br#"{"model":"n","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}"#;
-//! let count = &mut |_: &prompt_wire::engine::Canonical<'_>, b: &prompt_wire::engine::Block| b.len / 4;
-//! engine.analyze(&Exchange::body(first), 1, count)?;
-//! let second = engine.analyze(&Exchange::body(second), 2, count)?;
-//! assert_eq!(second.cause, Some(Cause::ModelChanged));
-//! # Ok::<(), prompt_wire::GuardError>(())
-//! ```
-
-mod canon;
-mod cause;
-mod diff;
-mod session;
+//! The engine over a stream of requests: each request put in its session and lane, its
+//! predecessor found through an index of prefix hashes, every change listed, and what the
+//! provider's rule says it should have read held against what it did.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use rustc_hash::FxHasher;
-
 use serde::Serialize;
-
-pub use canon::{
-    Block, CACHE_HEADERS, CacheKeyPart, CanonMessage, CanonTool, Canonical, Context, KeySource,
-    MAX_BODY_BYTES, MAX_ROLES, model_in_path, shape_of_path,
-};
-pub use cause::{Break, Cause, CauseKind, Change, Place, ToolChange};
-pub use diff::{Diff, MAX_CHANGES, diff};
-pub use session::{
-    CREDENTIAL_NAMES, CREDENTIAL_PARTS, SESSION_HEADERS, SessionKey, SessionSource, keep_header,
-    names_credential,
-};
 
 use prompt_core::ApiKind;
 use prompt_core::profile::{GapFate, Lifetime, Profile, Provider, Retention};
 use prompt_core::raw_json::Object;
 
-use crate::guard::{GuardError, MessageMemo, Shape};
-use crate::wire::ANTHROPIC_LOOKBACK_BLOCKS;
-
-/// What the provider said it read, from the response's usage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ReportedRead {
-    /// Input tokens in all (cached or not, written or not).
-    pub input: u64,
-    /// Input tokens read from the cache.
-    pub cached: u64,
-}
-
-/// One request as the engine reads it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Exchange<'a> {
-    /// The URL path (and query), if known.
-    pub path: Option<&'a str>,
-    /// Headers, lower-case names, already without credentials ([`keep_header`]).
-    pub headers: &'a [(String, String)],
-    /// The request body as sent.
-    pub body: &'a [u8],
-    /// When it was sent, in seconds since the Unix epoch.
-    pub ts: Option<f64>,
-    /// A session named by whoever logged the request.
-    pub session: Option<&'a str>,
-    /// What the response said the provider read.
-    pub reported: Option<ReportedRead>,
-    /// The response's id (a later `previous_response_id` names it).
-    pub response_id: Option<&'a str>,
-}
-
-impl<'a> Exchange<'a> {
-    /// A request known by its body alone.
-    pub fn body(body: &'a [u8]) -> Self {
-        Self {
-            body,
-            ..Self::default()
-        }
-    }
-}
+use crate::body::error::GuardError;
+use crate::body::memo::MessageMemo;
+use crate::body::shape::Shape;
+use crate::canon::{self, Block, Canonical, Context};
+use crate::cause::{Cause, Change, Place};
+use crate::diff::diff;
+use crate::exchange::{Exchange, ReportedRead};
+use crate::session::{self, SessionKey};
 
 /// The engine's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -838,16 +765,16 @@ fn expected_read(
     common: usize,
 ) -> Expected {
     let minimum = u64::from(profile.min_cache_tokens().unwrap_or(0));
-    if profile.provider() != Some(Provider::Anthropic) {
+    let Some(lookback) = profile.lookback_blocks() else {
         let shared = sum(tokens, common);
         return if common > 0 && shared < minimum {
             Expected::BelowMinimum
         } else {
             Expected::Tokens(shared)
         };
-    }
+    };
     // Anthropic reads at a breakpoint of this request an entry the predecessor wrote at
-    // one of its own, at most `ANTHROPIC_LOOKBACK_BLOCKS` elements back (counted here in
+    // one of its own, at most `lookback` elements back (counted here in
     // the engine's elements: tools, system blocks, messages).
     let written: Vec<usize> = pred
         .canonical
@@ -863,7 +790,7 @@ fn expected_read(
         later
             .breakpoints
             .iter()
-            .any(|&q| (q as usize) >= p && (q as usize) - p <= ANTHROPIC_LOOKBACK_BLOCKS)
+            .any(|&q| (q as usize) >= p && (q as usize) - p <= lookback)
     };
     // The predecessor's last write within the shared prefix: what an append-only request
     // reads. An earlier write read instead (the tools and system, marked apart) leaves the

@@ -9,15 +9,18 @@ use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use prompt_core::profile::CacheTtl;
 use serde_json::value::RawValue;
 
-use crate::guard::{
-    Elem, Form, GuardError, MessageMemo, Parsed, Reading, Shape, Which, parse_memoized,
-    parse_object,
-};
+use crate::body::element::{Elem, Form, content_blocks, element_hash, system_text_of};
+use crate::body::error::{GuardError, MAX_AUDIT_BODY_BYTES};
+use crate::body::memo::MessageMemo;
+use crate::body::parse::{Parsed, parse_memoized, parse_object};
+use crate::body::parts::without_cache_control;
+use crate::body::shape::{Reading, Shape, Which};
+use crate::headers::CACHE_HEADERS;
 use crate::raw::{self, Object};
 
-/// The element hash of `text` ([`crate::guard::element_hash`]: the same in every run).
+/// The element hash of `text` ([`element_hash`]: the same in every run).
 pub(crate) fn hash_of(text: &str) -> u64 {
-    crate::guard::element_hash(text)
+    element_hash(text)
 }
 
 /// One element of a request: a tool, a system block, a message or a content block.
@@ -125,7 +128,7 @@ pub const MAX_ROLES: usize = 1024;
 const OTHER_ROLE: u16 = u16::MAX;
 
 /// The largest body a [`Canonical`] is read from (the guard's limit).
-pub use crate::guard::MAX_AUDIT_BODY_BYTES as MAX_BODY_BYTES;
+pub const MAX_BODY_BYTES: usize = MAX_AUDIT_BODY_BYTES;
 
 fn pos(body: &str, part: &str) -> u32 {
     u32::try_from(raw::offset_in(body, part).unwrap_or(0)).unwrap_or(u32::MAX)
@@ -172,9 +175,6 @@ pub struct Context<'a> {
     /// Headers, lower-case names (only those that key a cache are read).
     pub headers: &'a [(String, String)],
 }
-
-/// Headers that key a provider's cache (a change re-processes the prompt).
-pub const CACHE_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
 
 /// The model a Gemini URL names (`/v1beta/models/{model}:generateContent`).
 pub fn model_in_path(path: &str) -> Option<&str> {
@@ -479,7 +479,7 @@ impl<'a> Canonical<'a> {
             )];
         };
         match Object::parse(raw) {
-            Ok(o) => crate::guard::content_blocks(&o, key)
+            Ok(o) => content_blocks(&o, key)
                 .iter()
                 .map(|b| block_of(body, b))
                 .collect(),
@@ -502,11 +502,9 @@ impl<'a> Canonical<'a> {
     /// body is kept: what tells text hoisted into it from a rewrite.
     pub fn system_text(&self) -> Option<String> {
         let body = self.body.as_deref()?;
-        Some(crate::guard::system_text_of(self.system.iter().map(|b| {
-            Elem {
-                raw: b.bytes(body),
-                form: b.form,
-            }
+        Some(system_text_of(self.system.iter().map(|b| Elem {
+            raw: b.bytes(body),
+            form: b.form,
         })))
     }
 
@@ -527,7 +525,7 @@ impl<'a> Canonical<'a> {
     /// the hash counts the first spelling it sees for all of them.
     pub fn sent_text<'s>(&'s self, block: &Block) -> Cow<'s, str> {
         match &self.body {
-            Some(body) => crate::without_cache_control(block.bytes(body)),
+            Some(body) => without_cache_control(block.bytes(body)),
             None => Cow::Borrowed(""),
         }
     }

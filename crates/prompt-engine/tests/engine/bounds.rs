@@ -1,7 +1,7 @@
 //! The engine's bounds under hostile input: what it holds stays within its configuration
 //! whatever the log, and a body of many distinct roles is read without a table per role.
 
-use prompt_wire::engine::{Canonical, Context, Engine, EngineConfig, Exchange, MAX_ROLES};
+use prompt_engine::{Canonical, Context, Engine, EngineConfig, Exchange, MAX_ROLES};
 
 fn body(session: usize, turns: usize) -> String {
     let messages: Vec<serde_json::Value> = (0..turns)
@@ -20,7 +20,7 @@ fn sessions_and_requests_held_stay_within_the_configured_bounds() {
         .with_max_elements(400)
         .with_keep_bodies(4);
     let mut engine = Engine::new(config);
-    let count = &mut |_: &Canonical<'_>, b: &prompt_wire::engine::Block| b.len;
+    let count = &mut |_: &Canonical<'_>, b: &prompt_engine::Block| b.len;
     for i in 0..2_000usize {
         let b = body(i, 1 + i % 7);
         let id = format!("session-{i}");
@@ -60,17 +60,16 @@ fn a_body_of_many_distinct_roles_names_at_most_max_roles_of_them() {
     assert_ne!(edited, b);
     let d =
         Canonical::read(edited.as_bytes(), Context::default()).unwrap_or_else(|e| panic!("{e}"));
-    let found = prompt_wire::engine::diff(&c, &d);
+    let found = prompt_engine::diff(&c, &d);
     assert!(!found.extends);
     assert_eq!(found.changes[0].json_path, "messages[19999].content[0]");
 }
 
 #[test]
 fn element_text_reads_an_element_of_a_held_request_while_its_body_is_kept() {
-    use prompt_wire::engine::Place;
+    use prompt_engine::Place;
     let mut engine = Engine::new(EngineConfig::default().with_keep_bodies(1));
-    let count =
-        &mut |_: &prompt_wire::engine::Canonical<'_>, b: &prompt_wire::engine::Block| b.len / 4;
+    let count = &mut |_: &prompt_engine::Canonical<'_>, b: &prompt_engine::Block| b.len / 4;
     let first = br##"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"S0"}],"tools":[{"name":"a","input_schema":{}},{"name":"b","input_schema":{}}],"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"# currentDate two"}]}]}"##;
     let second = br#"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"S1"}],"messages":[{"role":"user","content":"hi"}]}"#;
     engine

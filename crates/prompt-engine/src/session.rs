@@ -5,56 +5,9 @@ use std::collections::HashMap;
 use prompt_core::input::excerpt;
 use serde::Serialize;
 
-use super::Exchange;
-use super::canon::{CACHE_HEADERS, Canonical, model_in_path};
-
-/// Headers agents send to name a session, in the order they are read: Claude Code's, then
-/// Codex's (`session_id`, `conversation_id`, `thread-id`), then routers' affinity headers.
-pub const SESSION_HEADERS: [&str; 7] = [
-    "x-claude-code-session-id",
-    "session_id",
-    "session-id",
-    "conversation_id",
-    "thread-id",
-    "x-session-affinity",
-    "x-session-id",
-];
-
-/// Headers kept in a log beside the session headers and those that key a cache: they say
-/// which agent sent a request. Every other header is dropped, so no credential is kept.
-const AGENT_HEADERS: [&str; 4] = ["user-agent", "originator", "x-app", "version"];
-
-/// Whether a header is kept in a log or a verdict: it names a session or an agent, or keys
-/// a cache. Credentials (`authorization`, `x-api-key`, `cookie`, …) never are.
-pub fn keep_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    SESSION_HEADERS.contains(&name.as_str())
-        || CACHE_HEADERS.contains(&name.as_str())
-        || AGENT_HEADERS.contains(&name.as_str())
-}
-
-/// Names that are credentials whatever they are part of: the capture's own list
-/// (`REDACT_EXACT` of `scripts/agents/upstream.py`, which writes them as `[redacted]`).
-pub const CREDENTIAL_NAMES: [&str; 6] = [
-    "authorization",
-    "x-api-key",
-    "x-goog-api-key",
-    "api-key",
-    "cookie",
-    "proxy-authorization",
-];
-
-/// A name containing one of these is taken for a credential (`REDACT_PARTS` of
-/// `scripts/agents/upstream.py`): `api_key`, `access_token`, `client_secret`, `x-auth`.
-pub const CREDENTIAL_PARTS: [&str; 4] = ["key", "token", "secret", "auth"];
-
-/// Whether a header, query parameter or body field of this name may hold a credential: the
-/// capture's rule ([`CREDENTIAL_NAMES`], [`CREDENTIAL_PARTS`]), case-insensitive. It errs
-/// on the safe side (`max_tokens`, `author` match too): what matches is hidden, not read.
-pub fn names_credential(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    CREDENTIAL_NAMES.contains(&name.as_str()) || CREDENTIAL_PARTS.iter().any(|p| name.contains(p))
-}
+use crate::canon::{Canonical, model_in_path};
+use crate::exchange::Exchange;
+use crate::headers::SESSION_HEADERS;
 
 /// Where a session's key came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 
-use super::canon::{Block, CanonMessage, Canonical, KeySource};
-use super::cause::{Cause, Change, Place, ToolChange};
-use crate::guard::Shape;
+use crate::body::shape::Shape;
+use crate::canon::{Block, CanonMessage, Canonical, KeySource};
+use crate::cause::{Cause, Change, Place, ToolChange};
 
 /// At most this many changes are listed for one pair (the first one always).
 pub const MAX_CHANGES: usize = 32;

@@ -1,0 +1,504 @@
+//! Reads one body of any API: its tools, system blocks and messages as slices of the body,
+//! the parameters that key a cache, and the fields that name a session.
+
+use std::borrow::Cow;
+
+use prompt_core::input::excerpt;
+use serde_json::value::RawValue;
+
+use super::element::{ContentKey, Elem, Form, Msg, Tool, element_hash, message_norm_of};
+use super::error::{GuardError, MAX_AUDIT_BODY_BYTES};
+use super::memo::{COMMON_ROLES, Memoized, MessageMemo, memo_key};
+use super::shape::{Class, Evidence, Reading, Shape, Which};
+use crate::raw::{self, Object, offset_in};
+
+#[derive(Debug)]
+pub(crate) struct Parsed<'a> {
+    pub(crate) which: Which,
+    pub(crate) reading: Reading,
+    pub(crate) text: &'a str,
+    pub(crate) class: Class,
+    pub(crate) evidence: Evidence,
+    pub(crate) model: Option<&'a RawValue>,
+    pub(crate) cache_key: Option<&'a RawValue>,
+    pub(crate) params: Vec<(&'static str, Option<&'a RawValue>)>,
+    pub(crate) tools: Vec<Tool<'a>>,
+    pub(crate) tools_end: usize,
+    /// The system field's blocks, and for Chat/Responses the leading system messages.
+    pub(crate) system: Vec<Elem<'a>>,
+    pub(crate) system_end: usize,
+    pub(crate) messages: Vec<Msg<'a>>,
+    pub(crate) messages_end: usize,
+    /// The tools field and the system field, as sent.
+    pub(crate) tools_field: Option<&'a RawValue>,
+    pub(crate) system_field: Option<&'a RawValue>,
+    /// Fields that name a session (`metadata.user_id`, `user`, `previous_response_id`,
+    /// `conversation`), as sent.
+    pub(crate) session_hints: Vec<(&'static str, &'a RawValue)>,
+}
+
+impl Parsed<'_> {
+    /// The shape `evidence` (this body's, or both bodies' of a comparison) says it has.
+    pub(crate) fn shape(&self, evidence: Evidence) -> Shape {
+        match self.class {
+            Class::Gemini => Shape::Gemini,
+            Class::Responses => Shape::Responses,
+            Class::Messages if evidence.anthropic && !evidence.chat => Shape::Anthropic,
+            Class::Messages => Shape::ChatCompletions,
+        }
+    }
+
+    fn content_key(&self) -> ContentKey {
+        if self.class == Class::Gemini {
+            ContentKey::Parts
+        } else {
+            ContentKey::Content
+        }
+    }
+}
+
+const ANTHROPIC_BLOCKS: [&str; 6] = [
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+];
+
+impl<'a> Parsed<'a> {
+    fn malformed(&self, at: impl Into<String>, problem: impl Into<String>) -> GuardError {
+        GuardError::Malformed {
+            body: self.which,
+            at: at.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn end_of(&self, raw: &RawValue) -> usize {
+        offset_in(self.text, raw.get()).map_or(0, |o| o + raw.get().len().saturating_sub(1))
+    }
+
+    fn array(&self, raw: &'a RawValue, at: &str) -> Result<Vec<&'a RawValue>, GuardError> {
+        raw::array_of(raw)
+            .ok_or_else(|| self.malformed(at, format!("{}, not an array", raw::kind_of(raw))))
+    }
+
+    fn object(&self, raw: &'a RawValue, at: &str) -> Result<Object<'a>, GuardError> {
+        Object::of(raw).map_err(|p| self.malformed(at, p.to_string()))
+    }
+
+    /// Reads `tools`: each tool's name and bytes (Gemini: each function declaration).
+    fn read_tools(&mut self, raw: &'a RawValue) -> Result<(), GuardError> {
+        self.tools_end = self.end_of(raw);
+        for (i, tool) in self.array(raw, "tools")?.into_iter().enumerate() {
+            let at = format!("tools[{i}]");
+            let object = self.object(tool, &at)?;
+            if self.class == Class::Gemini {
+                if let Some(decls) = object.get("functionDeclarations") {
+                    for decl in self.array(decls, &format!("{at}.functionDeclarations"))? {
+                        let name = Object::of(decl)
+                            .ok()
+                            .and_then(|d| d.str("name").map(Cow::into_owned))
+                            .unwrap_or_default();
+                        self.tools.push(Tool {
+                            name,
+                            elem: Elem::new(decl, Form::Block),
+                        });
+                    }
+                } else {
+                    let name = object.fields.first().map(|(k, _)| k.to_string());
+                    self.tools.push(Tool {
+                        name: name.unwrap_or_default(),
+                        elem: Elem::new(tool, Form::Block),
+                    });
+                }
+                continue;
+            }
+            let function = object.get("function").and_then(|f| Object::of(f).ok());
+            if function.is_some() {
+                self.evidence.chat = true;
+            }
+            if object.has("input_schema") {
+                self.evidence.anthropic = true;
+            }
+            let name = function
+                .as_ref()
+                .and_then(|f| f.str("name"))
+                .or_else(|| object.str("name"))
+                .or_else(|| object.str("type"))
+                .map(Cow::into_owned)
+                .unwrap_or_default();
+            self.tools.push(Tool {
+                name,
+                elem: Elem::new(tool, Form::Block),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the next message must be read whole: always for a comparison; for its parts
+    /// alone only while it may still tell the shape (a `messages` body not yet known to be
+    /// Chat Completions', since evidence of Chat decides it).
+    fn reads_whole_messages(&self) -> bool {
+        self.reading == Reading::Compare || (self.class == Class::Messages && !self.evidence.chat)
+    }
+
+    /// A message kept as sent, checked to be an object: what [`body_parts`] needs of it.
+    fn push_message_as_sent(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
+        if !raw.get().starts_with('{') {
+            return Err(self.malformed(
+                format!("messages[{index}]"),
+                format!("{}, not an object", raw::kind_of(raw)),
+            ));
+        }
+        let key = self.content_key();
+        self.messages.push(Msg::new(
+            index,
+            Cow::Borrowed(""),
+            Elem::new(raw, Form::Message(key)),
+            "",
+        ));
+        Ok(())
+    }
+
+    /// [`Parsed::read_message`], looked up in `memo` by the message's bytes first; a
+    /// message read now is remembered there.
+    fn read_message_memoized(
+        &mut self,
+        index: usize,
+        raw: &'a RawValue,
+        memo: &mut MessageMemo,
+    ) -> Result<(), GuardError> {
+        let raw_hash = element_hash(raw.get());
+        let key = memo_key(raw_hash, self.class);
+        if let Some(hit) = memo.get(key) {
+            self.evidence.anthropic |= hit.evidence.anthropic;
+            self.evidence.chat |= hit.evidence.chat;
+            let form = Form::Message(self.content_key());
+            let role = match COMMON_ROLES.iter().find(|r| **r == hit.role.as_ref()) {
+                Some(r) => Cow::Borrowed(*r),
+                None => Cow::Owned(hit.role.to_string()),
+            };
+            self.messages.push(Msg {
+                index,
+                role,
+                elem: Elem::new(raw, form),
+                hash: hit.norm,
+                raw_hash: Some(raw_hash),
+            });
+            return Ok(());
+        }
+        // This message's own evidence, apart from the body's so far.
+        let before = std::mem::take(&mut self.evidence);
+        let read = self.read_message(index, raw);
+        let own = self.evidence;
+        self.evidence = Evidence {
+            anthropic: before.anthropic || own.anthropic,
+            chat: before.chat || own.chat,
+        };
+        read?;
+        if let Some(m) = self.messages.last_mut() {
+            m.raw_hash = Some(raw_hash);
+            memo.insert(
+                key,
+                Memoized {
+                    norm: m.hash,
+                    role: m.role.as_ref().into(),
+                    evidence: own,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads one message (or Responses input item, or Gemini content).
+    fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
+        let at = format!("messages[{index}]");
+        let object = self.object(raw, &at)?;
+        let role = object
+            .str("role")
+            .or_else(|| object.str("type"))
+            .unwrap_or(Cow::Borrowed("user"));
+        // A `role: "system"` message is no evidence either way: Anthropic accepts one inside
+        // `messages` too (Claude Opus 4.8's mid-conversation system messages), and a body
+        // with no evidence at all is read as Chat Completions anyway.
+        if matches!(role.as_ref(), "developer" | "tool") || object.has("tool_calls") {
+            self.evidence.chat = true;
+        }
+        let key = self.content_key();
+        if let Some(content) = object.get(key.as_str())
+            && content.get().starts_with('[')
+        {
+            for block in self.array(content, &format!("{at}.{}", key.as_str()))? {
+                if let Ok(b) = Object::of(block)
+                    && b.str("type")
+                        .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t.as_ref()))
+                    && !b.has("image_url")
+                {
+                    self.evidence.anthropic = true;
+                }
+            }
+        }
+        // Only a comparison needs the message as compared (a copy of it).
+        let norm = match self.reading {
+            Reading::Compare => message_norm_of(&object, key),
+            Reading::Parts => String::new(),
+        };
+        self.messages.push(Msg::new(
+            index,
+            role,
+            Elem::new(raw, Form::Message(key)),
+            &norm,
+        ));
+        Ok(())
+    }
+
+    /// Reads a system field: a string, an array of text blocks, or Gemini's `{parts}`.
+    fn read_system(&mut self, raw: &'a RawValue, at: &str) -> Result<(), GuardError> {
+        self.system_end = self.end_of(raw);
+        let blocks = if raw.get().starts_with('"') {
+            self.system.push(Elem::new(raw, Form::Text));
+            return Ok(());
+        } else if raw.get().starts_with('{') {
+            let object = self.object(raw, at)?;
+            match object.get("parts") {
+                Some(parts) => self.array(parts, &format!("{at}.parts"))?,
+                None => vec![raw],
+            }
+        } else {
+            self.array(raw, at)?
+        };
+        for block in blocks {
+            self.system.push(Elem::new(block, Form::Block));
+        }
+        Ok(())
+    }
+
+    /// Chat Completions and Responses: the leading system messages are the system field.
+    pub(crate) fn split_leading_system(&mut self) {
+        let lead = self
+            .messages
+            .iter()
+            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer"))
+            .count();
+        if lead == 0 {
+            return;
+        }
+        let rest = self.messages.split_off(lead);
+        let leading = std::mem::replace(&mut self.messages, rest);
+        if let Some(last) = leading.last() {
+            self.system_end = last.elem.offset(self.text) + last.elem.raw.len();
+        }
+        self.push_system_messages(leading);
+    }
+
+    /// Leading system messages join the system field, each compared as a message.
+    fn push_system_messages(&mut self, leading: Vec<Msg<'a>>) {
+        self.system.extend(leading.into_iter().map(|m| m.elem));
+    }
+}
+
+pub(crate) fn parse(
+    bytes: &[u8],
+    which: Which,
+    reading: Reading,
+) -> Result<Parsed<'_>, GuardError> {
+    parse_memoized(bytes, which, reading, None)
+}
+
+/// [`parse`], with messages read before looked up in `memo` by their bytes instead of
+/// being read again (a history is resent with every request).
+pub(crate) fn parse_memoized<'b>(
+    bytes: &'b [u8],
+    which: Which,
+    reading: Reading,
+    memo: Option<&mut MessageMemo>,
+) -> Result<Parsed<'b>, GuardError> {
+    if bytes.len() > MAX_AUDIT_BODY_BYTES {
+        return Err(GuardError::TooLarge {
+            body: which,
+            len: bytes.len(),
+            max: MAX_AUDIT_BODY_BYTES,
+        });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| GuardError::NotAnObject {
+        body: which,
+        problem: format!("not UTF-8 ({e})"),
+    })?;
+    let top = Object::parse(text).map_err(|p| GuardError::NotAnObject {
+        body: which,
+        problem: p.to_string(),
+    })?;
+    parse_object(text, top, which, reading, memo)
+}
+
+/// [`parse_memoized`] of a body whose top-level object its caller has read already (`top`,
+/// [`Object::parse`] of `text`): a log line that is a bare body is not scanned twice.
+pub(crate) fn parse_object<'b>(
+    text: &'b str,
+    top: Object<'b>,
+    which: Which,
+    reading: Reading,
+    mut memo: Option<&mut MessageMemo>,
+) -> Result<Parsed<'b>, GuardError> {
+    if text.len() > MAX_AUDIT_BODY_BYTES {
+        return Err(GuardError::TooLarge {
+            body: which,
+            len: text.len(),
+            max: MAX_AUDIT_BODY_BYTES,
+        });
+    }
+    let has = |k: &str| top.has(k);
+    let class = if has("contents") || has("systemInstruction") || has("system_instruction") {
+        Class::Gemini
+    } else if has("input") || has("instructions") {
+        Class::Responses
+    } else if has("messages") {
+        Class::Messages
+    } else {
+        let keys = top
+            .fields
+            .iter()
+            .map(|(k, _)| k.as_ref())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(GuardError::UnknownShape {
+            body: which,
+            keys: excerpt(&keys, 200).into_owned(),
+        });
+    };
+    let mut parsed = Parsed {
+        which,
+        reading,
+        text,
+        class,
+        evidence: Evidence::default(),
+        model: top.get("model"),
+        cache_key: top.get("prompt_cache_key"),
+        params: Vec::new(),
+        tools: Vec::new(),
+        tools_end: 0,
+        system: Vec::new(),
+        system_end: 0,
+        messages: Vec::new(),
+        messages_end: 0,
+        tools_field: None,
+        system_field: None,
+        session_hints: Vec::new(),
+    };
+    let user_id = top
+        .get("metadata")
+        .and_then(|o| Object::of(o).ok())
+        .and_then(|o| o.get("user_id"));
+    for (name, value) in [
+        ("metadata.user_id", user_id),
+        ("previous_response_id", top.get("previous_response_id")),
+        ("conversation", top.get("conversation")),
+        ("user", top.get("user")),
+    ] {
+        if let Some(v) = value.filter(|v| !raw::is_null(v)) {
+            parsed.session_hints.push((name, v));
+        }
+    }
+    if has("prompt_cache_key") || has("cache_prompt") {
+        parsed.evidence.chat = true;
+    }
+    if has("system") || has("anthropic_version") {
+        parsed.evidence.anthropic = true;
+    }
+    // Parameters that key the provider's cache beside the prompt (each compared as sent).
+    let nested = |outer: &str, inner: &str| {
+        top.get(outer)
+            .and_then(|o| Object::of(o).ok())
+            .and_then(|o| o.get(inner))
+    };
+    parsed.params = match class {
+        // Anthropic: a change to these invalidates the cached messages. Chat Completions:
+        // OpenAI's diagnostics name the reasoning effort, verbosity, format and tier.
+        Class::Messages => vec![
+            ("tool_choice", top.get("tool_choice")),
+            ("thinking", top.get("thinking")),
+            ("reasoning_effort", top.get("reasoning_effort")),
+            ("verbosity", top.get("verbosity")),
+            ("response_format", top.get("response_format")),
+            ("service_tier", top.get("service_tier")),
+            ("prompt_cache_retention", top.get("prompt_cache_retention")),
+        ],
+        // OpenAI's Responses diagnostics: text format, reasoning effort, verbosity, tier.
+        Class::Responses => vec![
+            ("reasoning.effort", nested("reasoning", "effort")),
+            ("text.format", nested("text", "format")),
+            ("text.verbosity", nested("text", "verbosity")),
+            ("service_tier", top.get("service_tier")),
+            ("prompt_cache_retention", top.get("prompt_cache_retention")),
+        ],
+        Class::Gemini => vec![
+            ("toolConfig", top.get("toolConfig")),
+            ("cachedContent", top.get("cachedContent")),
+        ],
+    };
+    // A null field is an absent one, as providers read it (loggers write `"tools": null`).
+    let field = |key: &str| top.get(key).filter(|v| !raw::is_null(v));
+    if let Some(tools) = field("tools") {
+        parsed.tools_field = Some(tools);
+        parsed.read_tools(tools)?;
+    }
+    let system_key = match class {
+        Class::Gemini if has("system_instruction") => Some("system_instruction"),
+        Class::Gemini => Some("systemInstruction"),
+        Class::Responses => Some("instructions"),
+        Class::Messages => Some("system"),
+    };
+    if let Some(key) = system_key
+        && let Some(system) = field(key)
+    {
+        parsed.system_field = Some(system);
+        parsed.read_system(system, key)?;
+    }
+    let array_key = match class {
+        Class::Gemini => "contents",
+        Class::Responses => "input",
+        Class::Messages => "messages",
+    };
+    if let Some(messages) = top.get(array_key) {
+        parsed.messages_end = parsed.end_of(messages);
+        if messages.get().starts_with('"') {
+            // Responses' `input` may be one string: one user message.
+            parsed.messages.push(Msg::new(
+                0,
+                Cow::Borrowed("user"),
+                Elem::new(messages, Form::Exact),
+                messages.get(),
+            ));
+        } else {
+            let items = parsed.array(messages, array_key)?;
+            // Sized once: growing by doubling would hold up to three times the messages.
+            parsed.messages.reserve_exact(items.len());
+            for (i, m) in items.into_iter().enumerate() {
+                if parsed.reads_whole_messages() {
+                    match memo.as_deref_mut() {
+                        Some(memo) => parsed.read_message_memoized(i, m, memo)?,
+                        None => parsed.read_message(i, m)?,
+                    }
+                } else {
+                    parsed.push_message_as_sent(i, m)?;
+                }
+            }
+        }
+    }
+    if class == Class::Responses && reading == Reading::Compare {
+        // Leading system items join `instructions` as the system field.
+        let lead = parsed
+            .messages
+            .iter()
+            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer"))
+            .count();
+        if lead > 0 {
+            let rest = parsed.messages.split_off(lead);
+            let leading = std::mem::replace(&mut parsed.messages, rest);
+            parsed.push_system_messages(leading);
+        }
+    }
+    Ok(parsed)
+}

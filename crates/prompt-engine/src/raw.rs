@@ -1,0 +1,6 @@
+//! The JSON the engine reads: `prompt_core::raw_json`, the workspace's one reader of given
+//! JSON as raw text.
+
+pub(crate) use prompt_core::raw_json::{
+    Object, array_of, is_null, kind_of, offset_in, push_quoted, quote, string_of,
+};

@@ -1,0 +1,4 @@
+//! The engine's tests, one binary: its causes and its bounds.
+
+mod bounds;
+mod causes;
