@@ -214,7 +214,14 @@ def check(fixture: Path) -> int:
         verdict = "ok" if got == want else "DIFF"
         bad += verdict != "ok"
         print(f"  line {n}: {up['id']} upstream {want} store {got}  {verdict}")
-    print(f"  store records not matched: {len(by_id) - sum(1 for r in caps if (u := upstream_usage(r)) and u['id'] in by_id) if by_id else len(list(seq))}")
+    if by_id:
+        cap_ids = {u["id"] for r in caps if (u := upstream_usage(r))}
+        extra = [k for k in by_id if k not in cap_ids]
+    else:
+        extra = [r.get("id") or r.get("time") for r in seq]
+    names = [f"{k} (model {by_id[k].get('model')})" if by_id else str(k) for k in extra]
+    print(f"  store records with no request in the capture: {len(extra)}"
+          + (" [" + ", ".join(names) + "]" if names else ""))
     return bad
 
 
