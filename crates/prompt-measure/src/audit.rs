@@ -592,7 +592,13 @@ impl<'t> Auditor<'t> {
         let asked = shape == Shape::Anthropic
             && replied
             && (logged.diagnosed_against.is_some() || names_previous_message(&logged.request));
-        let (reported, reported_error) = match response.map(|r| r.usage) {
+        // Usage handed over as counts (a session store keeps them, not the reply) stands for
+        // a response's.
+        let usage = match (response.map(|r| r.usage), logged.usage) {
+            (None | Some(Ok(None)), Some(given)) => Some(Ok(Some(given))),
+            (read, _) => read,
+        };
+        let (reported, reported_error) = match usage {
             None | Some(Ok(None)) => (None, None),
             Some(Ok(Some((provider, usage)))) => (
                 Some(Reported {

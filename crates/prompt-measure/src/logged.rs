@@ -57,6 +57,10 @@ pub struct LoggedExchange<'a> {
     /// The reply id the proxy's `--diagnose` asked the provider to compare this request
     /// with (the line's `diagnosed_against`): the logged request is the agent's own.
     pub diagnosed_against: Option<String>,
+    /// The usage the provider reported, when the logger kept its counts instead of the
+    /// reply (a session store): read as a reply's usage would be, when no response is
+    /// given or it reports none.
+    pub usage: Option<(Provider, Usage)>,
     /// The body's top-level object, when the line is a bare body (read once, here).
     pub(crate) top: Option<Object<'a>>,
 }
@@ -219,8 +223,8 @@ pub fn read_line(text: &str) -> Result<LoggedExchange<'_>, LineProblem> {
         headers,
         ts: line.get("ts").and_then(timestamp),
         session: bounded_string(line.get("session")),
-        top: None,
         diagnosed_against: bounded_string(line.get("diagnosed_against")),
+        ..LoggedExchange::default()
     })
 }
 
