@@ -9,13 +9,15 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use bytes::Bytes;
-use prompt_measure::audit::{AuditSummary, Place, verdict_text};
+use prompt_measure::audit::AuditSummary;
 use prompt_measure::logged::{LoggedExchange, LoggedResponse};
+use prompt_measure::report::{Forwarded, Outcome, RequestReport, verdict_line};
 use prompt_measure::{AuditConfig, Auditor, O200kBase};
 
 use crate::diagnose::{Diagnose, DiagnoseJob};
-use crate::route::Api;
-use crate::state::{Outcome, ProxyState, RequestRow};
+use crate::log::{ExchangeLog, LogLine};
+use crate::state::ProxyState;
+use prompt_core::profile::Provider;
 
 /// A copy of a body, as frames (shared with the forwarded ones, not copied), bounded.
 #[derive(Debug, Default)]
@@ -56,7 +58,7 @@ impl BodyCopy {
 /// One exchange, handed to the analysis thread.
 #[derive(Debug)]
 pub(crate) struct Job {
-    pub(crate) api: Api,
+    pub(crate) api: Provider,
     /// The path, without its query (Gemini's `?key=` never leaves the hot path).
     pub(crate) path: String,
     /// The headers the engine keeps ([`prompt_wire::engine::keep_header`]), lowercase.
@@ -83,7 +85,7 @@ pub(crate) enum Message {
 /// The analysis thread's settings.
 pub(crate) struct Settings {
     pub(crate) audit: AuditConfig,
-    pub(crate) log: Option<crate::log::ExchangeLog>,
+    pub(crate) log: Option<ExchangeLog>,
     pub(crate) max_copy_bytes: usize,
     pub(crate) keep_bodies: bool,
     pub(crate) print_verdicts: bool,
@@ -91,9 +93,6 @@ pub(crate) struct Settings {
     pub(crate) catalogue: Option<prompt_measure::catalogue::Catalogue>,
     pub(crate) diagnose: Option<Arc<Diagnose>>,
 }
-
-/// The longest excerpt of a verdict printed on a terminal line.
-const VERDICT_BYTES: usize = 600;
 
 /// A decompressed copy of a reply: `Err` says why it is not analysed. Output bounded by
 /// `cap`: a small bomb cannot grow memory.
@@ -172,36 +171,28 @@ pub(crate) fn run(
             Message::Stop => break,
         };
         state.release_queued(job.request.held().saturating_add(job.response.held()));
-        let mut row = RequestRow {
-            request: seq,
+        let mut report = RequestReport {
+            forwarded: Some(Forwarded {
+                request: seq,
+                api: job.api,
+                agent: job.agent.clone(),
+                status: job.status,
+                outcome: job.outcome,
+                added_latency: job.added_latency,
+            }),
             line: None,
-            session: "-".to_owned(),
-            api: job.api,
-            agent: job.agent.clone(),
-            model: None,
-            status: job.status,
-            outcome: job.outcome,
-            input: 0,
-            cached: None,
-            reprocessed: 0,
-            new: 0,
-            expected_cached: 0,
-            cause: None,
-            place: None,
-            excerpt: None,
-            verdict: String::new(),
-            added_latency: job.added_latency,
+            audit: Err(String::new()),
             body: None,
         };
         let cap = settings.max_copy_bytes;
         if job.outcome == Outcome::Unreachable {
             // Its body was never read: nothing to compare, nothing billed.
-            row.verdict = "not analysed: the upstream was not reached".to_owned();
+            report.audit = Err("not analysed: the upstream was not reached".to_owned());
         } else if job.request.over {
-            row.verdict = format!(
+            report.audit = Err(format!(
                 "not analysed: body over {cap} bytes ({} bytes)",
                 job.request.len
-            );
+            ));
         } else {
             let request = job.request.bytes();
             let response = if job.response.over {
@@ -222,9 +213,16 @@ pub(crate) fn run(
             // A reply that cannot be read is logged as none: its usage is not known.
             let response = response.as_deref().ok();
             line_no += 1;
-            row.line = Some(line_no);
+            report.line = Some(line_no);
             if let Some(log) = settings.log.as_mut()
-                && let Err(e) = log.write(&job, &request, response)
+                && let Err(e) = log.write(&LogLine {
+                    path: &job.path,
+                    headers: &job.headers,
+                    ts: job.ts,
+                    request: &request,
+                    response,
+                    diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
+                })
             {
                 let warning = format!("writing the log failed, no more lines written: {e}");
                 if settings.print_verdicts {
@@ -235,7 +233,7 @@ pub(crate) fn run(
             }
             let request = String::from_utf8_lossy(&request);
             if settings.keep_bodies {
-                row.body = Some(request.clone().into_owned());
+                report.body = Some(request.clone().into_owned());
             }
             // The exchange goes to the audit as it is: the log line above is for the file
             // only, never read back.
@@ -245,87 +243,21 @@ pub(crate) fn run(
             exchange.headers = job.headers.clone();
             exchange.ts = Some(job.ts);
             exchange.diagnosed_against = job.diagnose.as_ref().and_then(|d| d.against.clone());
-            match auditor.push_exchange(line_no, exchange) {
-                Ok(audit) => {
-                    state.set_lifetime(auditor.lifetime_total());
-                    let v = &audit.verdict;
-                    // A request that names no session (Gemini CLI, Qwen Code) is grouped by
-                    // the engine's inference: shown so, not as an empty field.
-                    row.session = if v.session.id.is_empty() {
-                        "(inferred)".to_owned()
-                    } else {
-                        v.session.id.clone()
-                    };
-                    row.model = v.model.clone();
-                    row.input = audit.tokens;
-                    row.cached = audit.reported.map(|r| r.usage.cache_read);
-                    row.reprocessed = v.tokens_lost;
-                    row.new = v.tokens.saturating_sub(v.common_tokens);
-                    row.expected_cached = v.expected_cached;
-                    row.cause = v.cause.as_ref().map(|c| c.kind());
-                    if let Some(change) = v
-                        .cause
-                        .as_ref()
-                        .and_then(|c| v.changes.iter().find(|ch| ch.cause == *c))
-                    {
-                        row.place = Some(match &change.place {
-                            Place::Request => change.json_path.clone(),
-                            other => other.to_string(),
-                        });
-                        row.excerpt = Some((
-                            change.divergence.excerpt.earlier.clone(),
-                            change.divergence.excerpt.later.clone(),
-                        ));
-                    }
-                    row.verdict = verdict_text(&audit);
-                    if let Some(e) = &audit.reported_error
-                        && job.status < 300
-                    {
-                        row.verdict.push_str(&format!("; usage not read: {e}"));
-                    }
-                }
-                Err(e) => row.verdict = format!("could not be read: {e}"),
+            report.audit = auditor
+                .push_exchange(line_no, exchange)
+                .map(Box::new)
+                .map_err(|e| format!("could not be read: {e}"));
+            if report.audit.is_ok() {
+                state.set_lifetime(auditor.lifetime_total());
             }
         }
+        let row = report.page_row();
         if settings.print_verdicts {
             eprintln!("{}", verdict_line(&row));
         }
         state.record(row);
     }
     Some(auditor.summary())
-}
-
-/// One request's verdict line on standard error.
-pub fn verdict_line(row: &RequestRow) -> String {
-    let cached = row.cached.map_or_else(|| "-".to_owned(), |c| c.to_string());
-    let mut verdict = row.verdict.clone();
-    if verdict.len() > VERDICT_BYTES {
-        let mut end = VERDICT_BYTES;
-        while !verdict.is_char_boundary(end) {
-            end -= 1;
-        }
-        verdict.truncate(end);
-        verdict.push('…');
-    }
-    let outcome = match row.outcome {
-        Outcome::Complete => String::new(),
-        Outcome::UpstreamAborted => " [upstream aborted]".to_owned(),
-        Outcome::ClientGone => " [client gone]".to_owned(),
-        Outcome::Unreachable => " [upstream unreachable]".to_owned(),
-    };
-    format!(
-        "cacheline proxy: {} #{} {} {} input={} cached={} expected={} status={}{}: {}",
-        row.session,
-        row.request,
-        row.api,
-        row.model.as_deref().unwrap_or("-"),
-        row.input,
-        cached,
-        row.expected_cached,
-        row.status,
-        outcome,
-        verdict
-    )
 }
 
 #[cfg(test)]

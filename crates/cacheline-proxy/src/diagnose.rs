@@ -26,7 +26,7 @@ use prompt_core::raw_json::Object;
 use prompt_measure::recent::RecentMap;
 use serde::Serialize;
 
-use crate::route::Api;
+use prompt_core::profile::Provider;
 
 /// Sessions whose last reply id is held (least recently used dropped).
 pub const MAX_DIAGNOSE_SESSIONS: usize = 4096;
@@ -87,10 +87,10 @@ impl Default for Last {
 
 /// The API a request at `path` of `api` gets cache diagnostics on, if any: Anthropic
 /// Messages and OpenAI Responses (not `count_tokens`, not another endpoint).
-pub(crate) fn diagnosable(api: Api, path: &str) -> Option<ApiKind> {
+pub(crate) fn diagnosable(api: Provider, path: &str) -> Option<ApiKind> {
     match (api, path.trim_end_matches('/')) {
-        (Api::Anthropic, "/v1/messages") => Some(ApiKind::Anthropic),
-        (Api::OpenAi, "/v1/responses") => Some(ApiKind::OpenAiResponses),
+        (Provider::Anthropic, "/v1/messages") => Some(ApiKind::Anthropic),
+        (Provider::OpenAi, "/v1/responses") => Some(ApiKind::OpenAiResponses),
         _ => None,
     }
 }

@@ -22,7 +22,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use crate::analysis::{BodyCopy, Job, Message};
 use crate::diagnose::{self, Diagnose, DiagnoseJob};
 use crate::route::{Upstreams, route};
-use crate::state::{Outcome, ProxyState};
+use crate::state::ProxyState;
+use prompt_measure::report::Outcome;
 
 /// The body the proxy answers with: the upstream's, teed, or its own short text.
 pub(crate) type ProxyBody = Either<ResponseTee, Full<Bytes>>;

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 
-use crate::ProxyError;
+use crate::error::ProxyError;
 
 /// The environment a launched command gets: each API's base-URL variable, as the SDKs and
 /// agents document it, pointed at the proxy at `addr`.

@@ -40,7 +40,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 mod analysis;
+mod counts;
 pub mod diagnose;
+mod error;
 mod forward;
 pub mod launcher;
 mod log;
@@ -49,64 +51,11 @@ mod page;
 pub mod route;
 pub mod state;
 
-pub use analysis::verdict_line;
-pub use route::{Api, Upstream, Upstreams, route};
-pub use state::{Outcome, ProxyState, RequestRow, SessionView, Totals};
-
-/// Why the proxy could not start or run.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProxyError {
-    /// An `--upstream` that cannot be used.
-    #[error("upstream {url}: {why}")]
-    Upstream {
-        /// The URL (or spec) given, bounded; not shown when it carries credentials.
-        url: String,
-        /// Why.
-        why: String,
-    },
-    /// A non-loopback listen address without `--allow-remote`.
-    #[error(
-        "listening on {0} would expose the proxy (and the credentials it forwards) beyond this machine: pass --allow-remote to do so"
-    )]
-    NotLoopback(SocketAddr),
-    /// Binding the listener failed.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The listener's own address could not be read.
-    #[error("the listener's address: {0}")]
-    LocalAddr(std::io::Error),
-    /// The `--log` file could not be opened.
-    #[error("cannot open the log {path}: {source}")]
-    Log {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The TLS setup for the hosted APIs failed.
-    #[error("TLS setup: {0}")]
-    Tls(String),
-    /// The analysis thread could not be started.
-    #[error("cannot start the analysis thread: {0}")]
-    Thread(std::io::Error),
-    /// The launched command could not be started or waited for.
-    #[error("the command `{command}`: {source}")]
-    Command {
-        /// The program.
-        command: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The runtime could not be built.
-    #[error("cannot start the runtime: {0}")]
-    Runtime(std::io::Error),
-}
+pub use counts::{Counts, Totals};
+pub use error::ProxyError;
+pub use prompt_measure::report::{Outcome, RequestRow, verdict_line};
+pub use route::{ROUTED, Upstream, Upstreams, default_upstream, route};
+pub use state::{ProxyState, SessionView};
 
 /// How a proxy runs.
 #[derive(Debug, Clone)]
@@ -444,17 +393,13 @@ impl ProxySummary {
         for w in &t.warnings {
             s.push_str(&format!("\n  warning: {w}"));
         }
+        let c = &t.counts;
         s.push_str(&format!(
             "\n  tokens: {} input, {} reported cached, {} re-processed, {} expected from cache",
-            t.input, t.cached, t.reprocessed, t.expected_cached
+            c.input, c.cached, c.reprocessed, c.expected_cached
         ));
-        if !t.breaks.is_empty() {
-            let causes: Vec<String> = t
-                .breaks
-                .iter()
-                .map(|(c, n)| format!("{} {n}", c.as_str()))
-                .collect();
-            s.push_str(&format!("\n  verdicts by cause: {}", causes.join(", ")));
+        if let Some(causes) = prompt_measure::report::causes_text(&c.breaks) {
+            s.push_str(&format!("\n  verdicts by cause: {causes}"));
         }
         if let Some(a) = &self.audit
             && a.requests > 0
@@ -482,14 +427,12 @@ impl ProxySummary {
                 d.added, d.unnamed, d.agent_sent, d.unsupported, d.no_previous, d.failed
             ));
         }
-        if let Some(a) = &self.audit {
-            let p = &a.provider_verdicts;
-            if p.agree + p.disagree + p.provider_side + p.provider_only + p.other > 0 {
-                s.push_str(&format!(
-                    "\n  provider verdicts: {} agree, {} disagree, {} provider_side, {} provider_only, {} other",
-                    p.agree, p.disagree, p.provider_side, p.provider_only, p.other
-                ));
-            }
+        if let Some(line) = self
+            .audit
+            .as_ref()
+            .and_then(|a| prompt_measure::report::provider_verdicts_text(&a.provider_verdicts))
+        {
+            s.push_str(&format!("\n  {line}"));
         }
         s
     }

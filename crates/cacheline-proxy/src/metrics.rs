@@ -10,33 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::sync::Mutex;
 
-use prompt_measure::catalogue::AgentId;
+use prompt_measure::report::RequestRow;
 
-use crate::state::{RequestRow, Totals};
+use crate::counts::{Counts, Totals};
 
-/// The agents a `user-agent` is normalised to (anything else is `other`).
-pub const AGENTS: [&str; 6] = [
-    "claude-code",
-    "codex",
-    "gemini-cli",
-    "qwen-code",
-    "opencode",
-    "other",
-];
-
-/// The agent label of a `user-agent` header: one of [`AGENTS`], from the agent the audit
-/// reads ([`prompt_measure::catalogue::AgentId`]: one reading of an agent, in one place);
-/// an agent outside the closed set is `other`.
-pub fn agent_label(user_agent: Option<&str>) -> &'static str {
-    let Some(agent) = user_agent.and_then(AgentId::from_user_agent) else {
-        return "other";
-    };
-    AGENTS
-        .iter()
-        .copied()
-        .find(|&label| label != "other" && label == agent.name)
-        .unwrap_or("other")
-}
+pub use prompt_measure::report::{AGENTS, agent_label};
 
 /// Distinct model labels kept; later models are counted as `other`.
 pub const MAX_MODELS: usize = 32;
@@ -46,15 +24,6 @@ pub const LATENCY_BUCKETS: [f64; 12] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.000_75, 0.001, 0.002, 0.003_5, 0.005, 0.007_5, 0.01,
     0.05,
 ];
-
-#[derive(Default, Clone, Copy)]
-struct Counts {
-    requests: u64,
-    input: u64,
-    cached: u64,
-    reprocessed: u64,
-    expected_cached: u64,
-}
 
 #[derive(Default)]
 struct Inner {
@@ -83,17 +52,12 @@ impl Metrics {
 
     /// Counts one row.
     pub(crate) fn observe(&self, row: &RequestRow) {
-        let agent = agent_label(row.agent.as_deref());
-        let cause = row.cause.map_or("none", |c| c.as_str());
+        let labels = row.metric_labels();
         let mut inner = self.lock();
-        let model = match row.model.as_deref() {
-            None | Some("") => "unknown".to_owned(),
+        let model = match labels.model {
+            None => "unknown".to_owned(),
             Some(m) => {
-                let mut end = m.len().min(Self::MODEL_BYTES);
-                while !m.is_char_boundary(end) {
-                    end -= 1;
-                }
-                let m = &m[..end];
+                let m = &m[..m.floor_char_boundary(Self::MODEL_BYTES)];
                 if inner.models.contains(m) {
                     m.to_owned()
                 } else if inner.models.len() < MAX_MODELS {
@@ -104,12 +68,11 @@ impl Metrics {
                 }
             }
         };
-        let c = inner.series.entry((agent, model, cause)).or_default();
-        c.requests = c.requests.saturating_add(1);
-        c.input = c.input.saturating_add(row.input);
-        c.cached = c.cached.saturating_add(row.cached.unwrap_or(0));
-        c.reprocessed = c.reprocessed.saturating_add(row.reprocessed);
-        c.expected_cached = c.expected_cached.saturating_add(row.expected_cached);
+        inner
+            .series
+            .entry((labels.agent, model, labels.cause))
+            .or_default()
+            .add(row);
         let secs = row.added_latency.as_secs_f64();
         for (i, le) in LATENCY_BUCKETS.iter().enumerate() {
             if secs <= *le {
@@ -275,11 +238,11 @@ mod tests {
                 request: i as u64,
                 line: Some(i as u64),
                 session: "s".to_owned(),
-                api: crate::route::Api::OpenAi,
+                api: prompt_core::profile::Provider::OpenAi,
                 agent: None,
                 model: Some(format!("model-{i}\"\n")),
                 status: 200,
-                outcome: crate::state::Outcome::Complete,
+                outcome: prompt_measure::report::Outcome::Complete,
                 input: 1,
                 cached: None,
                 reprocessed: 0,

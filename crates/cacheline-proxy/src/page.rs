@@ -17,7 +17,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::state::{ProxyState, RequestRow, SessionView, Totals};
+use crate::counts::Totals;
+use crate::state::{ProxyState, SessionView};
+use prompt_measure::report::RequestRow;
 
 /// The page: one static file, no CDN, no build step.
 const PAGE: &str = include_str!("page.html");

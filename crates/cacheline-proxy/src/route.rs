@@ -1,72 +1,40 @@
 //! Which API a request path goes to, and where that API's upstream is.
 
-use std::fmt;
-
 use hyper::Uri;
+use prompt_core::input::excerpt;
+use prompt_core::profile::Provider;
 
-use crate::ProxyError;
+use crate::error::ProxyError;
 
-/// An API the proxy routes to an upstream of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    /// Anthropic's Messages API (`/v1/messages…`).
-    Anthropic,
-    /// OpenAI's APIs (`/v1/chat/completions`, `/v1/responses…`, `/v1/completions`, any
-    /// other `/v1/…`).
-    OpenAi,
-    /// Google's Gemini API (`/v1beta/…`, `/v1alpha/…`).
-    Gemini,
-}
+/// The providers the proxy routes to an upstream of its own, in the order the docs list
+/// them: Anthropic's Messages API (`/v1/messages…`), OpenAI's APIs (`/v1/chat/completions`,
+/// `/v1/responses…`, `/v1/completions`, any other `/v1/…`), Google's Gemini API
+/// (`/v1beta/…`, `/v1alpha/…`).
+pub const ROUTED: [Provider; 3] = [Provider::Anthropic, Provider::OpenAi, Provider::Gemini];
 
-impl Api {
-    /// Every API, in the order the docs list them.
-    pub const ALL: [Api; 3] = [Api::Anthropic, Api::OpenAi, Api::Gemini];
-
-    /// Its name on the command line (`--upstream NAME=URL`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::Anthropic => "anthropic",
-            Api::OpenAi => "openai",
-            Api::Gemini => "gemini",
-        }
-    }
-
-    /// The API named `name` (`anthropic`, `openai`, `gemini`).
-    pub fn from_name(name: &str) -> Option<Api> {
-        Api::ALL.into_iter().find(|a| a.name() == name)
-    }
-
-    /// The provider's own endpoint, the default upstream.
-    pub fn default_upstream(self) -> &'static str {
-        match self {
-            Api::Anthropic => "https://api.anthropic.com",
-            Api::OpenAi => "https://api.openai.com",
-            Api::Gemini => "https://generativelanguage.googleapis.com",
-        }
+/// The provider's own endpoint, the default upstream of a routed provider.
+pub fn default_upstream(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "https://api.anthropic.com",
+        Provider::Gemini => "https://generativelanguage.googleapis.com",
+        _ => "https://api.openai.com",
     }
 }
 
-impl fmt::Display for Api {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The API a request path is routed to: `/v1/messages…` → Anthropic; any other `/v1/…`
+/// The provider a request path is routed to: `/v1/messages…` → Anthropic; any other `/v1/…`
 /// (Chat Completions, Responses, Completions, models) → OpenAI; `/v1beta/…`, `/v1alpha/…`
 /// → Gemini; anything else → `None` (answered 404 by the proxy).
-pub fn route(path: &str) -> Option<Api> {
+pub fn route(path: &str) -> Option<Provider> {
     let under = |prefix: &str| {
         path.strip_prefix(prefix)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', ':']))
     };
     if under("/v1/messages") {
-        Some(Api::Anthropic)
+        Some(Provider::Anthropic)
     } else if under("/v1") {
-        Some(Api::OpenAi)
+        Some(Provider::OpenAi)
     } else if under("/v1beta") || under("/v1alpha") {
-        Some(Api::Gemini)
+        Some(Provider::Gemini)
     } else {
         None
     }
@@ -90,7 +58,7 @@ impl Upstream {
         let shown = if url.contains('@') {
             "(a URL with credentials, not shown)".to_owned()
         } else {
-            prompt_core_excerpt(url)
+            excerpt(url, 200).into_owned()
         };
         let bad = |why: &str| ProxyError::Upstream {
             url: shown.clone(),
@@ -129,15 +97,6 @@ impl Upstream {
     }
 }
 
-/// A bounded copy of a user-given text for an error message.
-fn prompt_core_excerpt(s: &str) -> String {
-    let mut end = s.len().min(200);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
-}
-
 /// The upstream of each API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstreams {
@@ -151,18 +110,17 @@ pub struct Upstreams {
 
 impl Default for Upstreams {
     fn default() -> Self {
-        let parse = |api: Api| Upstream {
+        let parse = |provider: Provider| Upstream {
             scheme: "https".to_owned(),
-            authority: api
-                .default_upstream()
+            authority: default_upstream(provider)
                 .trim_start_matches("https://")
                 .to_owned(),
             prefix: String::new(),
         };
         Upstreams {
-            anthropic: parse(Api::Anthropic),
-            openai: parse(Api::OpenAi),
-            gemini: parse(Api::Gemini),
+            anthropic: parse(Provider::Anthropic),
+            openai: parse(Provider::OpenAi),
+            gemini: parse(Provider::Gemini),
         }
     }
 }
@@ -178,33 +136,34 @@ impl Upstreams {
         })
     }
 
-    /// The upstream of `api`.
-    pub fn of(&self, api: Api) -> &Upstream {
-        match api {
-            Api::Anthropic => &self.anthropic,
-            Api::OpenAi => &self.openai,
-            Api::Gemini => &self.gemini,
+    /// The upstream of `provider` (OpenAI's for any OpenAI-compatible one).
+    pub fn of(&self, provider: Provider) -> &Upstream {
+        match provider {
+            Provider::Anthropic => &self.anthropic,
+            Provider::Gemini => &self.gemini,
+            _ => &self.openai,
         }
     }
 
     /// Sets one from `API=URL` (`--upstream`).
     pub fn set(&mut self, spec: &str) -> Result<(), ProxyError> {
         let (name, url) = spec.split_once('=').ok_or_else(|| ProxyError::Upstream {
-            url: prompt_core_excerpt(spec.split('@').next().unwrap_or_default()),
+            url: excerpt(spec.split('@').next().unwrap_or_default(), 200).into_owned(),
             why: "expected API=URL (anthropic=…, openai=…, gemini=…)".to_owned(),
         })?;
-        let api = Api::from_name(name.trim()).ok_or_else(|| ProxyError::Upstream {
-            url: prompt_core_excerpt(name),
-            why: format!(
-                "unknown API `{}`: expected anthropic, openai or gemini",
-                prompt_core_excerpt(name)
-            ),
-        })?;
+        let name = excerpt(name.trim(), 200);
+        let unknown = || ProxyError::Upstream {
+            url: name.clone().into_owned(),
+            why: format!("unknown API `{name}`: expected anthropic, openai or gemini"),
+        };
+        let provider = Provider::from_name(&name)
+            .filter(|p| ROUTED.contains(p))
+            .ok_or_else(unknown)?;
         let upstream = Upstream::parse(url.trim())?;
-        match api {
-            Api::Anthropic => self.anthropic = upstream,
-            Api::OpenAi => self.openai = upstream,
-            Api::Gemini => self.gemini = upstream,
+        match provider {
+            Provider::Anthropic => self.anthropic = upstream,
+            Provider::Gemini => self.gemini = upstream,
+            _ => self.openai = upstream,
         }
         Ok(())
     }
@@ -216,18 +175,21 @@ mod tests {
 
     #[test]
     fn paths_route_to_their_api() {
-        assert_eq!(route("/v1/messages"), Some(Api::Anthropic));
-        assert_eq!(route("/v1/messages?beta=true"), Some(Api::Anthropic));
-        assert_eq!(route("/v1/messages/count_tokens"), Some(Api::Anthropic));
-        assert_eq!(route("/v1/chat/completions"), Some(Api::OpenAi));
-        assert_eq!(route("/v1/responses/resp_1"), Some(Api::OpenAi));
-        assert_eq!(route("/v1/completions"), Some(Api::OpenAi));
-        assert_eq!(route("/v1/models"), Some(Api::OpenAi));
+        assert_eq!(route("/v1/messages"), Some(Provider::Anthropic));
+        assert_eq!(route("/v1/messages?beta=true"), Some(Provider::Anthropic));
+        assert_eq!(
+            route("/v1/messages/count_tokens"),
+            Some(Provider::Anthropic)
+        );
+        assert_eq!(route("/v1/chat/completions"), Some(Provider::OpenAi));
+        assert_eq!(route("/v1/responses/resp_1"), Some(Provider::OpenAi));
+        assert_eq!(route("/v1/completions"), Some(Provider::OpenAi));
+        assert_eq!(route("/v1/models"), Some(Provider::OpenAi));
         assert_eq!(
             route("/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
-            Some(Api::Gemini)
+            Some(Provider::Gemini)
         );
-        assert_eq!(route("/v1alpha/models"), Some(Api::Gemini));
+        assert_eq!(route("/v1alpha/models"), Some(Provider::Gemini));
         assert_eq!(route("/v1messages"), None);
         assert_eq!(route("/"), None);
         assert_eq!(route("/_cacheline/"), None);

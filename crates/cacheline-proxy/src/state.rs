@@ -1,131 +1,31 @@
 //! What the proxy remembers: per session, counts and the last few requests' rows (no body
 //! unless `--keep-bodies`), least-recently-used sessions dropped and counted.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use prompt_measure::recent::RecentMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use prompt_measure::audit::CauseKind;
+use prompt_measure::report::RequestRow;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::route::Api;
+use crate::counts::{Counts, Totals};
 
 /// The most bytes of body copies waiting for the analysis at once; a copy that would pass it
 /// is dropped and counted, as one that finds the queue full.
 pub const ANALYSIS_QUEUE_BYTES: u64 = 256 << 20;
-/// How a forwarded exchange ended, as the client saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The reply reached its end.
-    Complete,
-    /// The upstream's reply broke off (a reset, a malformed frame): the client saw an
-    /// aborted body.
-    UpstreamAborted,
-    /// The client went away before the reply's end; the upstream request was ended.
-    ClientGone,
-    /// The upstream could not be reached or did not answer in time: the client got a 502.
-    Unreachable,
-}
-
-/// One request, as the proxy saw and analysed it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RequestRow {
-    /// The proxy's number for it, from 1, in the order analyses complete.
-    pub request: u64,
-    /// Its line in the `--log` file (and the audit's tag for it), when it was analysed.
-    pub line: Option<u64>,
-    /// The session the engine put it in (`-` when not analysed).
-    pub session: String,
-    /// The API its path was routed to.
-    pub api: Api,
-    /// The agent, from its `user-agent` (bounded), if it sent one.
-    pub agent: Option<String>,
-    /// The model, if read.
-    pub model: Option<String>,
-    /// The upstream's status (502 when unreachable).
-    pub status: u16,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// Input tokens, by the audit's tokenizer.
-    pub input: u64,
-    /// Input tokens the provider said it read from its cache, if its reply said.
-    pub cached: Option<u64>,
-    /// Tokens an append-only request would have reused, processed again here.
-    pub reprocessed: u64,
-    /// Tokens new in this request (not shared with its predecessor from the start).
-    pub new: u64,
-    /// Tokens the provider's rule says should have been read from the cache.
-    pub expected_cached: u64,
-    /// The verdict's cause, `None` when it extends its predecessor as it should.
-    pub cause: Option<CauseKind>,
-    /// Where the change is (`tools[1]`, `message 3`…), when there is one.
-    pub place: Option<String>,
-    /// The changed bytes, earlier and later (bounded by the engine).
-    pub excerpt: Option<(String, String)>,
-    /// The verdict, as `cacheline audit` words it, or why the request was not analysed.
-    pub verdict: String,
-    /// The proxy's own time on the request's path (before sending upstream, after the
-    /// reply's head arrived), not the upstream's.
-    pub added_latency: Duration,
-    /// The request body as sent (only with `--keep-bodies`, credentials never included:
-    /// headers are not kept and the body is what the agent sent).
-    pub body: Option<String>,
-}
-
 /// A session: its counts and its latest rows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionView {
     /// The engine's key for it.
     pub session: String,
-    /// Requests seen.
-    pub requests: u64,
-    /// Input tokens.
-    pub input: u64,
-    /// Tokens the providers reported read from cache.
-    pub cached: u64,
-    /// Tokens processed again that an append-only request would have reused.
-    pub reprocessed: u64,
-    /// Tokens the rules expected from cache.
-    pub expected_cached: u64,
-    /// Breaks by cause.
-    pub breaks: BTreeMap<CauseKind, u64>,
+    /// Its requests and tokens.
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Its latest requests (at most [`ProxyState::ROWS_PER_SESSION`]), oldest first.
     pub rows: Vec<RequestRow>,
-}
-
-/// The proxy's totals.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Totals {
-    /// Requests forwarded (all, analysed or not).
-    pub forwarded: u64,
-    /// Requests analysed (verdict printed).
-    pub analysed: u64,
-    /// Copies dropped because the analysis queue was full ("analysis dropped N requests").
-    pub analysis_dropped: u64,
-    /// Requests not analysed: a body over the copy cap, or a copy that could not be read.
-    pub not_analysed: u64,
-    /// Sessions dropped from the state, least recently used first.
-    pub sessions_dropped: u64,
-    /// Sessions held now.
-    pub sessions: u64,
-    /// Input tokens.
-    pub input: u64,
-    /// Tokens reported read from cache.
-    pub cached: u64,
-    /// Tokens re-processed.
-    pub reprocessed: u64,
-    /// Tokens the rules expected from cache.
-    pub expected_cached: u64,
-    /// Breaks by cause.
-    pub breaks: BTreeMap<CauseKind, u64>,
-    /// What went wrong besides requests (the log could not be written, no tokenizer), at
-    /// most [`ProxyState::MAX_WARNINGS`].
-    pub warnings: Vec<String>,
 }
 
 struct Session {
@@ -287,24 +187,12 @@ impl ProxyState {
         } else {
             t.not_analysed = t.not_analysed.saturating_add(1);
         }
-        t.input = t.input.saturating_add(row.input);
-        t.cached = t.cached.saturating_add(row.cached.unwrap_or(0));
-        t.reprocessed = t.reprocessed.saturating_add(row.reprocessed);
-        t.expected_cached = t.expected_cached.saturating_add(row.expected_cached);
-        if let Some(c) = row.cause {
-            let n = t.breaks.entry(c).or_default();
-            *n = n.saturating_add(1);
-        }
+        t.counts.add(&row);
         if inner.sessions.get_mut(&row.session).is_none() {
             let new = Session {
                 view: SessionView {
                     session: row.session.clone(),
-                    requests: 0,
-                    input: 0,
-                    cached: 0,
-                    reprocessed: 0,
-                    expected_cached: 0,
-                    breaks: BTreeMap::new(),
+                    counts: Counts::default(),
                     rows: Vec::new(),
                 },
                 rows: VecDeque::new(),
@@ -316,16 +204,7 @@ impl ProxyState {
         let Some(s) = inner.sessions.get_mut(&row.session) else {
             return;
         };
-        let v = &mut s.view;
-        v.requests = v.requests.saturating_add(1);
-        v.input = v.input.saturating_add(row.input);
-        v.cached = v.cached.saturating_add(row.cached.unwrap_or(0));
-        v.reprocessed = v.reprocessed.saturating_add(row.reprocessed);
-        v.expected_cached = v.expected_cached.saturating_add(row.expected_cached);
-        if let Some(c) = row.cause {
-            let n = v.breaks.entry(c).or_default();
-            *n = n.saturating_add(1);
-        }
+        s.view.counts.add(&row);
         if s.rows.len() >= Self::ROWS_PER_SESSION {
             s.rows.pop_front();
         }
@@ -338,6 +217,10 @@ impl ProxyState {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use prompt_measure::report::Outcome;
+
     use super::*;
 
     #[test]
@@ -362,7 +245,7 @@ mod tests {
             request: 1,
             line: Some(1),
             session: session.to_owned(),
-            api: Api::OpenAi,
+            api: prompt_core::profile::Provider::OpenAi,
             agent: None,
             model: None,
             status: 200,
@@ -393,7 +276,7 @@ mod tests {
         let t = state.totals();
         assert_eq!(t.sessions_dropped, 1);
         assert_eq!(t.sessions, 2);
-        assert_eq!(t.input, 40);
+        assert_eq!(t.counts.input, 40);
     }
 
     #[test]
@@ -404,6 +287,6 @@ mod tests {
         }
         let s = &state.snapshot()[0];
         assert_eq!(s.rows.len(), ProxyState::ROWS_PER_SESSION);
-        assert_eq!(s.requests, ProxyState::ROWS_PER_SESSION as u64 + 5);
+        assert_eq!(s.counts.requests, ProxyState::ROWS_PER_SESSION as u64 + 5);
     }
 }

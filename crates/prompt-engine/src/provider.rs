@@ -45,7 +45,6 @@ use crate::body::shape::Shape;
 use crate::cause::Cause;
 use crate::engine::Analysis;
 use crate::raw::{self, Object};
-use prompt_core::input::thousands;
 
 /// Why a request missed the cache, as Anthropic's cache diagnostics name it
 /// (`cache_miss_reason.type`), with OpenAI's name for a changed `prompt_cache_key`.
@@ -558,44 +557,6 @@ impl ProviderVerdict {
             agreement: Agreement::Unreadable {
                 problem: excerpt(&problem, 200).into_owned(),
             },
-        }
-    }
-
-    /// The clause the verdict line gains: `; provider: tools_changed (agrees)`.
-    pub fn clause(&self) -> String {
-        let said = self
-            .diagnosis
-            .as_ref()
-            .map_or_else(String::new, ToString::to_string);
-        let missed = match &self.diagnosis {
-            Some(ProviderDiagnosis::Miss {
-                missed_tokens: Some(n),
-                ..
-            }) => format!(", ~{} tokens missed", thousands(*n)),
-            _ => String::new(),
-        };
-        match &self.agreement {
-            Agreement::Agree => format!("; provider: {said}{missed} (agrees)"),
-            Agreement::Disagree { ours, .. } => {
-                format!("; provider: {said}{missed} — we say {ours} (disagrees)")
-            }
-            Agreement::ProviderSide { short } => format!(
-                "; provider: no change, yet {} read than expected (provider_side)",
-                short.map_or_else(
-                    || "less was".to_owned(),
-                    |n| format!("{} fewer tokens", thousands(n))
-                )
-            ),
-            Agreement::ProviderOnly { name } => format!(
-                "; provider: {name}{missed} — a cause the request's bytes do not show (provider_only)"
-            ),
-            Agreement::Pending => "; provider: comparison pending".to_owned(),
-            Agreement::NotComparable { why } => {
-                format!("; provider: {said} (not comparable: {why})")
-            }
-            Agreement::Unreadable { problem } => {
-                format!("; provider: diagnostics unreadable ({problem})")
-            }
         }
     }
 }

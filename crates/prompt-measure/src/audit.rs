@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use super::catalogue::{
     AgentId, Catalogue, Element, LearnedBlock, MAX_ELEMENT_BYTES, VolatileBlocks, WriterFinding,
-    WriterMatch, writer_clause,
+    WriterMatch,
 };
 use super::logged::LoggedExchange;
 use super::meter::{Provider, SessionUsage, Usage};
@@ -935,105 +935,8 @@ fn names_previous_message(body: &str) -> bool {
         .is_some_and(|d| d.str("previous_message_id").is_some())
 }
 
-/// The verdict of one request, on one line: its cause, where, against which line, what it
-/// cost, and the other changes beside it: what `cacheline audit` prints in its divergence
-/// column and `cacheline proxy` on each verdict line (one analysis, one way of saying it).
-pub fn verdict_text(r: &RequestAudit) -> String {
-    let v = &r.verdict;
-    let Some(p) = &v.predecessor else {
-        return format!("cold_start: the first request of its session ({})", v.lane);
-    };
-    let lane = if p.same_lane {
-        String::new()
-    } else {
-        " (another lane)".to_owned()
-    };
-    let mut s = match &v.cause {
-        None => format!(
-            "extends line {}{lane}: {} tokens expected from cache",
-            p.tag,
-            thousands(v.expected_cached)
-        ),
-        Some(cause) => {
-            let change = v.changes.iter().find(|c| c.cause == *cause);
-            let at = change.map_or_else(
-                || "the request".to_owned(),
-                |c| format!("{}, byte {}", c.json_path, c.divergence.byte_offset),
-            );
-            let mut s = format!("{} at {at} vs line {}{lane}: {cause}", cause.kind(), p.tag);
-            if let Some(c) = change
-                && v.tokens_lost > 0
-            {
-                s.push_str(&format!(
-                    "; {:?} → {:?}",
-                    c.divergence.excerpt.earlier, c.divergence.excerpt.later
-                ));
-            }
-            if let (Some(short), Some(read)) = (v.shortfall, v.reported) {
-                // The provider's tokens and the audit's tokenizer's differ: compared as
-                // shares of the input.
-                s.push_str(&format!(
-                    "; read {} of the input where {} was expected ({} of the provider's tokens short)",
-                    pct(if read.input == 0 { 0.0 } else { read.cached as f64 / read.input as f64 }),
-                    pct(if v.tokens == 0 { 0.0 } else { v.expected_cached as f64 / v.tokens as f64 }),
-                    thousands(short)
-                ));
-            }
-            if let Some(gap) = p.gap_secs
-                && matches!(cause, Cause::TtlExpired | Cause::ProviderSide)
-            {
-                s.push_str(&format!("; {gap:.0} s after it"));
-            }
-            if v.tokens_lost > 0 {
-                s.push_str(&format!("; {} tokens lost", thousands(v.tokens_lost)));
-            }
-            if v.new_conversation && *cause == Cause::ColdStart {
-                s.push_str(" (a new conversation: nothing of it to blame)");
-            }
-            s
-        }
-    };
-    let others: Vec<String> = v
-        .changes
-        .iter()
-        .filter(|c| Some(&c.cause) != v.cause.as_ref())
-        .take(3)
-        .map(|c| format!("{} at {}", c.cause.kind(), c.json_path))
-        .collect();
-    if !others.is_empty() {
-        let more = v.changes.len().saturating_sub(others.len() + 1);
-        s.push_str(&format!("; also {}", others.join(", ")));
-        if more > 0 {
-            s.push_str(&format!(" and {more} more"));
-        }
-    }
-    if let Some(p) = &r.provider_verdict {
-        s.push_str(&p.clause());
-    }
-    // Who wrote the change: one clause, last.
-    if let Some(w) = &r.writer {
-        s.push_str(&writer_clause(w));
-    }
-    s
-}
-
-/// `1234567` → `1,234,567`: how the audit's and the proxy's lines write a token count.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A share as a percentage with one decimal.
-fn pct(share: f64) -> String {
-    format!("{:.1}%", 100.0 * share)
-}
+pub use super::report::verdict_text;
+pub use prompt_core::input::thousands;
 
 /// One line read by [`LineReader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -744,32 +744,7 @@ pub enum WriterFinding {
     Learned(LearnedBlock),
 }
 
-/// The clause a verdict line ends with: ` — <writer> (<agent> <versions>) — <issue> — fix:
-/// <workaround>`, or ` — a learned volatile block: changed in N sessions, no catalogue entry`.
-pub fn writer_clause(finding: &WriterFinding) -> String {
-    match finding {
-        WriterFinding::Catalogue(m) => {
-            let versions = if m.versions == "*" {
-                String::new()
-            } else {
-                format!(" {}", m.versions)
-            };
-            let mut s = format!(" — {} ({}{versions})", m.name, m.agent.name);
-            if let Some(issue) = &m.issue {
-                s.push_str(&format!(" — {issue}"));
-            }
-            s.push_str(&format!(
-                " — fix: {}",
-                m.workaround.as_deref().unwrap_or("none known")
-            ));
-            s
-        }
-        WriterFinding::Learned(b) => format!(
-            " — a learned volatile block: changed in {} sessions, no catalogue entry",
-            b.sessions
-        ),
-    }
-}
+pub use crate::report::writer_clause;
 
 /// A change's JSON path as learned volatile blocks are keyed: tools, system blocks and the
 /// first message keep their indices; a later message's index is `*` (it grows with the

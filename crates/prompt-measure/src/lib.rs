@@ -55,6 +55,7 @@ pub mod logged;
 pub mod meter;
 pub mod provider_verdict;
 pub mod recent;
+pub mod report;
 pub mod sim;
 pub mod simulate;
 pub mod synthetic;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use prompt_core::input;
 use prompt_measure::audit::{AuditSummary, DEFAULT_MAX_LINE_BYTES, Event, audit_reader};
 use prompt_measure::catalogue::Catalogue;
+use prompt_measure::report;
 use prompt_measure::{AuditConfig, Auditor, O200kBase, Rule};
 
 use crate::output::{load_audit_prices, pct, progress, thousands};
@@ -117,28 +118,14 @@ fn print_summary(
         })
         .collect();
     writeln!(out, "  cached by rule: {}", rules.join(", "))?;
-    let causes: Vec<String> = s
-        .causes
-        .iter()
-        .map(|(c, n)| format!("{} {n}", c.as_str()))
-        .collect();
     writeln!(
         out,
         "  causes: {}; new conversations {}",
-        if causes.is_empty() {
-            "none".to_owned()
-        } else {
-            causes.join(", ")
-        },
+        report::causes_text(&s.causes).unwrap_or_else(|| "none".to_owned()),
         s.new_conversations
     )?;
-    let p = &s.provider_verdicts;
-    if p.agree + p.disagree + p.provider_side + p.provider_only + p.other > 0 {
-        writeln!(
-            out,
-            "  provider verdicts: {} agree, {} disagree, {} provider_side, {} provider_only, {} other",
-            p.agree, p.disagree, p.provider_side, p.provider_only, p.other
-        )?;
+    if let Some(line) = report::provider_verdicts_text(&s.provider_verdicts) {
+        writeln!(out, "  {line}")?;
     }
     writeln!(
         out,

@@ -426,7 +426,7 @@ fn provider(e: &Evidence, out: &mut String) {
     let _ = writeln!(out, "### The provider's verdict\n");
     match &e.provider_verdict {
         Some(p) => {
-            let clause = p.clause();
+            let clause = prompt_measure::report::provider_clause(p);
             let clause = clause.trim_start_matches("; ");
             let _ = writeln!(out, "- {clause}\n");
         }

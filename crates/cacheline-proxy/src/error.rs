@@ -1,0 +1,59 @@
+//! Why the proxy could not start or run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Why the proxy could not start or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// An `--upstream` that cannot be used.
+    #[error("upstream {url}: {why}")]
+    Upstream {
+        /// The URL (or spec) given, bounded; not shown when it carries credentials.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// A non-loopback listen address without `--allow-remote`.
+    #[error(
+        "listening on {0} would expose the proxy (and the credentials it forwards) beyond this machine: pass --allow-remote to do so"
+    )]
+    NotLoopback(SocketAddr),
+    /// Binding the listener failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The listener's own address could not be read.
+    #[error("the listener's address: {0}")]
+    LocalAddr(std::io::Error),
+    /// The `--log` file could not be opened.
+    #[error("cannot open the log {path}: {source}")]
+    Log {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The TLS setup for the hosted APIs failed.
+    #[error("TLS setup: {0}")]
+    Tls(String),
+    /// The analysis thread could not be started.
+    #[error("cannot start the analysis thread: {0}")]
+    Thread(std::io::Error),
+    /// The launched command could not be started or waited for.
+    #[error("the command `{command}`: {source}")]
+    Command {
+        /// The program.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}

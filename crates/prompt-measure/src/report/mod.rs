@@ -1,0 +1,23 @@
+//! One verdict value per request and every way it is shown, in one place: a printer never
+//! analyses again, it projects the value.
+//!
+//! - [`RequestReport`]: the audit's [`RequestAudit`](crate::audit::RequestAudit) (the
+//!   engine's verdict, tokens, usage, writer, the provider's verdict) or why there is none,
+//!   with what the proxy knew of the exchange ([`Forwarded`]).
+//! - [`verdict_text`]: the verdict as one sentence (`cacheline audit`'s divergence column,
+//!   the proxy's line, the page's row), with its [`provider_clause`] and [`writer_clause`].
+//! - [`RequestRow`] ([`RequestReport::page_row`]): the page's, the state's and the event
+//!   stream's row; [`verdict_line`]: the terminal's line; [`RequestRow::metric_labels`]:
+//!   the labels `/metrics` counts it under.
+//! - [`causes_text`], [`provider_verdicts_text`]: summary lines the audit and the proxy
+//!   share. The audit's JSON is the serialization of the values themselves.
+
+mod labels;
+mod row;
+mod summary;
+mod verdict;
+
+pub use labels::{AGENTS, MetricLabels, agent_label};
+pub use row::{Forwarded, Outcome, RequestReport, RequestRow, VERDICT_BYTES, verdict_line};
+pub use summary::{causes_text, provider_verdicts_text};
+pub use verdict::{provider_clause, verdict_text, writer_clause};

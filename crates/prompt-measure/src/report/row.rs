@@ -1,0 +1,215 @@
+//! The one value per request ([`RequestReport`]: the audit's verdict, or why there is none,
+//! with what the proxy knew of the exchange) and its projections: the page's and the
+//! state's row ([`RequestRow`]) and the terminal's verdict line.
+
+use std::time::Duration;
+
+use prompt_core::profile::Provider;
+use serde::Serialize;
+
+use crate::audit::{CauseKind, Place, RequestAudit};
+
+use super::verdict::verdict_text;
+
+/// How a forwarded exchange ended, as the client saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The reply reached its end.
+    Complete,
+    /// The upstream's reply broke off (a reset, a malformed frame): the client saw an
+    /// aborted body.
+    UpstreamAborted,
+    /// The client went away before the reply's end; the upstream request was ended.
+    ClientGone,
+    /// The upstream could not be reached or did not answer in time: the client got a 502.
+    Unreachable,
+}
+
+/// What a proxy knew of an exchange besides its bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forwarded {
+    /// The proxy's number for it, from 1, in the order analyses complete.
+    pub request: u64,
+    /// The provider its path was routed to (Anthropic, OpenAI or Gemini).
+    pub api: Provider,
+    /// The agent, from its `user-agent` (bounded), if it sent one.
+    pub agent: Option<String>,
+    /// The upstream's status (502 when unreachable).
+    pub status: u16,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The proxy's own time on the request's path.
+    pub added_latency: Duration,
+}
+
+/// The one value per request: what the proxy knew of the exchange (none in an audit of a
+/// log), and the audit's verdict or why there is none. Every way a verdict is shown is a
+/// projection of it: [`RequestReport::verdict_text`], [`RequestReport::page_row`] (and so
+/// [`verdict_line`] and [`super::labels::MetricLabels`]), the audit's JSON (the
+/// [`RequestAudit`] it holds).
+#[derive(Debug, Clone)]
+pub struct RequestReport {
+    /// What the proxy knew of the exchange.
+    pub forwarded: Option<Forwarded>,
+    /// Its line in the log (the audit's tag for it), when it reached the audit: a request
+    /// whose body could not be read has one, and says why in [`RequestReport::audit`].
+    pub line: Option<u64>,
+    /// The audit, or why the request was not analysed (a sentence).
+    pub audit: Result<Box<RequestAudit>, String>,
+    /// The request body as sent (a proxy's `--keep-bodies` only).
+    pub body: Option<String>,
+}
+
+impl RequestReport {
+    /// The verdict as one sentence ([`verdict_text`]); a reply whose usage could not be read
+    /// says so; a request not analysed says why.
+    pub fn verdict_text(&self) -> String {
+        match &self.audit {
+            Err(why) => why.clone(),
+            Ok(audit) => {
+                let mut text = verdict_text(audit);
+                let answered = self.forwarded.as_ref().is_none_or(|f| f.status < 300);
+                if let Some(e) = &audit.reported_error
+                    && answered
+                {
+                    text.push_str(&format!("; usage not read: {e}"));
+                }
+                text
+            }
+        }
+    }
+
+    /// The row the page, the state and the event stream show.
+    pub fn page_row(&self) -> RequestRow {
+        let f = self.forwarded.as_ref();
+        let mut row = RequestRow {
+            request: f.map_or(0, |f| f.request),
+            line: self.line,
+            session: "-".to_owned(),
+            api: f.map_or(Provider::OpenAi, |f| f.api),
+            agent: f.and_then(|f| f.agent.clone()),
+            model: None,
+            status: f.map_or(0, |f| f.status),
+            outcome: f.map_or(Outcome::Complete, |f| f.outcome),
+            input: 0,
+            cached: None,
+            reprocessed: 0,
+            new: 0,
+            expected_cached: 0,
+            cause: None,
+            place: None,
+            excerpt: None,
+            verdict: self.verdict_text(),
+            added_latency: f.map_or(Duration::ZERO, |f| f.added_latency),
+            body: self.body.clone(),
+        };
+        let Ok(audit) = &self.audit else {
+            return row;
+        };
+        let v = &audit.verdict;
+        // A request that names no session (Gemini CLI, Qwen Code) is grouped by the engine's
+        // inference: shown so, not as an empty field.
+        row.session = if v.session.id.is_empty() {
+            "(inferred)".to_owned()
+        } else {
+            v.session.id.clone()
+        };
+        row.model = v.model.clone();
+        row.input = audit.tokens;
+        row.cached = audit.reported.map(|r| r.usage.cache_read);
+        row.reprocessed = v.tokens_lost;
+        row.new = v.tokens.saturating_sub(v.common_tokens);
+        row.expected_cached = v.expected_cached;
+        row.cause = v.cause.as_ref().map(|c| c.kind());
+        if let Some(change) = v
+            .cause
+            .as_ref()
+            .and_then(|c| v.changes.iter().find(|ch| ch.cause == *c))
+        {
+            row.place = Some(match &change.place {
+                Place::Request => change.json_path.clone(),
+                other => other.to_string(),
+            });
+            row.excerpt = Some((
+                change.divergence.excerpt.earlier.clone(),
+                change.divergence.excerpt.later.clone(),
+            ));
+        }
+        row
+    }
+}
+
+/// One request, as the proxy saw and analysed it: the projection of a [`RequestReport`]
+/// its page, its state and its event stream show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestRow {
+    /// The proxy's number for it, from 1, in the order analyses complete.
+    pub request: u64,
+    /// Its line in the `--log` file (and the audit's tag for it), when it was analysed.
+    pub line: Option<u64>,
+    /// The session the engine put it in (`-` when not analysed).
+    pub session: String,
+    /// The provider its path was routed to.
+    pub api: Provider,
+    /// The agent, from its `user-agent` (bounded), if it sent one.
+    pub agent: Option<String>,
+    /// The model, if read.
+    pub model: Option<String>,
+    /// The upstream's status (502 when unreachable).
+    pub status: u16,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Input tokens, by the audit's tokenizer.
+    pub input: u64,
+    /// Input tokens the provider said it read from its cache, if its reply said.
+    pub cached: Option<u64>,
+    /// Tokens an append-only request would have reused, processed again here.
+    pub reprocessed: u64,
+    /// Tokens new in this request (not shared with its predecessor from the start).
+    pub new: u64,
+    /// Tokens the provider's rule says should have been read from the cache.
+    pub expected_cached: u64,
+    /// The verdict's cause, `None` when it extends its predecessor as it should.
+    pub cause: Option<CauseKind>,
+    /// Where the change is (`tools[1]`, `message 3`…), when there is one.
+    pub place: Option<String>,
+    /// The changed bytes, earlier and later (bounded by the engine).
+    pub excerpt: Option<(String, String)>,
+    /// The verdict, as `cacheline audit` words it, or why the request was not analysed.
+    pub verdict: String,
+    /// The proxy's own time on the request's path (before sending upstream, after the
+    /// reply's head arrived), not the upstream's.
+    pub added_latency: Duration,
+    /// The request body as sent (only with `--keep-bodies`, credentials never included:
+    /// headers are not kept and the body is what the agent sent).
+    pub body: Option<String>,
+}
+
+/// The longest verdict printed on a terminal line.
+pub const VERDICT_BYTES: usize = 600;
+
+/// One request's verdict line on standard error.
+pub fn verdict_line(row: &RequestRow) -> String {
+    let cached = row.cached.map_or_else(|| "-".to_owned(), |c| c.to_string());
+    let verdict = prompt_core::input::excerpt(&row.verdict, VERDICT_BYTES);
+    let outcome = match row.outcome {
+        Outcome::Complete => "",
+        Outcome::UpstreamAborted => " [upstream aborted]",
+        Outcome::ClientGone => " [client gone]",
+        Outcome::Unreachable => " [upstream unreachable]",
+    };
+    format!(
+        "cacheline proxy: {} #{} {} {} input={} cached={} expected={} status={}{}: {}",
+        row.session,
+        row.request,
+        row.api,
+        row.model.as_deref().unwrap_or("-"),
+        row.input,
+        cached,
+        row.expected_cached,
+        row.status,
+        outcome,
+        verdict
+    )
+}

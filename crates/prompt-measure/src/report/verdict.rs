@@ -1,0 +1,161 @@
+//! The verdict as one sentence: what `cacheline audit` prints in its divergence column, the
+//! proxy on each verdict line and the page in each row.
+
+use prompt_core::input::thousands;
+use prompt_engine::provider::{Agreement, ProviderDiagnosis, ProviderVerdict};
+
+use crate::audit::{Cause, RequestAudit};
+use crate::catalogue::WriterFinding;
+
+/// The verdict of one request, on one line: its cause, where, against which line, what it
+/// cost, and the other changes beside it: what `cacheline audit` prints in its divergence
+/// column and `cacheline proxy` on each verdict line (one analysis, one way of saying it).
+pub fn verdict_text(r: &RequestAudit) -> String {
+    let v = &r.verdict;
+    let Some(p) = &v.predecessor else {
+        return format!("cold_start: the first request of its session ({})", v.lane);
+    };
+    let lane = if p.same_lane {
+        String::new()
+    } else {
+        " (another lane)".to_owned()
+    };
+    let mut s = match &v.cause {
+        None => format!(
+            "extends line {}{lane}: {} tokens expected from cache",
+            p.tag,
+            thousands(v.expected_cached)
+        ),
+        Some(cause) => {
+            let change = v.changes.iter().find(|c| c.cause == *cause);
+            let at = change.map_or_else(
+                || "the request".to_owned(),
+                |c| format!("{}, byte {}", c.json_path, c.divergence.byte_offset),
+            );
+            let mut s = format!("{} at {at} vs line {}{lane}: {cause}", cause.kind(), p.tag);
+            if let Some(c) = change
+                && v.tokens_lost > 0
+            {
+                s.push_str(&format!(
+                    "; {:?} → {:?}",
+                    c.divergence.excerpt.earlier, c.divergence.excerpt.later
+                ));
+            }
+            if let (Some(short), Some(read)) = (v.shortfall, v.reported) {
+                // The provider's tokens and the audit's tokenizer's differ: compared as
+                // shares of the input.
+                s.push_str(&format!(
+                    "; read {} of the input where {} was expected ({} of the provider's tokens short)",
+                    pct(if read.input == 0 { 0.0 } else { read.cached as f64 / read.input as f64 }),
+                    pct(if v.tokens == 0 { 0.0 } else { v.expected_cached as f64 / v.tokens as f64 }),
+                    thousands(short)
+                ));
+            }
+            if let Some(gap) = p.gap_secs
+                && matches!(cause, Cause::TtlExpired | Cause::ProviderSide)
+            {
+                s.push_str(&format!("; {gap:.0} s after it"));
+            }
+            if v.tokens_lost > 0 {
+                s.push_str(&format!("; {} tokens lost", thousands(v.tokens_lost)));
+            }
+            if v.new_conversation && *cause == Cause::ColdStart {
+                s.push_str(" (a new conversation: nothing of it to blame)");
+            }
+            s
+        }
+    };
+    let others: Vec<String> = v
+        .changes
+        .iter()
+        .filter(|c| Some(&c.cause) != v.cause.as_ref())
+        .take(3)
+        .map(|c| format!("{} at {}", c.cause.kind(), c.json_path))
+        .collect();
+    if !others.is_empty() {
+        let more = v.changes.len().saturating_sub(others.len() + 1);
+        s.push_str(&format!("; also {}", others.join(", ")));
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
+    }
+    if let Some(p) = &r.provider_verdict {
+        s.push_str(&provider_clause(p));
+    }
+    // Who wrote the change: one clause, last.
+    if let Some(w) = &r.writer {
+        s.push_str(&writer_clause(w));
+    }
+    s
+}
+
+/// A share as a percentage with one decimal: `12.5%`.
+pub(crate) fn pct(share: f64) -> String {
+    format!("{:.1}%", 100.0 * share)
+}
+
+/// The clause a verdict gains from the provider's own verdict:
+/// `; provider: tools_changed (agrees)`.
+pub fn provider_clause(p: &ProviderVerdict) -> String {
+    let said = p
+        .diagnosis
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    let missed = match &p.diagnosis {
+        Some(ProviderDiagnosis::Miss {
+            missed_tokens: Some(n),
+            ..
+        }) => format!(", ~{} tokens missed", thousands(*n)),
+        _ => String::new(),
+    };
+    match &p.agreement {
+        Agreement::Agree => format!("; provider: {said}{missed} (agrees)"),
+        Agreement::Disagree { ours, .. } => {
+            format!("; provider: {said}{missed} — we say {ours} (disagrees)")
+        }
+        Agreement::ProviderSide { short } => format!(
+            "; provider: no change, yet {} read than expected (provider_side)",
+            short.map_or_else(
+                || "less was".to_owned(),
+                |n| format!("{} fewer tokens", thousands(n))
+            )
+        ),
+        Agreement::ProviderOnly { name } => format!(
+            "; provider: {name}{missed} — a cause the request's bytes do not show (provider_only)"
+        ),
+        Agreement::Pending => "; provider: comparison pending".to_owned(),
+        Agreement::NotComparable { why } => {
+            format!("; provider: {said} (not comparable: {why})")
+        }
+        Agreement::Unreadable { problem } => {
+            format!("; provider: diagnostics unreadable ({problem})")
+        }
+    }
+}
+
+/// The clause a verdict line ends with: ` — <writer> (<agent> <versions>) — <issue> — fix:
+/// <workaround>`, or ` — a learned volatile block: changed in N sessions, no catalogue entry`.
+pub fn writer_clause(finding: &WriterFinding) -> String {
+    match finding {
+        WriterFinding::Catalogue(m) => {
+            let versions = if m.versions == "*" {
+                String::new()
+            } else {
+                format!(" {}", m.versions)
+            };
+            let mut s = format!(" — {} ({}{versions})", m.name, m.agent.name);
+            if let Some(issue) = &m.issue {
+                s.push_str(&format!(" — {issue}"));
+            }
+            s.push_str(&format!(
+                " — fix: {}",
+                m.workaround.as_deref().unwrap_or("none known")
+            ));
+            s
+        }
+        WriterFinding::Learned(b) => format!(
+            " — a learned volatile block: changed in {} sessions, no catalogue entry",
+            b.sessions
+        ),
+    }
+}
