@@ -565,9 +565,8 @@ fn profile_table() -> String {
         if row.signatures_required {
             also.push("signatures replayed");
         }
-        if row.cache_diagnostics {
-            also.push("cache diagnostics");
-        }
+        let diagnostics = row.cache_diagnostics.describe();
+        let also: Vec<&str> = also.into_iter().chain(diagnostics.as_deref()).collect();
         let also = if also.is_empty() {
             "-".to_owned()
         } else {

@@ -16,12 +16,12 @@ use std::process::Command;
 
 use prompt_core::ApiKind;
 use prompt_llama::LlamaClient;
-use prompt_measure::meter::{Provider, Usage};
+use prompt_measure::meter::Usage;
 use prompt_reference::components::ToolsField;
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
 use prompt_registry::snapshot::RestoreMode;
 use prompt_registry::tools::ToolSet;
-use prompt_registry::wire::{Reply, UsageProvider, Wire, WireOptions, read_reply};
+use prompt_registry::wire::{Reply, Wire, WireOptions, read_reply};
 use prompt_registry::{
     Component, Conversation, ConversationSnapshot, Extensions, PromptPolicy, Registry, Request,
     Session, SessionContext,
@@ -264,13 +264,8 @@ impl<'a> Sender<'a> {
             .usage
             .as_ref()
             .unwrap_or_else(|| panic!("{path}: no usage in the reply"));
-        let provider = match usage.provider {
-            UsageProvider::OpenAi => Provider::OpenAi,
-            UsageProvider::Anthropic => Provider::Anthropic,
-            UsageProvider::Gemini => Provider::Gemini,
-            UsageProvider::LlamaCpp => Provider::LlamaCpp,
-            UsageProvider::DeepSeek => Provider::DeepSeek,
-        };
+        // The wire's usage report and the meter name providers by one identity.
+        let provider = usage.provider;
         let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
         let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));
         Sent {

@@ -155,8 +155,12 @@ impl DeliveryStyle {
     }
 }
 
-/// The kind of API or engine a session talks to; it picks the delivery style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+/// The kind of API or engine a session talks to; it picks the delivery style. The
+/// workspace's one API identity: the wire writes bodies of it, the engine reads a body as
+/// one of it, the proxy and the benchmarks name APIs by it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ApiKind {
     /// OpenAI Chat Completions and compatible APIs: a later system message is kept in place.

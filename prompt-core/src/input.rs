@@ -33,8 +33,21 @@ pub fn excerpt(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let end = text.floor_char_boundary(max);
-    Cow::Owned(format!("{}…", &text[..end]))
+    Cow::Owned(format!("{}…", head(text, max)))
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a character boundary,
+/// unmarked: what a bound on bytes read or kept cuts (an element the catalogue searches, a
+/// label, a header value); [`excerpt`] is the same cut, marked, for what is shown.
+///
+/// ```
+/// use prompt_core::input::head;
+/// assert_eq!(head("assistant", 4), "assi");
+/// assert_eq!(head("né", 2), "n");
+/// assert_eq!(head("hi", 8), "hi");
+/// ```
+pub fn head(text: &str, max: usize) -> &str {
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// `1234567` → `1,234,567`: how every verdict, summary and report writes a token count.

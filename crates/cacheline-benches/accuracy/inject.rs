@@ -4,7 +4,9 @@ use prompt_wire::engine::{CauseKind, Place};
 use serde_json::{Value, json};
 
 use super::Agent;
-use super::synth::{self, Api, Request, Rng, edit_text, text};
+use prompt_core::ApiKind;
+
+use super::synth::{self, Request, Rng, edit_text, text};
 
 /// What an injected change must be named.
 #[derive(Debug, Clone)]
@@ -22,30 +24,30 @@ pub struct Expected {
 /// documents no lifetime for its implicit cache, so expiry and a provider-side short read
 /// cannot be told apart there (`unknown`); the Chat capture's model (qwen3-coder-plus) is
 /// no provider the profile table knows, so no minimum and no lifetime are held against it.
-pub fn applicable(api: Api) -> Vec<CauseKind> {
+pub fn applicable(api: ApiKind) -> Vec<CauseKind> {
     CauseKind::ALL
         .into_iter()
         .filter(|k| match k {
-            CauseKind::CacheKeyChanged => matches!(api, Api::Responses | Api::Chat),
-            CauseKind::BreakpointMoved | CauseKind::LookbackExceeded => api == Api::Anthropic,
+            CauseKind::CacheKeyChanged => matches!(api, ApiKind::OpenAiResponses | ApiKind::OpenAi),
+            CauseKind::BreakpointMoved | CauseKind::LookbackExceeded => api == ApiKind::Anthropic,
             CauseKind::TtlExpired | CauseKind::ProviderSide => {
-                matches!(api, Api::Anthropic | Api::Responses)
+                matches!(api, ApiKind::Anthropic | ApiKind::OpenAiResponses)
             }
-            CauseKind::BelowMinimum => api != Api::Chat,
+            CauseKind::BelowMinimum => api != ApiKind::OpenAi,
             _ => true,
         })
         .collect()
 }
 
 /// `prev` and one more turn, a few seconds later; its reply reports a full read of `prev`.
-pub fn append_turn(api: Api, rng: &mut Rng, prev: &Request, n: u64) -> Request {
+pub fn append_turn(api: ApiKind, rng: &mut Rng, prev: &Request, n: u64) -> Request {
     let mut next = prev.clone();
     next.text = None;
     let tools = synth::tool_names(api, &prev.body);
     let turn = synth::turn(api, rng, &tools, n);
     let markers = markers_of(api, prev);
     next.messages_mut(api).extend(turn);
-    if api == Api::Anthropic {
+    if api == ApiKind::Anthropic {
         synth::move_markers(next.messages_mut(api), markers);
     }
     next.ts = prev.ts.map(|t| t + rng.range(2, 120) as f64);
@@ -53,8 +55,8 @@ pub fn append_turn(api: Api, rng: &mut Rng, prev: &Request, n: u64) -> Request {
     next
 }
 
-fn markers_of(api: Api, r: &Request) -> usize {
-    if api == Api::Anthropic {
+fn markers_of(api: ApiKind, r: &Request) -> usize {
+    if api == ApiKind::Anthropic {
         synth::message_markers(r.messages(api)).max(1)
     } else {
         0
@@ -65,7 +67,7 @@ fn markers_of(api: Api, r: &Request) -> usize {
 /// at a random place and size, the predecessor to send before it, and what it must be named.
 /// `None` when the session has no place for it (too few messages).
 pub fn inject(
-    api: Api,
+    api: ApiKind,
     kind: CauseKind,
     rng: &mut Rng,
     prev: &Request,
@@ -89,12 +91,12 @@ pub fn inject(
         }
         CauseKind::ModelChanged => {
             let other = match api {
-                Api::Anthropic => "claude-haiku-4-5",
-                Api::Responses => "gpt-5-mini",
-                Api::Chat => "qwen3-coder-flash",
-                Api::Gemini => "gemini-2.5-pro",
+                ApiKind::Anthropic => "claude-haiku-4-5",
+                ApiKind::OpenAiResponses => "gpt-5-mini",
+                ApiKind::OpenAi | ApiKind::LlamaCpp => "qwen3-coder-flash",
+                ApiKind::Gemini => "gemini-2.5-pro",
             };
-            if api == Api::Gemini {
+            if api == ApiKind::Gemini {
                 let model = prompt_wire::engine::model_in_path(&x.path)?.to_owned();
                 x.path = x.path.replace(&model, other);
             } else {
@@ -178,20 +180,20 @@ pub fn inject(
         CauseKind::Compaction => {
             let s = rng.pick(ns, np.checked_sub(4))?;
             let summary = match api {
-                Api::Anthropic => json!({"role": "user", "content": [{"type": "text",
+                ApiKind::Anthropic => json!({"role": "user", "content": [{"type": "text",
                     "text": format!("Summary of the conversation so far: {}", { let n = synth::size(rng); text(rng, n) })}]}),
-                Api::Responses => {
+                ApiKind::OpenAiResponses => {
                     json!({"type": "message", "role": "user", "content": [{"type": "input_text",
                     "text": format!("Summary of the conversation so far: {}", { let n = synth::size(rng); text(rng, n) })}]})
                 }
-                Api::Gemini => json!({"role": "user", "parts": [{"text":
+                ApiKind::Gemini => json!({"role": "user", "parts": [{"text":
                     format!("Summary of the conversation so far: {}", { let n = synth::size(rng); text(rng, n) })}]}),
-                Api::Chat => json!({"role": "user", "content":
+                ApiKind::OpenAi | ApiKind::LlamaCpp => json!({"role": "user", "content":
                     format!("Summary of the conversation so far: {}", { let n = synth::size(rng); text(rng, n) })}),
             };
             let m = x.messages_mut(api);
             m.splice(s..np, [summary]);
-            if api == Api::Anthropic {
+            if api == ApiKind::Anthropic {
                 let markers = markers_of(api, prev);
                 synth::move_markers(x.messages_mut(api), markers);
             }
@@ -279,7 +281,7 @@ pub fn inject(
             )
         }
         CauseKind::Unknown => {
-            if matches!(api, Api::Anthropic | Api::Responses) {
+            if matches!(api, ApiKind::Anthropic | ApiKind::OpenAiResponses) {
                 x.ts = None;
             }
             short(&mut x, rng, prev);
@@ -289,12 +291,12 @@ pub fn inject(
     Some((pred, x, Expected { kind, place, how }))
 }
 
-fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, String)> {
+fn header_or_param(api: ApiKind, rng: &mut Rng, x: &mut Request) -> Option<(Place, String)> {
     let body = synth::object(&mut x.body);
     let pick = rng.below(3);
     let param = |name: &str| Place::Parameter { name: name.into() };
     Some(match (api, pick) {
-        (Api::Anthropic, 0) => {
+        (ApiKind::Anthropic, 0) => {
             let old = x
                 .headers
                 .get("anthropic-beta")
@@ -315,7 +317,7 @@ fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, S
                 "anthropic-beta gains a flag".into(),
             )
         }
-        (Api::Anthropic, 1) => {
+        (ApiKind::Anthropic, 1) => {
             let v = if body.get("tool_choice") == Some(&json!({"type": "any"})) {
                 json!({"type": "auto"})
             } else {
@@ -324,7 +326,7 @@ fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, S
             body.insert("tool_choice".into(), v);
             (param("tool_choice"), "tool_choice".into())
         }
-        (Api::Anthropic, _) => {
+        (ApiKind::Anthropic, _) => {
             let budget = rng.range(1_024, 32_000);
             body.insert(
                 "thinking".into(),
@@ -332,7 +334,7 @@ fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, S
             );
             (param("thinking"), format!("thinking budget {budget}"))
         }
-        (Api::Responses, 0) => {
+        (ApiKind::OpenAiResponses, 0) => {
             let r = synth::object(body.entry("reasoning").or_insert(json!({})));
             let v = if r.get("effort") == Some(&json!("high")) {
                 "low"
@@ -342,7 +344,7 @@ fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, S
             r.insert("effort".into(), json!(v));
             (param("reasoning.effort"), format!("reasoning.effort {v}"))
         }
-        (Api::Responses, 1) => {
+        (ApiKind::OpenAiResponses, 1) => {
             let t = synth::object(body.entry("text").or_insert(json!({})));
             let v = if t.get("verbosity") == Some(&json!("low")) {
                 "high"
@@ -352,23 +354,23 @@ fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, S
             t.insert("verbosity".into(), json!(v));
             (param("text.verbosity"), format!("text.verbosity {v}"))
         }
-        (Api::Responses, _) => {
+        (ApiKind::OpenAiResponses, _) => {
             body.insert("service_tier".into(), json!("priority"));
             (param("service_tier"), "service_tier priority".into())
         }
-        (Api::Chat, 0) => {
+        (ApiKind::OpenAi | ApiKind::LlamaCpp, 0) => {
             body.insert("tool_choice".into(), json!("required"));
             (param("tool_choice"), "tool_choice required".into())
         }
-        (Api::Chat, 1) => {
+        (ApiKind::OpenAi | ApiKind::LlamaCpp, 1) => {
             body.insert("reasoning_effort".into(), json!("high"));
             (param("reasoning_effort"), "reasoning_effort high".into())
         }
-        (Api::Chat, _) => {
+        (ApiKind::OpenAi | ApiKind::LlamaCpp, _) => {
             body.insert("response_format".into(), json!({"type": "json_object"}));
             (param("response_format"), "response_format".into())
         }
-        (Api::Gemini, _) => {
+        (ApiKind::Gemini, _) => {
             let mode = ["ANY", "NONE", "VALIDATED"][pick];
             body.insert(
                 "toolConfig".into(),
@@ -379,16 +381,18 @@ fn header_or_param(api: Api, rng: &mut Rng, x: &mut Request) -> Option<(Place, S
     })
 }
 
-fn tools_changed(api: Api, rng: &mut Rng, x: &mut Request, n: u64) -> Option<(Place, String)> {
+fn tools_changed(api: ApiKind, rng: &mut Rng, x: &mut Request, n: u64) -> Option<(Place, String)> {
     let names = synth::tool_names(api, &x.body);
     let tools = synth::tools_mut(api, &mut x.body)?;
     let len = tools.len();
     if len < 2 {
         return None;
     }
-    fn name_of(api: Api, t: &Value) -> Option<&str> {
+    fn name_of(api: ApiKind, t: &Value) -> Option<&str> {
         match api {
-            Api::Chat => t.pointer("/function/name").and_then(Value::as_str),
+            ApiKind::OpenAi | ApiKind::LlamaCpp => {
+                t.pointer("/function/name").and_then(Value::as_str)
+            }
             _ => t.get("name").and_then(Value::as_str),
         }
     }
@@ -404,7 +408,7 @@ fn tools_changed(api: Api, rng: &mut Rng, x: &mut Request, n: u64) -> Option<(Pl
                 text(rng, n)
             };
             let o = match api {
-                Api::Chat => {
+                ApiKind::OpenAi | ApiKind::LlamaCpp => {
                     synth::object(synth::object(&mut t).entry("function").or_insert(json!({})))
                 }
                 _ => synth::object(&mut t),
@@ -427,7 +431,9 @@ fn tools_changed(api: Api, rng: &mut Rng, x: &mut Request, n: u64) -> Option<(Pl
             let at = rng.below(len);
             let t = &mut tools[at];
             let o = match api {
-                Api::Chat => synth::object(synth::object(t).entry("function").or_insert(json!({}))),
+                ApiKind::OpenAi | ApiKind::LlamaCpp => {
+                    synth::object(synth::object(t).entry("function").or_insert(json!({})))
+                }
                 _ => synth::object(t),
             };
             let old = o
@@ -456,9 +462,14 @@ fn tools_changed(api: Api, rng: &mut Rng, x: &mut Request, n: u64) -> Option<(Pl
     })
 }
 
-fn system_changed(api: Api, rng: &mut Rng, x: &mut Request, ns: usize) -> Option<(Place, String)> {
+fn system_changed(
+    api: ApiKind,
+    rng: &mut Rng,
+    x: &mut Request,
+    ns: usize,
+) -> Option<(Place, String)> {
     match api {
-        Api::Anthropic => {
+        ApiKind::Anthropic => {
             let body = synth::object(&mut x.body);
             match body.get_mut("system")? {
                 Value::String(s) => {
@@ -479,7 +490,7 @@ fn system_changed(api: Api, rng: &mut Rng, x: &mut Request, ns: usize) -> Option
                 _ => None,
             }
         }
-        Api::Gemini => {
+        ApiKind::Gemini => {
             let parts = x
                 .body
                 .pointer_mut("/systemInstruction/parts")?
@@ -494,7 +505,7 @@ fn system_changed(api: Api, rng: &mut Rng, x: &mut Request, ns: usize) -> Option
                 format!("system part {b} edited"),
             ))
         }
-        Api::Responses | Api::Chat => {
+        ApiKind::OpenAiResponses | ApiKind::OpenAi | ApiKind::LlamaCpp => {
             if let Some(Value::String(s)) = x.body.get_mut("instructions") {
                 *s = edit_text(rng, s);
                 return Some((Place::System { block: 0 }, "instructions edited".into()));
@@ -521,10 +532,10 @@ fn system_changed(api: Api, rng: &mut Rng, x: &mut Request, ns: usize) -> Option
 /// The body of `x` with message `i` sent in another form that means the same: Anthropic's
 /// one text block as a string (or a string as its block), its keys in another order, or
 /// other whitespace.
-fn reserialize(api: Api, rng: &mut Rng, x: &mut Request, i: usize) -> String {
-    let key = api.messages_key();
+fn reserialize(api: ApiKind, rng: &mut Rng, x: &mut Request, i: usize) -> String {
+    let key = synth::messages_key(api);
     let mut how = String::new();
-    if api == Api::Anthropic && rng.chance(0.4) {
+    if api == ApiKind::Anthropic && rng.chance(0.4) {
         let m = &mut x.messages_mut(api)[i];
         let content = m.get("content").cloned();
         match content {
@@ -593,10 +604,7 @@ fn reversed(m: &Value) -> String {
 fn cut_texts(v: &mut Value, max: usize) {
     match v {
         Value::String(s) if s.len() > max => {
-            let mut end = max;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = prompt_core::input::head(s, max).len();
             s.truncate(end);
         }
         Value::Array(a) => a.iter_mut().for_each(|x| cut_texts(x, max)),
@@ -607,7 +615,7 @@ fn cut_texts(v: &mut Value, max: usize) {
 
 /// A small conversation of the same agent (its title or classifier shape): no tools, a short
 /// system prompt, a first user message and one short exchange.
-fn small(api: Api, rng: &mut Rng, prev: &Request, n: u64) -> Request {
+fn small(api: ApiKind, rng: &mut Rng, prev: &Request, n: u64) -> Request {
     let mut r = prev.clone();
     r.text = None;
     let system = {
@@ -618,16 +626,16 @@ fn small(api: Api, rng: &mut Rng, prev: &Request, n: u64) -> Request {
     body.remove("tools");
     body.remove("tool_choice");
     match api {
-        Api::Anthropic => {
+        ApiKind::Anthropic => {
             body.insert("system".into(), json!(system));
         }
-        Api::Gemini => {
+        ApiKind::Gemini => {
             body.insert(
                 "systemInstruction".into(),
                 json!({"parts": [{"text": system}]}),
             );
         }
-        Api::Responses | Api::Chat => {
+        ApiKind::OpenAiResponses | ApiKind::OpenAi | ApiKind::LlamaCpp => {
             body.remove("instructions");
         }
     }
@@ -636,17 +644,19 @@ fn small(api: Api, rng: &mut Rng, prev: &Request, n: u64) -> Request {
         text(rng, n)
     };
     let first = match api {
-        Api::Anthropic => json!({"role": "user", "content": [{"type": "text", "text": first}]}),
-        Api::Responses => json!({"type": "message", "role": "user",
+        ApiKind::Anthropic => json!({"role": "user", "content": [{"type": "text", "text": first}]}),
+        ApiKind::OpenAiResponses => json!({"type": "message", "role": "user",
                                  "content": [{"type": "input_text", "text": first}]}),
-        Api::Gemini => json!({"role": "user", "parts": [{"text": first}]}),
-        Api::Chat => json!({"role": "user", "content": first}),
+        ApiKind::Gemini => json!({"role": "user", "parts": [{"text": first}]}),
+        ApiKind::OpenAi | ApiKind::LlamaCpp => json!({"role": "user", "content": first}),
     };
     let mut messages = Vec::new();
     match api {
-        Api::Responses => messages.push(json!({"type": "message", "role": "developer",
+        ApiKind::OpenAiResponses => messages.push(json!({"type": "message", "role": "developer",
             "content": [{"type": "input_text", "text": system}]})),
-        Api::Chat => messages.push(json!({"role": "system", "content": system})),
+        ApiKind::OpenAi | ApiKind::LlamaCpp => {
+            messages.push(json!({"role": "system", "content": system}))
+        }
         _ => {}
     }
     messages.push(first);
@@ -656,7 +666,7 @@ fn small(api: Api, rng: &mut Rng, prev: &Request, n: u64) -> Request {
     }
     messages.extend(turn);
     *r.messages_mut(api) = messages;
-    if api == Api::Anthropic {
+    if api == ApiKind::Anthropic {
         synth::move_markers(r.messages_mut(api), 1);
     }
     r.usage = Some((r.tokens(), 0));
@@ -679,7 +689,7 @@ pub struct Step {
 /// system prompt and tools, its own conversation), parallel side calls forked from the main
 /// conversation, title and classifier calls (no tools, small prompts) and `count_tokens`.
 pub fn concurrent_session(agent: &Agent, rng: &mut Rng, s: usize) -> Vec<Step> {
-    let api = Api::Anthropic;
+    let api = ApiKind::Anthropic;
     let base = &agent.requests[rng.below(agent.requests.len())];
     let mut main = base.clone();
     main.session = format!("{}-concurrent-{s}", agent.name);

@@ -12,13 +12,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+pub use prompt_core::ApiKind;
 use prompt_measure::Tokenizer;
 use prompt_measure::audit::{AuditConfig, Auditor, RequestAudit};
 use prompt_wire::engine::{Analysis, CauseKind, Place};
 use serde_json::Value;
 
 pub use inject::{Expected, applicable};
-pub use synth::{Api, Request, Rng};
+pub use synth::{Request, Rng};
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -90,23 +91,33 @@ pub struct Agent {
     /// Its directory under `tests/fixtures/agents`.
     pub name: &'static str,
     /// Its API.
-    pub api: Api,
+    pub api: ApiKind,
     /// Its captured requests that carry tools (the main conversation).
     pub requests: Vec<Request>,
 }
 
 /// The five captured agents.
-pub const AGENTS: [(&str, Api); 5] = [
-    ("claude-code", Api::Anthropic),
-    ("opencode", Api::Anthropic),
-    ("codex", Api::Responses),
-    ("gemini-cli", Api::Gemini),
-    ("qwen-code", Api::Chat),
+pub const AGENTS: [(&str, ApiKind); 5] = [
+    ("claude-code", ApiKind::Anthropic),
+    ("opencode", ApiKind::Anthropic),
+    ("codex", ApiKind::OpenAiResponses),
+    ("gemini-cli", ApiKind::Gemini),
+    ("qwen-code", ApiKind::OpenAi),
 ];
 
 /// The workspace's root (two folders above the benches crate, `crates/cacheline-benches`).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The name the table gives an API.
+fn label(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::Anthropic => "Anthropic Messages",
+        ApiKind::OpenAiResponses => "OpenAI Responses",
+        ApiKind::Gemini => "Gemini",
+        ApiKind::OpenAi | ApiKind::LlamaCpp => "OpenAI Chat Completions",
+    }
 }
 
 /// Reads the five captures.
@@ -164,13 +175,13 @@ pub fn load_agents(root: &Path) -> Result<Vec<Agent>, AccuracyError> {
 /// An auditor fed generated lines.
 struct Audit<'t> {
     agent: &'static str,
-    api: Api,
+    api: ApiKind,
     auditor: Auditor<'t>,
     line: u64,
 }
 
 impl<'t> Audit<'t> {
-    fn new(agent: &'static str, api: Api, tokenizer: &'t Quarter) -> Self {
+    fn new(agent: &'static str, api: ApiKind, tokenizer: &'t Quarter) -> Self {
         Self {
             agent,
             api,
@@ -322,11 +333,11 @@ pub struct Report {
     /// The seed.
     pub seed: u64,
     /// By API and cause.
-    pub injected: BTreeMap<(Api, CauseKind), Counts>,
+    pub injected: BTreeMap<(ApiKind, CauseKind), Counts>,
     /// Append-only turns by API, and the false breaks among them.
-    pub append_only: BTreeMap<Api, (u64, u64)>,
+    pub append_only: BTreeMap<ApiKind, (u64, u64)>,
     /// A few misnamed or missed injections per API and cause: what was expected, what was said.
-    pub examples: BTreeMap<(Api, CauseKind), Vec<String>>,
+    pub examples: BTreeMap<(ApiKind, CauseKind), Vec<String>>,
     /// False breaks on append-only turns: what was said.
     pub false_break_examples: Vec<String>,
     /// The concurrency set: the baseline, then the engine.
@@ -383,7 +394,7 @@ pub fn run(root: &Path, config: Config) -> Result<Report, AccuracyError> {
             let mut prev = base.clone();
             prev.session = format!("{}-{episode}", agent.name);
             prev.ts = Some(base.ts.unwrap_or(1.8e9) + 86_400.0 * episode as f64);
-            if api == Api::Anthropic {
+            if api == ApiKind::Anthropic {
                 let markers = synth::message_markers(prev.messages(api)).max(1);
                 synth::move_markers(prev.messages_mut(api), markers);
             }
@@ -457,10 +468,10 @@ fn concurrency(
 ) -> Result<(Method, Method), AccuracyError> {
     let mut baseline = Method::default();
     let mut engine = Method::default();
-    for agent in agents.iter().filter(|a| a.api == Api::Anthropic) {
+    for agent in agents.iter().filter(|a| a.api == ApiKind::Anthropic) {
         for s in 0..config.concurrent_sessions {
             let script = inject::concurrent_session(agent, rng, s);
-            let mut audit = Audit::new(agent.name, Api::Anthropic, tokenizer);
+            let mut audit = Audit::new(agent.name, ApiKind::Anthropic, tokenizer);
             let mut canon_prev: Option<String> = None;
             let mut tags: Vec<u64> = Vec::new();
             for (i, step) in script.iter().enumerate() {
@@ -566,12 +577,17 @@ pub fn markdown(report: &Report, config: &Config) -> String {
         thousands(turns),
         thousands(false_breaks)
     );
-    let apis = [Api::Anthropic, Api::Responses, Api::Gemini, Api::Chat];
+    let apis = [
+        ApiKind::Anthropic,
+        ApiKind::OpenAiResponses,
+        ApiKind::Gemini,
+        ApiKind::OpenAi,
+    ];
     let _ = writeln!(
         s,
         "| cause | {} |",
         apis.iter()
-            .map(|a| a.label())
+            .map(|a| label(*a))
             .collect::<Vec<_>>()
             .join(" | ")
     );
@@ -594,7 +610,7 @@ pub fn markdown(report: &Report, config: &Config) -> String {
             .collect();
         let _ = writeln!(s, "| `{kind}` | {} |", cells.join(" | "));
     }
-    let per_api = |api: Api| {
+    let per_api = |api: ApiKind| {
         report.injected.iter().filter(|((a, _), _)| *a == api).fold(
             Counts::default(),
             |a, (_, c)| Counts {
@@ -663,7 +679,7 @@ pub fn findings(report: &Report) -> String {
     let mut s = String::new();
     for ((api, kind), ex) in &report.examples {
         for e in ex {
-            let _ = writeln!(s, "{} {kind}: {e}", api.label());
+            let _ = writeln!(s, "{} {kind}: {e}", label(*api));
         }
     }
     for e in &report.concurrency_examples {

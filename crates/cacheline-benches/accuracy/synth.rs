@@ -1,6 +1,7 @@
 //! The generator: the captured sessions, extended append-only in each API's own shape, and
 //! the changes injected into them. Everything is drawn from one seeded [`Rng`].
 
+use prompt_core::ApiKind;
 use serde_json::{Map, Value, json};
 
 /// A small deterministic generator (SplitMix64): the same seed, the same benchmark.
@@ -96,37 +97,12 @@ pub fn size(rng: &mut Rng) -> usize {
     }
 }
 
-/// The five APIs' shapes as the benchmark builds them (llama.cpp's server speaks Chat).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Api {
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Responses.
-    Responses,
-    /// Gemini `generateContent`.
-    Gemini,
-    /// OpenAI Chat Completions.
-    Chat,
-}
-
-impl Api {
-    /// The body's messages key.
-    pub fn messages_key(self) -> &'static str {
-        match self {
-            Api::Anthropic | Api::Chat => "messages",
-            Api::Responses => "input",
-            Api::Gemini => "contents",
-        }
-    }
-
-    /// The name the table gives it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Api::Anthropic => "Anthropic Messages",
-            Api::Responses => "OpenAI Responses",
-            Api::Gemini => "Gemini",
-            Api::Chat => "OpenAI Chat Completions",
-        }
+/// The body's messages key in an API's shape (llama.cpp's server speaks Chat).
+pub fn messages_key(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::Anthropic | ApiKind::OpenAi | ApiKind::LlamaCpp => "messages",
+        ApiKind::OpenAiResponses => "input",
+        ApiKind::Gemini => "contents",
     }
 }
 
@@ -163,18 +139,18 @@ impl Request {
     }
 
     /// The body's messages (empty when it has none).
-    pub fn messages(&self, api: Api) -> &[Value] {
+    pub fn messages(&self, api: ApiKind) -> &[Value] {
         self.body
-            .get(api.messages_key())
+            .get(messages_key(api))
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice)
     }
 
     /// The body's messages, to change.
-    pub fn messages_mut(&mut self, api: Api) -> &mut Vec<Value> {
+    pub fn messages_mut(&mut self, api: ApiKind) -> &mut Vec<Value> {
         let body = object(&mut self.body);
         let v = body
-            .entry(api.messages_key())
+            .entry(messages_key(api))
             .or_insert_with(|| Value::Array(Vec::new()));
         if !v.is_array() {
             *v = Value::Array(Vec::new());
@@ -187,7 +163,7 @@ impl Request {
 
     /// The log line: `path`, `headers`, `ts`, `session`, `request` (the body as text) and a
     /// whole reply with the usage, in the audit's log format.
-    pub fn line(&self, api: Api) -> String {
+    pub fn line(&self, api: ApiKind) -> String {
         let mut line = Map::new();
         line.insert("path".into(), json!(self.path));
         line.insert("headers".into(), Value::Object(self.headers.clone()));
@@ -207,25 +183,25 @@ impl Request {
 /// shape (Anthropic's `usage` with `cache_read_input_tokens`, OpenAI's
 /// `prompt_tokens_details.cached_tokens` / `input_tokens_details.cached_tokens`, Gemini's
 /// `usageMetadata.cachedContentTokenCount`; the providers' documented reply shapes).
-fn reply(api: Api, input: u64, cached: u64) -> Value {
+fn reply(api: ApiKind, input: u64, cached: u64) -> Value {
     let cached = cached.min(input);
     match api {
-        Api::Anthropic => json!({
+        ApiKind::Anthropic => json!({
             "id": "msg_bench", "type": "message", "role": "assistant", "content": [],
             "usage": {"input_tokens": input - cached, "cache_read_input_tokens": cached,
                       "cache_creation_input_tokens": 0, "output_tokens": 12}
         }),
-        Api::Responses => json!({
+        ApiKind::OpenAiResponses => json!({
             "id": "resp_bench", "object": "response", "output": [],
             "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
                       "output_tokens": 12, "total_tokens": input + 12}
         }),
-        Api::Chat => json!({
+        ApiKind::OpenAi | ApiKind::LlamaCpp => json!({
             "id": "chatcmpl-bench", "object": "chat.completion", "choices": [],
             "usage": {"prompt_tokens": input, "prompt_tokens_details": {"cached_tokens": cached},
                       "completion_tokens": 12, "total_tokens": input + 12}
         }),
-        Api::Gemini => json!({
+        ApiKind::Gemini => json!({
             "candidates": [],
             "usageMetadata": {"promptTokenCount": input, "cachedContentTokenCount": cached,
                               "candidatesTokenCount": 12, "totalTokenCount": input + 12}
@@ -245,12 +221,12 @@ pub fn object(v: &mut Value) -> &mut Map<String, Value> {
 }
 
 /// The names of the body's tools, in order (Gemini's function declarations flattened).
-pub fn tool_names(api: Api, body: &Value) -> Vec<String> {
+pub fn tool_names(api: ApiKind, body: &Value) -> Vec<String> {
     tools_of(api, body)
         .iter()
         .map(|t| {
             let name = match api {
-                Api::Chat => t.pointer("/function/name"),
+                ApiKind::OpenAi | ApiKind::LlamaCpp => t.pointer("/function/name"),
                 _ => t.get("name"),
             };
             name.and_then(Value::as_str)
@@ -261,9 +237,9 @@ pub fn tool_names(api: Api, body: &Value) -> Vec<String> {
         .collect()
 }
 
-fn tools_of(api: Api, body: &Value) -> Vec<Value> {
+fn tools_of(api: ApiKind, body: &Value) -> Vec<Value> {
     match api {
-        Api::Gemini => body
+        ApiKind::Gemini => body
             .get("tools")
             .and_then(Value::as_array)
             .into_iter()
@@ -284,10 +260,10 @@ fn tools_of(api: Api, body: &Value) -> Vec<Value> {
 }
 
 /// The body's tools, to change (Gemini's first `functionDeclarations`).
-pub fn tools_mut(api: Api, body: &mut Value) -> Option<&mut Vec<Value>> {
+pub fn tools_mut(api: ApiKind, body: &mut Value) -> Option<&mut Vec<Value>> {
     let tools = body.get_mut("tools")?.as_array_mut()?;
     match api {
-        Api::Gemini => tools
+        ApiKind::Gemini => tools
             .get_mut(0)?
             .get_mut("functionDeclarations")?
             .as_array_mut(),
@@ -297,9 +273,9 @@ pub fn tools_mut(api: Api, body: &mut Value) -> Option<&mut Vec<Value>> {
 
 /// How many leading messages are the system field (Chat's system messages, Responses'
 /// developer and system items); Anthropic and Gemini keep it apart.
-pub fn system_messages(api: Api, messages: &[Value]) -> usize {
+pub fn system_messages(api: ApiKind, messages: &[Value]) -> usize {
     match api {
-        Api::Chat | Api::Responses => messages
+        ApiKind::OpenAi | ApiKind::LlamaCpp | ApiKind::OpenAiResponses => messages
             .iter()
             .take_while(|m| {
                 matches!(
@@ -311,13 +287,13 @@ pub fn system_messages(api: Api, messages: &[Value]) -> usize {
                     .is_none_or(|t| t == "message")
             })
             .count(),
-        Api::Anthropic | Api::Gemini => 0,
+        ApiKind::Anthropic | ApiKind::Gemini => 0,
     }
 }
 
 /// One turn's messages as the agent's own look: the model's reply (text, or text and a tool
 /// call) and what comes back (the tool's result, or the user's next message).
-pub fn turn(api: Api, rng: &mut Rng, tools: &[String], n: u64) -> Vec<Value> {
+pub fn turn(api: ApiKind, rng: &mut Rng, tools: &[String], n: u64) -> Vec<Value> {
     let tool = tools
         .get(rng.below(tools.len()))
         .cloned()
@@ -337,47 +313,47 @@ pub fn turn(api: Api, rng: &mut Rng, tools: &[String], n: u64) -> Vec<Value> {
     let with_tool = rng.chance(0.7);
     let id = format!("call_bench_{n}");
     match (api, with_tool) {
-        (Api::Anthropic, true) => vec![
+        (ApiKind::Anthropic, true) => vec![
             json!({"role": "assistant", "content": [
                 {"type": "text", "text": said},
                 {"type": "tool_use", "id": id, "name": tool, "input": {"command": command}}]}),
             json!({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": id, "content": result}]}),
         ],
-        (Api::Anthropic, false) => vec![
+        (ApiKind::Anthropic, false) => vec![
             json!({"role": "assistant", "content": [{"type": "text", "text": said}]}),
             json!({"role": "user", "content": [{"type": "text", "text": result}]}),
         ],
-        (Api::Responses, true) => vec![
+        (ApiKind::OpenAiResponses, true) => vec![
             json!({"type": "message", "role": "assistant",
                    "content": [{"type": "output_text", "text": said}]}),
             json!({"type": "function_call", "name": tool, "call_id": id,
                    "arguments": json!({"command": command}).to_string()}),
             json!({"type": "function_call_output", "call_id": id, "output": result}),
         ],
-        (Api::Responses, false) => vec![
+        (ApiKind::OpenAiResponses, false) => vec![
             json!({"type": "message", "role": "assistant",
                    "content": [{"type": "output_text", "text": said}]}),
             json!({"type": "message", "role": "user",
                    "content": [{"type": "input_text", "text": result}]}),
         ],
-        (Api::Gemini, true) => vec![
+        (ApiKind::Gemini, true) => vec![
             json!({"role": "model", "parts": [
                 {"text": said}, {"functionCall": {"name": tool, "args": {"command": command}}}]}),
             json!({"role": "user", "parts": [
                 {"functionResponse": {"name": tool, "response": {"output": result}}}]}),
         ],
-        (Api::Gemini, false) => vec![
+        (ApiKind::Gemini, false) => vec![
             json!({"role": "model", "parts": [{"text": said}]}),
             json!({"role": "user", "parts": [{"text": result}]}),
         ],
-        (Api::Chat, true) => vec![
+        (ApiKind::OpenAi | ApiKind::LlamaCpp, true) => vec![
             json!({"role": "assistant", "content": said, "tool_calls": [
                 {"id": id, "type": "function", "function": {"name": tool,
                  "arguments": json!({"command": command}).to_string()}}]}),
             json!({"role": "tool", "tool_call_id": id, "content": result}),
         ],
-        (Api::Chat, false) => vec![
+        (ApiKind::OpenAi | ApiKind::LlamaCpp, false) => vec![
             json!({"role": "assistant", "content": said}),
             json!({"role": "user", "content": result}),
         ],
@@ -431,9 +407,9 @@ pub fn message_markers(messages: &[Value]) -> usize {
 
 /// The string leaves of a message that hold what was said (not its role, type or ids), by
 /// their JSON pointer, and the content block each is in (`None` for a string content).
-pub fn text_leaves(api: Api, m: &Value) -> Vec<(String, Option<usize>)> {
+pub fn text_leaves(api: ApiKind, m: &Value) -> Vec<(String, Option<usize>)> {
     let mut out = Vec::new();
-    let content_key = if api == Api::Gemini {
+    let content_key = if api == ApiKind::Gemini {
         "parts"
     } else {
         "content"

@@ -110,7 +110,7 @@ fn decoded(encoding: Option<&str>, body: Vec<u8>, cap: usize) -> Result<Vec<u8>,
         Some(other) => {
             return Err(format!(
                 "a reply in `{}` encoding is forwarded but not read",
-                prompt_core_excerpt(other, 40)
+                prompt_core::input::head(other, 40)
             ));
         }
     };
@@ -119,14 +119,6 @@ fn decoded(encoding: Option<&str>, body: Vec<u8>, cap: usize) -> Result<Vec<u8>,
         Ok(_) => Ok(out),
         Err(e) => Err(format!("the compressed reply could not be read: {e}")),
     }
-}
-
-fn prompt_core_excerpt(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }
 
 /// The summary the analysis thread hands back when it stops.

@@ -106,39 +106,14 @@ pub(crate) fn session_key(kind: ApiKind, headers: &HeaderMap) -> Option<String> 
     })
 }
 
-/// Whether OpenAI documents prompt cache diagnostics for `model`: GPT-5.6 and later.
-fn openai_has_diagnostics(model: &str) -> bool {
-    let Some(rest) = model.strip_prefix("gpt-") else {
-        return false;
-    };
-    let version: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    let mut parts = version.split('.');
-    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
-    let minor = parts
-        .next()
-        .and_then(|p| p.parse::<u32>().ok())
-        .unwrap_or(0);
-    major.is_some_and(|m| m > 5 || (m == 5 && minor >= 6))
-}
-
 /// Whether the upstream at `url` is the provider's own API for a request of `model`.
 /// A loopback upstream (a local gateway, a test's stand-in) is taken to be the provider's
 /// API; any other host is held to the profile's (Anthropic's cache diagnostics are the
 /// Claude API's only: not Bedrock's, Vertex AI's or Foundry's).
 fn supported(kind: ApiKind, model: &str, upstream_url: &str, loopback: bool) -> bool {
-    match kind {
-        ApiKind::Anthropic => {
-            let base = (!loopback).then_some(upstream_url);
-            Profile::lookup(kind, model, base)
-                .with_cache_diagnostics()
-                .cache_diagnostics()
-        }
-        ApiKind::OpenAiResponses => openai_has_diagnostics(model),
-        _ => false,
-    }
+    let base = (!loopback).then_some(upstream_url);
+    matches!(kind, ApiKind::Anthropic | ApiKind::OpenAiResponses)
+        && Profile::lookup(kind, model, base).answers_cache_diagnostics()
 }
 
 /// The body with the diagnostics field spliced in before its closing brace.
@@ -376,12 +351,10 @@ mod tests {
                 Err(Skip::Failed)
             );
         }
-        assert!(openai_has_diagnostics("gpt-6-astra") && openai_has_diagnostics("gpt-5.6-mini"));
-        assert!(
-            !openai_has_diagnostics("gpt-5")
-                && !openai_has_diagnostics("gpt-4.1")
-                && !openai_has_diagnostics("o3")
-        );
+        // The profile table says which models answer: GPT-5.6 and later on Responses.
+        let openai = |m: &str| supported(ApiKind::OpenAiResponses, m, "", true);
+        assert!(openai("gpt-6-astra") && openai("gpt-5.6-mini"));
+        assert!(!openai("gpt-5") && !openai("gpt-4.1") && !openai("o3"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::analysis::{BodyCopy, Job, Message};
 use crate::diagnose::{self, Diagnose, DiagnoseJob};
 use crate::route::{Upstreams, route};
 use crate::state::ProxyState;
+use prompt_core::input::head;
 use prompt_measure::report::Outcome;
 
 /// The body the proxy answers with: the upstream's, teed, or its own short text.
@@ -342,15 +343,6 @@ fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
     r
 }
 
-/// The first `n` bytes of a text, on a character boundary.
-fn bounded(s: &str, n: usize) -> &str {
-    let mut end = s.len().min(n);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// An error and its causes on one line, bounded.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
@@ -365,7 +357,7 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = c.source();
         n += 1;
     }
-    bounded(&s, 300).to_owned()
+    head(&s, 300).to_owned()
 }
 
 /// Forwards one request.
@@ -380,7 +372,7 @@ pub(crate) async fn handle(
             StatusCode::NOT_FOUND,
             format!(
                 "cacheline proxy: no API is routed at {} (routes: /v1/messages… → anthropic, other /v1/… → openai, /v1beta/… and /v1alpha/… → gemini)\n",
-                bounded(&path, 200)
+                head(&path, 200)
             ),
         ));
     };
@@ -419,7 +411,7 @@ pub(crate) async fn handle(
         .headers
         .get(hyper::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
-        .map(|v| bounded(v, 128).to_owned());
+        .map(|v| head(v, 128).to_owned());
     let copy = Arc::new(Mutex::new(BodyCopy::default()));
     let mut body = body;
     let mut read = VecDeque::new();
@@ -567,7 +559,7 @@ pub(crate) async fn handle(
         .headers
         .get(hyper::header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
-        .map(|v| bounded(v, 64).to_ascii_lowercase());
+        .map(|v| prompt_core::input::head(v, 64).to_ascii_lowercase());
     let added = before + head.elapsed();
     let pending = Pending {
         job: job(parts.status.as_u16(), content_encoding, added),

@@ -2,6 +2,7 @@
 //! headers) and its blocks in the provider's order (tools, system, messages), each as a
 //! hash of its compared form and of its bytes as sent, with its place in the body.
 
+use prompt_core::ApiKind;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -14,7 +15,7 @@ use crate::body::error::{GuardError, MAX_AUDIT_BODY_BYTES};
 use crate::body::memo::MessageMemo;
 use crate::body::parse::{Parsed, parse_memoized, parse_object};
 use crate::body::parts::without_cache_control;
-use crate::body::shape::{Reading, Shape, Which};
+use crate::body::shape::{Reading, Which};
 use crate::headers::CACHE_HEADERS;
 use crate::raw::{self, Object};
 
@@ -92,7 +93,7 @@ pub struct CacheKeyPart {
 #[derive(Debug, Clone)]
 pub struct Canonical<'a> {
     /// The API.
-    pub shape: Shape,
+    pub shape: ApiKind,
     /// The model (the body's, or Gemini's in the URL), bounded.
     pub model: Option<Box<str>>,
     /// Cache-keying parameters and headers other than the model, by name.
@@ -184,16 +185,16 @@ pub fn model_in_path(path: &str) -> Option<&str> {
 }
 
 /// The shape a URL path says a body has, when it says it.
-pub fn shape_of_path(path: &str) -> Option<Shape> {
+pub fn shape_of_path(path: &str) -> Option<ApiKind> {
     let path = path.split('?').next().unwrap_or(path);
     if path.ends_with("/messages") {
-        Some(Shape::Anthropic)
+        Some(ApiKind::Anthropic)
     } else if path.ends_with("/chat/completions") {
-        Some(Shape::ChatCompletions)
+        Some(ApiKind::OpenAi)
     } else if path.ends_with("/responses") {
-        Some(Shape::Responses)
+        Some(ApiKind::OpenAiResponses)
     } else if path.contains(":generateContent") || path.contains(":streamGenerateContent") {
-        Some(Shape::Gemini)
+        Some(ApiKind::Gemini)
     } else {
         None
     }
@@ -243,8 +244,8 @@ impl<'a> Canonical<'a> {
     ) -> Canonical<'a> {
         let mut shape = parsed.shape(parsed.evidence);
         if let Some(hint) = context.path.and_then(shape_of_path)
-            && (hint == Shape::Anthropic || hint == Shape::ChatCompletions)
-            && matches!(shape, Shape::Anthropic | Shape::ChatCompletions)
+            && (hint == ApiKind::Anthropic || hint == ApiKind::OpenAi)
+            && matches!(shape, ApiKind::Anthropic | ApiKind::OpenAi)
         {
             shape = hint;
         }
@@ -253,11 +254,11 @@ impl<'a> Canonical<'a> {
 
     pub(crate) fn from_parsed(
         mut p: Parsed<'a>,
-        shape: Shape,
+        shape: ApiKind,
         context: Context<'_>,
         mut memo: Option<&mut MessageMemo>,
     ) -> Canonical<'a> {
-        if shape == Shape::ChatCompletions {
+        if shape == ApiKind::OpenAi {
             p.split_leading_system();
         }
         let body = p.text;
@@ -316,7 +317,7 @@ impl<'a> Canonical<'a> {
         let mut role_index: HashMap<&str, u16> = HashMap::new();
         let mut compacted = false;
         for m in &p.messages {
-            if shape == Shape::Responses && m.role == "additional_tools" {
+            if shape == ApiKind::OpenAiResponses && m.role == "additional_tools" {
                 // Codex sends its tools as an input item: they are tools, not a message.
                 if let Ok(o) = Object::parse(m.elem.raw)
                     && let Some(list) = o.get("tools").and_then(raw::array_of)

@@ -6,7 +6,9 @@ use std::fmt;
 use prompt_core::divergence::Divergence;
 use serde::Serialize;
 
-use crate::body::shape::Shape;
+use crate::body::shape::{serialize_shape, shape_name};
+
+use prompt_core::ApiKind;
 
 /// How a tool changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -357,8 +359,9 @@ pub struct Change {
 /// the engine's first change).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Break {
-    /// The bodies' shape.
-    pub shape: Shape,
+    /// The bodies' API (in JSON, its shape: `chat_completions`, `anthropic`…).
+    #[serde(serialize_with = "serialize_shape")]
+    pub shape: ApiKind,
     /// Where (flattened into the break's JSON: `"place"` and its fields).
     #[serde(flatten)]
     pub place: Place,
@@ -375,7 +378,10 @@ impl fmt::Display for Break {
         write!(
             f,
             "{}: {} at {} (byte {} of the later body)",
-            self.shape, self.cause, self.place, self.divergence.byte_offset
+            shape_name(self.shape),
+            self.cause,
+            self.place,
+            self.divergence.byte_offset
         )
     }
 }

@@ -1,11 +1,12 @@
 //! The guard for integrators who build bodies themselves: does the later body extend the
 //! earlier one, and if not, where and why not. A view over the engine: one diff.
 
+use prompt_core::ApiKind;
 use serde::Serialize;
 
 use crate::body::error::GuardError;
 use crate::body::parse::parse;
-use crate::body::shape::{Evidence, Reading, Shape, Which};
+use crate::body::shape::{Evidence, Reading, Which};
 use crate::canon::{Canonical, Context};
 use crate::cause::Break;
 use crate::diff::diff;
@@ -17,8 +18,9 @@ pub enum Verdict {
     /// Every message and block of the earlier body is unchanged at the head of the later
     /// one (for Anthropic ignoring `cache_control`), with the same model, key and tools.
     Extends {
-        /// The bodies' shape.
-        shape: Shape,
+        /// The bodies' API (in JSON, its shape: `chat_completions`, `anthropic`…).
+        #[serde(serialize_with = "crate::body::shape::serialize_shape")]
+        shape: ApiKind,
     },
     /// It does not.
     Breaks(Break),
@@ -156,7 +158,7 @@ mod tests {
         assert_eq!(
             verdict(a, b),
             Verdict::Extends {
-                shape: Shape::Anthropic
+                shape: ApiKind::Anthropic
             }
         );
     }

@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 
-use crate::body::shape::Shape;
 use crate::canon::{Block, CanonMessage, Canonical, KeySource};
 use crate::cause::{Cause, Change, Place, ToolChange};
+use prompt_core::ApiKind;
 
 /// At most this many changes are listed for one pair (the first one always).
 pub const MAX_CHANGES: usize = 32;
@@ -278,7 +278,7 @@ impl<'c> Pair<'c> {
         }) else {
             return;
         };
-        let flat = matches!(e.shape, Shape::ChatCompletions | Shape::Responses);
+        let flat = matches!(e.shape, ApiKind::OpenAi | ApiKind::OpenAiResponses);
         // System messages appended to a body that has nothing else are appended in place.
         if flat && at == e.system.len() && e.messages.is_empty() {
             return;
@@ -486,14 +486,14 @@ impl<'c> Pair<'c> {
             (None, Some(m)) => Some(excerpt(l.role(m), EXCERPT_BYTES).into_owned()),
             (None, None) => None,
         };
-        let key = if l.shape == Shape::Gemini {
+        let key = if l.shape == ApiKind::Gemini {
             "contents"
-        } else if l.shape == Shape::Responses {
+        } else if l.shape == ApiKind::OpenAiResponses {
             "input"
         } else {
             "messages"
         };
-        let content = if l.shape == Shape::Gemini {
+        let content = if l.shape == ApiKind::Gemini {
             "parts"
         } else {
             "content"
@@ -562,10 +562,10 @@ impl<'c> Pair<'c> {
 /// Responses' `instructions`, Chat's leading system messages.
 fn system_path(c: &Canonical<'_>, i: usize) -> String {
     match c.shape {
-        Shape::Anthropic => format!("system[{i}]"),
-        Shape::Gemini => format!("systemInstruction.parts[{i}]"),
-        Shape::Responses => "instructions".to_owned(),
-        Shape::ChatCompletions => format!("messages[{i}]"),
+        ApiKind::Anthropic => format!("system[{i}]"),
+        ApiKind::Gemini => format!("systemInstruction.parts[{i}]"),
+        ApiKind::OpenAiResponses => "instructions".to_owned(),
+        ApiKind::OpenAi | ApiKind::LlamaCpp => format!("messages[{i}]"),
     }
 }
 

@@ -14,7 +14,7 @@ use prompt_core::raw_json::Object;
 
 use crate::body::error::GuardError;
 use crate::body::memo::MessageMemo;
-use crate::body::shape::Shape;
+
 use crate::canon::{self, Block, Canonical, Context};
 use crate::cause::{Cause, Change, Place};
 use crate::diff::diff;
@@ -90,8 +90,9 @@ pub struct Predecessor {
 pub struct Analysis {
     /// The caller's tag for it.
     pub tag: u64,
-    /// The API.
-    pub shape: Shape,
+    /// The API (in JSON, its shape: `chat_completions`, `anthropic`…).
+    #[serde(serialize_with = "crate::body::shape::serialize_shape")]
+    pub shape: ApiKind,
     /// Whose cache: the provider its shape and model name (`None`: not known, so no
     /// minimum or lifetime is held against it).
     pub provider: Option<Provider>,
@@ -725,15 +726,9 @@ fn sum(tokens: &[u32], n: usize) -> u64 {
         .sum()
 }
 
-/// The profile of a request's provider, from its shape and model.
+/// The profile of a request's provider, from its API and model.
 fn profile_of(c: &Canonical<'_>) -> Profile {
-    let api = match c.shape {
-        Shape::ChatCompletions => ApiKind::OpenAi,
-        Shape::Responses => ApiKind::OpenAiResponses,
-        Shape::Anthropic => ApiKind::Anthropic,
-        Shape::Gemini => ApiKind::Gemini,
-    };
-    Profile::lookup(api, c.model.as_deref().unwrap_or(""), None)
+    Profile::lookup(c.shape, c.model.as_deref().unwrap_or(""), None)
 }
 
 /// How long the predecessor's entry lives: the `ttl` its markers asked for, the retention

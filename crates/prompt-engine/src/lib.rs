@@ -32,7 +32,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `body` | the body reader: any API's body read once into slices ([`body_parts`], [`Shape`]) |
+//! | `body` | the body reader: any API's body read once into slices ([`body_parts`], [`ApiKind`]) |
 //! | [`headers`] | the one header policy: hop-by-hop, recorded, credential |
 //! | `canon` | a body as the provider caches it ([`Canonical`]) |
 //! | `cause` | the one closed list of causes ([`Cause`], [`CauseKind`]) |
@@ -61,7 +61,13 @@ mod session;
 
 pub use body::error::{GuardError, MAX_AUDIT_BODY_BYTES};
 pub use body::parts::{BodyParts, body_parts, without_cache_control};
-pub use body::shape::{Shape, Which};
+pub use body::shape::{Which, serialize_shape, shape_name};
+/// The API a body is for, read from its keys: `prompt_core::ApiKind`, the workspace's one
+/// API identity (once an enum of the engine's own).
+#[deprecated(
+    note = "use prompt_core::ApiKind (Shape::ChatCompletions is ApiKind::OpenAi, Shape::Responses is ApiKind::OpenAiResponses)"
+)]
+pub type Shape = prompt_core::ApiKind;
 pub use canon::{
     Block, CacheKeyPart, CanonMessage, CanonTool, Canonical, Context, KeySource, MAX_BODY_BYTES,
     MAX_ROLES, model_in_path, shape_of_path,

@@ -41,7 +41,6 @@ use prompt_core::ApiKind;
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use serde::Serialize;
 
-use crate::body::shape::Shape;
 use crate::cause::Cause;
 use crate::engine::Analysis;
 use crate::raw::{self, Object};
@@ -447,11 +446,11 @@ pub struct ProviderVerdict {
 }
 
 /// The API whose diagnostics a request of `shape` gets back, if it has any.
-pub fn diagnostics_api(shape: Shape) -> Option<ApiKind> {
+pub fn diagnostics_api(shape: ApiKind) -> Option<ApiKind> {
     match shape {
-        Shape::Anthropic => Some(ApiKind::Anthropic),
-        Shape::Responses => Some(ApiKind::OpenAiResponses),
-        Shape::ChatCompletions | Shape::Gemini => None,
+        ApiKind::Anthropic => Some(ApiKind::Anthropic),
+        ApiKind::OpenAiResponses => Some(ApiKind::OpenAiResponses),
+        ApiKind::OpenAi | ApiKind::Gemini | ApiKind::LlamaCpp => None,
     }
 }
 

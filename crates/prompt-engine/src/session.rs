@@ -119,7 +119,7 @@ pub(crate) fn lane_of(path: Option<&str>, canonical: &Canonical<'_>) -> String {
             // Streaming and not are one cache.
             p.replace(":streamGenerateContent", ":generateContent")
         }
-        None => canonical.shape.to_string(),
+        None => crate::body::shape::shape_name(canonical.shape).to_owned(),
     };
     format!(
         "{} {}",

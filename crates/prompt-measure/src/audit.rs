@@ -33,9 +33,10 @@ use std::collections::HashMap;
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
+use prompt_core::ApiKind;
 use prompt_core::profile::Provider as Host;
 use prompt_wire::engine::{Context, Engine, EngineConfig, Exchange, ReportedRead};
-use prompt_wire::{GuardError, ProviderDiagnosis, Shape};
+use prompt_wire::{GuardError, ProviderDiagnosis};
 use serde::Serialize;
 
 use super::catalogue::{
@@ -69,8 +70,10 @@ pub struct Reported {
 pub struct RequestAudit {
     /// Line in the log, from 1.
     pub line: u64,
-    /// The request body's shape, as the wire's guard reads it.
-    pub shape: Shape,
+    /// The request body's API, as the engine reads it (in JSON, its shape:
+    /// `chat_completions`, `responses`, `anthropic`, `gemini`).
+    #[serde(serialize_with = "prompt_engine::serialize_shape")]
+    pub shape: ApiKind,
     /// Input tokens by the audit's tokenizer.
     pub tokens: u64,
     /// Messages.
@@ -589,7 +592,7 @@ impl<'t> Auditor<'t> {
         let diagnostics = response.as_ref().and_then(|r| r.diagnostics.clone());
         // Anthropic omits `diagnostics` when its comparison found no divergence: a reply
         // without them, to a request that named the previous reply, is its "no change".
-        let asked = shape == Shape::Anthropic
+        let asked = shape == ApiKind::Anthropic
             && replied
             && (logged.diagnosed_against.is_some() || names_previous_message(&logged.request));
         // Usage handed over as counts (a session store keeps them, not the reply) stands for
@@ -762,13 +765,13 @@ impl<'t> Auditor<'t> {
                 if let Some((text, start)) = later {
                     let at = c.divergence.byte_offset.checked_sub(start as usize);
                     elements.push(Element {
-                        text: bounded_str(text),
+                        text: prompt_core::input::head(text, MAX_ELEMENT_BYTES),
                         change_at: at,
                     });
                 }
                 if let Some((text, _)) = earlier {
                     elements.push(Element {
-                        text: bounded_str(text),
+                        text: prompt_core::input::head(text, MAX_ELEMENT_BYTES),
                         change_at: None,
                     });
                 }
@@ -909,15 +912,6 @@ impl<'t> Auditor<'t> {
             learned_volatile: self.volatile.learned(),
         }
     }
-}
-
-/// At most [`MAX_ELEMENT_BYTES`] of an element, cut at a character boundary.
-fn bounded_str(text: &str) -> &str {
-    let mut end = text.len().min(MAX_ELEMENT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// Whether an Anthropic request body names the previous reply for cache diagnostics

@@ -653,19 +653,12 @@ impl Catalogue {
 /// an occurrence only after it, or an element without a known change, counts as far. With
 /// `within`, only an occurrence at most that far before a known change counts.
 fn pattern_distance(e: &Element<'_>, pattern: &str, within: Option<usize>) -> Option<usize> {
-    let mut end = e.text.len().min(MAX_ELEMENT_BYTES);
-    while !e.text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let text = &e.text[..end];
+    let text = prompt_core::input::head(e.text, MAX_ELEMENT_BYTES);
     const FAR: usize = usize::MAX / 2;
     match e.change_at {
         Some(at) => {
-            let mut cut = at.saturating_add(pattern.len()).min(text.len());
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            match (text[..cut].rfind(pattern), within) {
+            let before = prompt_core::input::head(text, at.saturating_add(pattern.len()));
+            match (before.rfind(pattern), within) {
                 (Some(i), Some(w)) => (at.saturating_sub(i) <= w).then(|| at.saturating_sub(i)),
                 (Some(i), None) => Some(at.saturating_sub(i)),
                 (None, Some(_)) => None,

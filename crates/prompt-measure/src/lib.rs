@@ -231,11 +231,14 @@ impl PriceTable {
     /// The multipliers of the provider a request went to (its reported usage's shape).
     pub fn of_provider(&self, provider: meter::Provider) -> &Prices {
         match provider {
-            meter::Provider::OpenAi => &self.openai,
+            meter::Provider::OpenAi | meter::Provider::AzureOpenAi => &self.openai,
             meter::Provider::Anthropic => &self.anthropic,
             meter::Provider::DeepSeek => &self.deepseek,
             meter::Provider::Gemini => &self.gemini,
-            meter::Provider::LlamaCpp => &self.llama_cpp,
+            meter::Provider::Vllm => &self.vllm,
+            meter::Provider::LlamaCpp | meter::Provider::Sglang | meter::Provider::Ollama => {
+                &self.llama_cpp
+            }
         }
     }
 

@@ -15,7 +15,6 @@ use std::borrow::Cow;
 
 use prompt_core::ApiKind;
 use prompt_core::raw_json::{Object, kind_of, string_of};
-use prompt_wire::Shape;
 use prompt_wire::stream::{StreamError, StreamEvent, StreamReader};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -287,7 +286,7 @@ impl Response {
         }
     }
 
-    fn with_diagnostics(mut self, shape: Shape, raw: Option<&str>) -> Self {
+    fn with_diagnostics(mut self, shape: ApiKind, raw: Option<&str>) -> Self {
         if let (Some(api), Some(raw)) = (diagnostics_api(shape), raw) {
             self.diagnostics = Some(ProviderDiagnosis::parse(api, raw).map_err(|e| e.to_string()));
         }
@@ -297,7 +296,7 @@ impl Response {
 
 /// Reads a logged response: the whole reply (an object, or its JSON as text) or a stream's
 /// server-sent events (text).
-pub(crate) fn read_response(shape: Shape, response: &LoggedResponse<'_>) -> Response {
+pub(crate) fn read_response(shape: ApiKind, response: &LoggedResponse<'_>) -> Response {
     let response = match response {
         LoggedResponse::Json(raw) => raw,
         LoggedResponse::Text(text) => return read_text(shape, text.clone()),
@@ -322,7 +321,7 @@ pub(crate) fn read_response(shape: Shape, response: &LoggedResponse<'_>) -> Resp
 }
 
 /// A response as text: the whole reply's JSON, or a stream's server-sent events.
-fn read_text(shape: Shape, text: Cow<'_, str>) -> Response {
+fn read_text(shape: ApiKind, text: Cow<'_, str>) -> Response {
     if text.trim_start().starts_with('{') {
         whole(shape, &text)
     } else {
@@ -331,7 +330,7 @@ fn read_text(shape: Shape, text: Cow<'_, str>) -> Response {
 }
 
 /// A whole reply's usage, any provider's shape, its id and its cache diagnostics.
-fn whole(shape: Shape, text: &str) -> Response {
+fn whole(shape: ApiKind, text: &str) -> Response {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => return Response::of(Err(format!("response is not JSON: {e}")), None),
@@ -363,12 +362,12 @@ fn usage_of(json: &str) -> Result<(Provider, Usage), String> {
 }
 
 /// The API whose stream reader reads a stream logged with a request of `shape`.
-fn stream_api(shape: Shape, sse: &str) -> ApiKind {
+fn stream_api(shape: ApiKind, sse: &str) -> ApiKind {
     match shape {
-        Shape::Responses => ApiKind::OpenAiResponses,
-        Shape::Gemini => ApiKind::Gemini,
-        Shape::Anthropic => ApiKind::Anthropic,
-        Shape::ChatCompletions => {
+        ApiKind::OpenAiResponses => ApiKind::OpenAiResponses,
+        ApiKind::Gemini => ApiKind::Gemini,
+        ApiKind::Anthropic => ApiKind::Anthropic,
+        ApiKind::OpenAi | ApiKind::LlamaCpp => {
             // A Messages body with nothing only Anthropic sends reads as Chat Completions;
             // Anthropic's stream says whose it is from its first event on.
             let head = &sse.as_bytes()[..sse.len().min(512)];
@@ -386,7 +385,7 @@ fn stream_api(shape: Shape, sse: &str) -> ApiKind {
 
 /// A streamed reply's usage and id: the stream read to its end by the wire's reader. The
 /// text is let go once read, before the reply it amounts to is made.
-fn streamed(shape: Shape, sse: Cow<'_, str>) -> Response {
+fn streamed(shape: ApiKind, sse: Cow<'_, str>) -> Response {
     let api = stream_api(shape, &sse);
     let mut reader = StreamReader::new(api);
     let mut last = None;

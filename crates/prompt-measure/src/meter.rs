@@ -36,7 +36,6 @@
 //! # Ok::<(), prompt_measure::MeterError>(())
 //! ```
 
-use std::fmt;
 use std::iter::Sum;
 use std::ops::{Add, AddAssign};
 
@@ -45,59 +44,11 @@ use serde_json::Value;
 
 use super::shorten;
 
-/// A backend whose usage object the meter reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    /// OpenAI chat completions or Responses API (and OpenAI-compatible servers).
-    OpenAi,
-    /// Anthropic Messages API.
-    Anthropic,
-    /// DeepSeek.
-    DeepSeek,
-    /// Google Gemini (`usageMetadata`).
-    Gemini,
-    /// llama.cpp server (`timings`).
-    LlamaCpp,
-}
-
-impl Provider {
-    /// Every backend, in display order.
-    pub const ALL: [Provider; 5] = [
-        Provider::OpenAi,
-        Provider::Anthropic,
-        Provider::DeepSeek,
-        Provider::Gemini,
-        Provider::LlamaCpp,
-    ];
-
-    /// The backend of that name (`openai`, `anthropic`, `deepseek`, `gemini`,
-    /// `llama_cpp`): the names the wire's usage reports carry.
-    ///
-    /// ```
-    /// use prompt_measure::Provider;
-    /// assert_eq!(Provider::from_name("deepseek"), Some(Provider::DeepSeek));
-    /// assert_eq!(Provider::from_name("nope"), None);
-    /// ```
-    pub fn from_name(name: &str) -> Option<Provider> {
-        Provider::ALL.into_iter().find(|p| p.to_string() == name)
-    }
-
-    /// How long its cache entries live, as its profile has it
-    /// ([`prompt_core::profile::PROFILES`]): Anthropic 5 minutes, OpenAI 5–10 minutes in
-    /// memory, DeepSeek and Gemini not documented, llama.cpp until evicted.
-    pub fn lifetime(self) -> prompt_core::profile::Lifetime {
-        use prompt_core::profile::{Profile, Provider as Host};
-        let host = match self {
-            Provider::OpenAi => Host::OpenAi,
-            Provider::Anthropic => Host::Anthropic,
-            Provider::DeepSeek => Host::DeepSeek,
-            Provider::Gemini => Host::Gemini,
-            Provider::LlamaCpp => Host::LlamaCpp,
-        };
-        Profile::for_provider(host, "", None).lifetime()
-    }
-}
+/// A backend whose usage object the meter reads: the workspace's one provider identity
+/// (`prompt_core::profile::Provider`; the meter reads the usage of OpenAI, Anthropic,
+/// DeepSeek, Gemini and llama.cpp, and OpenAI-compatible servers as OpenAI's). Its cache
+/// lifetime is its profile's (`Profile::for_provider(p, "", None).lifetime()`).
+pub use prompt_core::profile::Provider;
 
 /// Anthropic's cache writes split by lifetime (`usage.cache_creation`): a write at the
 /// 1-hour TTL costs more than one at 5 minutes.
@@ -128,18 +79,6 @@ impl CacheWrites {
         let p = Provider::Anthropic;
         let total = optional(u, p, "cache_creation_input_tokens")?;
         anthropic_split(u, total)
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Provider::OpenAi => "openai",
-            Provider::Anthropic => "anthropic",
-            Provider::DeepSeek => "deepseek",
-            Provider::Gemini => "gemini",
-            Provider::LlamaCpp => "llama_cpp",
-        })
     }
 }
 
@@ -241,7 +180,12 @@ impl Usage {
     pub fn from_provider(provider: Provider, body: &Value) -> Result<Usage, MeterError> {
         let obj = object(body)?;
         match provider {
-            Provider::OpenAi => openai(inner(obj, "usage")),
+            // OpenAI-compatible servers report OpenAI's shape.
+            Provider::OpenAi
+            | Provider::AzureOpenAi
+            | Provider::Vllm
+            | Provider::Sglang
+            | Provider::Ollama => openai(inner(obj, "usage")),
             Provider::Anthropic => anthropic(inner(obj, "usage")),
             Provider::DeepSeek => deepseek(inner(obj, "usage")),
             Provider::Gemini => gemini(inner(obj, "usageMetadata")),

@@ -91,13 +91,7 @@ fn piece_end(text: &str) -> usize {
     });
     match split {
         Some(i) => i,
-        None => {
-            let mut i = PIECE;
-            while !text.is_char_boundary(i) {
-                i -= 1;
-            }
-            i
-        }
+        None => prompt_core::input::head(text, PIECE).len(),
     }
 }
 

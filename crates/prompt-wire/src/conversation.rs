@@ -49,7 +49,7 @@ use crate::error::WireError;
 use crate::options::WireOptions;
 use crate::reply::Reply;
 use crate::wire::{Body, ResumePoint, Wire};
-use prompt_engine::{GuardError, Shape, body_parts, without_cache_control};
+use prompt_engine::{GuardError, body_parts, without_cache_control};
 
 /// The `format` of a saved conversation.
 pub const CONVERSATION_FORMAT: &str = "cacheline-conversation";
@@ -79,14 +79,18 @@ pub enum ConversationError {
     #[error("the last body sent cannot be read: {0}")]
     LastBody(GuardError),
     /// [`Conversation::continue_from`]: the last body is not of the conversation's API.
-    #[error("the last body sent is a {shape} body; {api} sends {expected} bodies")]
+    #[error(
+        "the last body sent is a {} body; {api} sends {} bodies",
+        prompt_engine::shape_name(*.shape),
+        prompt_engine::shape_name(*.expected)
+    )]
     LastBodyShape {
         /// The API of the conversation.
         api: &'static str,
         /// The body's shape.
-        shape: Shape,
+        shape: ApiKind,
         /// The shape the API sends.
-        expected: Shape,
+        expected: ApiKind,
     },
     /// [`Conversation::continue_from`] for an API it does not continue.
     #[error(
@@ -377,8 +381,8 @@ impl Conversation {
     ) -> Result<(Self, AdoptReport), ConversationError> {
         let parts = body_parts(last_body).map_err(ConversationError::LastBody)?;
         let expected = match api {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
-            ApiKind::Anthropic => Shape::Anthropic,
+            ApiKind::OpenAi | ApiKind::LlamaCpp => ApiKind::OpenAi,
+            ApiKind::Anthropic => ApiKind::Anthropic,
             ApiKind::OpenAiResponses | ApiKind::Gemini => {
                 return Err(ConversationError::ContinueUnsupported {
                     api: crate::api_name(api),
@@ -408,7 +412,7 @@ impl Conversation {
                 .transpose()
         };
         let model = string("model")?;
-        let bounded = |s: &str| s[..s.floor_char_boundary(64)].to_owned();
+        let bounded = |s: &str| prompt_core::input::head(s, 64).to_owned();
         if model.as_deref() != Some(wire.model()) {
             return Err(ConversationError::LastBodyModel {
                 sent: bounded(model.as_deref().unwrap_or_default()),
@@ -505,9 +509,8 @@ impl Conversation {
         mode: RestoreMode,
     ) -> Result<RestoredConversation, ConversationError> {
         if snapshot.format != CONVERSATION_FORMAT || snapshot.version != CONVERSATION_VERSION {
-            let end = snapshot.format.floor_char_boundary(64);
             return Err(ConversationError::Format {
-                format: snapshot.format[..end].to_owned(),
+                format: prompt_core::input::head(&snapshot.format, 64).to_owned(),
                 version: snapshot.version,
             });
         }

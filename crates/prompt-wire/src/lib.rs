@@ -96,14 +96,18 @@ pub use options::{DEFAULT_ROUTING_HEADER, WireOptions};
 /// The comparison engine ([`prompt_engine`]), at its old path: the guard's [`compare`],
 /// the body reader and the engine over a stream of requests live there.
 pub use prompt_engine as engine;
+#[allow(deprecated)]
+pub use prompt_engine::Shape;
 pub use prompt_engine::provider::{
     MAX_DIAGNOSTICS_BYTES, MAX_REPLY_ID, MissReason, ProviderDiagnosis, reply_id,
 };
 pub use prompt_engine::{
-    BodyParts, Break, Cause, CauseKind, GuardError, MAX_AUDIT_BODY_BYTES, Place, Shape, ToolChange,
+    BodyParts, Break, Cause, CauseKind, GuardError, MAX_AUDIT_BODY_BYTES, Place, ToolChange,
     Verdict, Which, body_parts, compare, without_cache_control,
 };
-pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageProvider, UsageReport, read_reply};
+#[allow(deprecated)]
+pub use reply::UsageProvider;
+pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageReport, read_reply};
 pub use wire::{
     ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, MAX_KEPT_CACHE_KEY, ResumePoint,
     Wire, prompt_cache_key,

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use prompt_core::hash::Digest128;
+use prompt_core::profile::Provider;
 use prompt_core::{ApiKind, Session};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -31,44 +32,16 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Whose usage shape [`UsageReport::json`] is; the names are `prompt_measure::Provider`'s,
-/// so a caller maps it without this crate depending on the meter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UsageProvider {
-    /// OpenAI Chat Completions or Responses `usage`.
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// Anthropic `usage`.
-    Anthropic,
-    /// Gemini `usageMetadata`.
-    Gemini,
-    /// llama.cpp `timings`.
-    LlamaCpp,
-    /// DeepSeek's OpenAI-shaped `usage` with `prompt_cache_hit_tokens` /
-    /// `prompt_cache_miss_tokens`.
-    #[serde(rename = "deepseek")]
-    DeepSeek,
-}
-
-impl UsageProvider {
-    /// The name: `openai`, `anthropic`, `gemini`, `llama_cpp`, `deepseek`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UsageProvider::OpenAi => "openai",
-            UsageProvider::Anthropic => "anthropic",
-            UsageProvider::Gemini => "gemini",
-            UsageProvider::LlamaCpp => "llama_cpp",
-            UsageProvider::DeepSeek => "deepseek",
-        }
-    }
-}
+/// Whose usage shape [`UsageReport::json`] is: the workspace's one provider identity
+/// (`prompt_core::profile::Provider`), once an enum of this crate's own.
+#[deprecated(note = "use prompt_core::profile::Provider")]
+pub type UsageProvider = Provider;
 
 /// A reply's usage object, raw, for `prompt_measure::Usage::from_provider`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UsageReport {
     /// Its shape.
-    pub provider: UsageProvider,
+    pub provider: Provider,
     /// The object, as the provider sent it.
     pub json: String,
 }
@@ -225,7 +198,7 @@ pub(crate) fn parse(api: ApiKind, body: &[u8], salt: u64) -> Result<Reply, WireE
     Ok(reply)
 }
 
-fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageReport> {
+fn usage(top: &Object<'_>, key: &str, provider: Provider) -> Option<UsageReport> {
     top.get(key)
         .and_then(|u| UsageReport::of(provider, u.get()))
 }
@@ -233,12 +206,12 @@ fn usage(top: &Object<'_>, key: &str, provider: UsageProvider) -> Option<UsageRe
 impl UsageReport {
     /// `json` as the usage of `provider`, when it is an object. DeepSeek's cache counts ride
     /// in an OpenAI-shaped usage: with `prompt_cache_hit_tokens` it is DeepSeek's.
-    pub(crate) fn of(provider: UsageProvider, json: &str) -> Option<Self> {
-        let deepseek = provider == UsageProvider::OpenAi
+    pub(crate) fn of(provider: Provider, json: &str) -> Option<Self> {
+        let deepseek = provider == Provider::OpenAi
             && Object::parse(json).is_ok_and(|o| o.has("prompt_cache_hit_tokens"));
         json.starts_with('{').then(|| Self {
             provider: if deepseek {
-                UsageProvider::DeepSeek
+                Provider::DeepSeek
             } else {
                 provider
             },
@@ -289,10 +262,9 @@ fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
         .get("message")
         .ok_or_else(|| ctx.bad("choices[0].message", "missing"))?;
     let usage = if api == ApiKind::LlamaCpp {
-        usage(top, "timings", UsageProvider::LlamaCpp)
-            .or_else(|| usage(top, "usage", UsageProvider::OpenAi))
+        usage(top, "timings", Provider::LlamaCpp).or_else(|| usage(top, "usage", Provider::OpenAi))
     } else {
-        usage(top, "usage", UsageProvider::OpenAi)
+        usage(top, "usage", Provider::OpenAi)
     };
     chat_reply(
         ctx,
@@ -380,7 +352,7 @@ fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
         ctx,
         output.get(),
         stop_reason,
-        usage(top, "usage", UsageProvider::OpenAi),
+        usage(top, "usage", Provider::OpenAi),
     )
 }
 
@@ -454,7 +426,7 @@ fn anthropic(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
         ctx,
         content.get(),
         top.str("stop_reason").map(Cow::into_owned),
-        usage(top, "usage", UsageProvider::Anthropic),
+        usage(top, "usage", Provider::Anthropic),
     )
 }
 
@@ -547,7 +519,7 @@ fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
         ctx,
         parts.get(),
         finish,
-        usage(top, "usageMetadata", UsageProvider::Gemini),
+        usage(top, "usageMetadata", Provider::Gemini),
         salt,
     )
 }

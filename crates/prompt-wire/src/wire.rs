@@ -59,7 +59,7 @@ pub fn prompt_cache_key(request: &Request<'_>) -> String {
 
 /// At most 64 bytes of a session id, for an error message.
 fn excerpt(id: &str) -> String {
-    id[..id.floor_char_boundary(64)].to_owned()
+    prompt_core::input::head(id, 64).to_owned()
 }
 
 /// How the parts of one item are introduced in the messages array.

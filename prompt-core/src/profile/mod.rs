@@ -368,6 +368,77 @@ pub enum Extension {
     Retention,
 }
 
+/// Which models of a row the provider answers cache diagnostics for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheDiagnostics {
+    /// None.
+    None,
+    /// Every model of the row.
+    Every,
+    /// Models named `{prefix}{major}.{minor}` or later (OpenAI: `gpt-` 5.6).
+    FromVersion {
+        /// The name's prefix before the version (`gpt-`).
+        prefix: &'static str,
+        /// The first major version that has them.
+        major: u32,
+        /// The first minor version of that major that has them.
+        minor: u32,
+    },
+}
+
+impl CacheDiagnostics {
+    /// Whether `model` (its name as given) is one the provider answers them for.
+    ///
+    /// ```
+    /// use prompt_core::profile::CacheDiagnostics;
+    /// let openai = CacheDiagnostics::FromVersion { prefix: "gpt-", major: 5, minor: 6 };
+    /// assert!(openai.covers("gpt-5.6") && openai.covers("gpt-6-mini") && openai.covers("gpt-5.10"));
+    /// assert!(!openai.covers("gpt-5.5") && !openai.covers("gpt-5") && !openai.covers("o4-mini"));
+    /// ```
+    pub fn covers(self, model: &str) -> bool {
+        match self {
+            CacheDiagnostics::None => false,
+            CacheDiagnostics::Every => true,
+            CacheDiagnostics::FromVersion {
+                prefix,
+                major,
+                minor,
+            } => {
+                let Some(rest) = model.strip_prefix(prefix) else {
+                    return false;
+                };
+                let version: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .collect();
+                let mut parts = version.split('.');
+                let have_major = parts.next().and_then(|p| p.parse::<u32>().ok());
+                let have_minor = parts
+                    .next()
+                    .and_then(|p| p.parse::<u32>().ok())
+                    .unwrap_or(0);
+                have_major.is_some_and(|m| m > major || (m == major && have_minor >= minor))
+            }
+        }
+    }
+
+    /// How the profile table in `docs/wire.md` says it (`None`: nothing to say).
+    pub fn describe(self) -> Option<String> {
+        match self {
+            CacheDiagnostics::None => None,
+            CacheDiagnostics::Every => Some("cache diagnostics".to_owned()),
+            CacheDiagnostics::FromVersion {
+                prefix,
+                major,
+                minor,
+            } => Some(format!(
+                "cache diagnostics ({prefix}{major}.{minor} and later)"
+            )),
+        }
+    }
+}
+
 /// One row of the profile table: the facts of one provider, or of one model family of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[non_exhaustive]
@@ -393,9 +464,10 @@ pub struct Facts {
     /// Whether a reply must be replayed with its signatures (Gemini 3's
     /// `thoughtSignature` on function calls: without it the API answers 400).
     pub signatures_required: bool,
-    /// Whether the provider answers why a request missed its cache (Anthropic's cache
-    /// diagnostics, on the Claude API).
-    pub cache_diagnostics: bool,
+    /// Whether the provider answers why a request missed its cache, and for which models:
+    /// Anthropic's cache diagnostics (every model, on the Claude API), OpenAI's prompt cache
+    /// diagnostics (GPT-5.6 and later, on the Responses API).
+    pub cache_diagnostics: CacheDiagnostics,
     /// Where the facts come from: a documentation page, or a named issue or pull request.
     pub source: &'static str,
 }
@@ -627,7 +699,8 @@ impl Profile {
             later_system: facts.later_system,
             updates: facts.updates,
             platform: None,
-            cache_diagnostics_available: facts.cache_diagnostics,
+            // What the wire can ask for: Anthropic's, on every model of its rows.
+            cache_diagnostics_available: facts.cache_diagnostics == CacheDiagnostics::Every,
             forced_updates: None,
             forced_first_system: None,
             ttl: None,
@@ -840,6 +913,15 @@ impl Profile {
     /// provider (at this base URL) has them.
     pub fn cache_diagnostics(&self) -> bool {
         self.diagnostics && self.cache_diagnostics_available
+    }
+
+    /// Whether the provider answers why a request of this model missed its cache, when asked
+    /// (Anthropic's cache diagnostics on the Claude API; OpenAI's prompt cache diagnostics on
+    /// GPT-5.6 and later): what a proxy asks for on an agent's behalf (`--diagnose`).
+    pub fn answers_cache_diagnostics(&self) -> bool {
+        let platform_has_them =
+            self.provider() != Some(Provider::Anthropic) || self.cache_diagnostics_available;
+        platform_has_them && self.facts.cache_diagnostics.covers(&self.model)
     }
 
     /// Whether cache diagnostics were asked for, whatever the provider has.

@@ -1,7 +1,9 @@
 //! The profile table: one row per provider or model family, each with its source. The
 //! table in `docs/wire.md` is this one (`the_profile_table_in_docs_wire_md_is_the_table`).
 
-use super::{Extension, Facts, LaterSystem, Lifetime, OPENAI_IN_MEMORY, Provider};
+use super::{
+    CacheDiagnostics, Extension, Facts, LaterSystem, Lifetime, OPENAI_IN_MEMORY, Provider,
+};
 use crate::delivery::{PrefixRole, UpdateRole};
 
 const ANTHROPIC_LIFETIME: Lifetime = Lifetime::Idle { seconds: 300 };
@@ -19,7 +21,7 @@ const fn claude(family: &'static str, min: u32, source: &'static str) -> Facts {
         lifetime: ANTHROPIC_LIFETIME,
         extension: Extension::Ttl,
         signatures_required: false,
-        cache_diagnostics: true,
+        cache_diagnostics: CacheDiagnostics::Every,
         source,
     }
 }
@@ -36,7 +38,7 @@ const fn gemini(family: &'static str, min: Option<u32>, signatures: bool) -> Fac
         lifetime: Lifetime::Undocumented,
         extension: Extension::None,
         signatures_required: signatures,
-        cache_diagnostics: false,
+        cache_diagnostics: CacheDiagnostics::None,
         source: if signatures {
             "https://ai.google.dev/gemini-api/docs/caching (minimum); https://ai.google.dev/gemini-api/docs/thinking#signatures (a function call replayed without its thoughtSignature: 400)"
         } else {
@@ -47,7 +49,11 @@ const fn gemini(family: &'static str, min: Option<u32>, signatures: bool) -> Fac
 
 /// OpenAI's caching, on its own API or Azure's: a later system message kept in place, a
 /// 1,024-token minimum, in memory for minutes unless `prompt_cache_retention` asks more.
-const fn openai(provider: Provider, source: &'static str) -> Facts {
+const fn openai(
+    provider: Provider,
+    cache_diagnostics: CacheDiagnostics,
+    source: &'static str,
+) -> Facts {
     Facts {
         provider: Some(provider),
         family: "",
@@ -58,7 +64,7 @@ const fn openai(provider: Provider, source: &'static str) -> Facts {
         lifetime: OPENAI_IN_MEMORY,
         extension: Extension::Retention,
         signatures_required: false,
-        cache_diagnostics: false,
+        cache_diagnostics,
         source,
     }
 }
@@ -75,7 +81,7 @@ const fn engine(provider: Provider, source: &'static str) -> Facts {
         lifetime: Lifetime::UntilEvicted,
         extension: Extension::None,
         signatures_required: false,
-        cache_diagnostics: false,
+        cache_diagnostics: CacheDiagnostics::None,
         source,
     }
 }
@@ -84,10 +90,16 @@ const fn engine(provider: Provider, source: &'static str) -> Facts {
 pub static PROFILES: &[Facts] = &[
     openai(
         Provider::OpenAi,
-        "https://platform.openai.com/docs/guides/prompt-caching (1,024-token minimum; in memory 5–10 minutes, at most an hour; prompt_cache_retention \"24h\")",
+        CacheDiagnostics::FromVersion {
+            prefix: "gpt-",
+            major: 5,
+            minor: 6,
+        },
+        "https://platform.openai.com/docs/guides/prompt-caching (1,024-token minimum; in memory 5–10 minutes, at most an hour; prompt_cache_retention \"24h\"); https://developers.openai.com/api/docs/guides/prompt-caching/diagnostics (prompt cache diagnostics, GPT-5.6 and later)",
     ),
     openai(
         Provider::AzureOpenAi,
+        CacheDiagnostics::None,
         "https://learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching (in-memory and extended retention, prompt_cache_retention)",
     ),
     Facts {
@@ -100,7 +112,7 @@ pub static PROFILES: &[Facts] = &[
         lifetime: Lifetime::Undocumented,
         extension: Extension::None,
         signatures_required: false,
-        cache_diagnostics: false,
+        cache_diagnostics: CacheDiagnostics::None,
         source: "https://api-docs.deepseek.com/guides/kv_cache (whole cache prefix units, persisted at request boundaries; 64-token storage unit in its earlier version); system messages moved to the front: routatic/proxy PR #76, chatboxai/chatbox #3831, looplj/axonhub #2061",
     },
     Facts {
@@ -113,7 +125,7 @@ pub static PROFILES: &[Facts] = &[
         lifetime: ANTHROPIC_LIFETIME,
         extension: Extension::Ttl,
         signatures_required: false,
-        cache_diagnostics: true,
+        cache_diagnostics: CacheDiagnostics::Every,
         source: "https://platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages (Opus 4.8 only, Claude API and Claude Platform on AWS, placement rules); no breakpoint on a trailing system message: anthropics/claude-code #96101; minimum: the prompt-caching guide as quoted in dev.to/creeta \"Claude's prompt cache fails silently below 1,024 tokens\"",
     },
     claude(
@@ -181,7 +193,7 @@ pub static PROFILES: &[Facts] = &[
         lifetime: ANTHROPIC_LIFETIME,
         extension: Extension::Ttl,
         signatures_required: false,
-        cache_diagnostics: true,
+        cache_diagnostics: CacheDiagnostics::Every,
         source: "https://platform.claude.com/docs/en/build-with-claude/prompt-caching (5-minute default, \"ttl\": \"1h\"); https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics; a model not named here: no mid-conversation system messages (the mid-conversation system messages page)",
     },
     gemini("gemini-4", Some(4096), true),
@@ -210,7 +222,7 @@ pub static PROFILES: &[Facts] = &[
         lifetime: Lifetime::Idle { seconds: 300 },
         extension: Extension::None,
         signatures_required: false,
-        cache_diagnostics: false,
+        cache_diagnostics: CacheDiagnostics::None,
         source: "https://github.com/ollama/ollama/blob/main/docs/faq.md (a model, and its cache, stays loaded 5 minutes by default: keep_alive); its Go templates are not probed, so a later system message is not known to stay in place",
     },
 ];
@@ -227,7 +239,7 @@ pub static SAFE_DEFAULT: Facts = Facts {
     lifetime: Lifetime::Undocumented,
     extension: Extension::None,
     signatures_required: false,
-    cache_diagnostics: false,
+    cache_diagnostics: CacheDiagnostics::None,
     source: "the safe default (docs/wire.md, Provider profiles): updates as user reminders, no system message after the first",
 };
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use prompt_core::input;
 use prompt_measure::audit::{Line, LineReader};
-use prompt_registry::wire::{Break, Cause, MAX_AUDIT_BODY_BYTES, Shape, Verdict, compare};
+use prompt_registry::ApiKind;
+use prompt_registry::wire::{Break, Cause, MAX_AUDIT_BODY_BYTES, Verdict, compare};
 use serde::Serialize;
 
 /// How a pair of bodies fared.
@@ -15,7 +16,10 @@ use serde::Serialize;
 #[serde(rename_all = "snake_case", tag = "outcome")]
 enum Outcome {
     /// The later body extends the earlier one.
-    Extends { shape: Shape },
+    Extends {
+        #[serde(serialize_with = "prompt_registry::wire::engine::serialize_shape")]
+        shape: ApiKind,
+    },
     /// Only the earlier body's per-request tail is missing: the cache keeps the rest.
     TailDropped { at: Break },
     /// The later body breaks the earlier one's cache.
@@ -263,7 +267,11 @@ fn print_pair(pair: &Pair, out: &mut dyn Write) -> std::io::Result<()> {
         outcome,
     } = pair;
     match outcome {
-        Outcome::Extends { shape } => writeln!(out, "{later}: extends {earlier} ({shape})"),
+        Outcome::Extends { shape } => writeln!(
+            out,
+            "{later}: extends {earlier} ({})",
+            prompt_registry::wire::engine::shape_name(*shape)
+        ),
         Outcome::TailDropped { at } => writeln!(
             out,
             "{later}: extends {earlier} up to its per-request tail (from byte {} of the later \

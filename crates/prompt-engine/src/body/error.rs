@@ -1,6 +1,7 @@
 //! Why a body cannot be read, and the largest one read.
 
-use super::shape::{Shape, Which};
+use super::shape::{Which, shape_name};
+use prompt_core::ApiKind;
 
 /// The largest body the guard reads; a longer one is refused before parsing.
 pub const MAX_AUDIT_BODY_BYTES: usize = 32 << 20;
@@ -37,12 +38,16 @@ pub enum GuardError {
         keys: String,
     },
     /// Two bodies of different APIs.
-    #[error("the earlier body is a {earlier} body, the later one a {later} body")]
+    #[error(
+        "the earlier body is a {} body, the later one a {} body",
+        shape_name(*.earlier),
+        shape_name(*.later)
+    )]
     ShapeMismatch {
         /// The earlier body's shape.
-        earlier: Shape,
+        earlier: ApiKind,
         /// The later body's shape.
-        later: Shape,
+        later: ApiKind,
     },
     /// A known shape with a field of the wrong type.
     #[error("the {body} body's {at} is {problem}")]

@@ -1,6 +1,7 @@
 //! Reads one body of any API: its tools, system blocks and messages as slices of the body,
 //! the parameters that key a cache, and the fields that name a session.
 
+use prompt_core::ApiKind;
 use std::borrow::Cow;
 
 use prompt_core::input::excerpt;
@@ -9,7 +10,7 @@ use serde_json::value::RawValue;
 use super::element::{ContentKey, Elem, Form, Msg, Tool, element_hash, message_norm_of};
 use super::error::{GuardError, MAX_AUDIT_BODY_BYTES};
 use super::memo::{COMMON_ROLES, Memoized, MessageMemo, memo_key};
-use super::shape::{Class, Evidence, Reading, Shape, Which};
+use super::shape::{Class, Evidence, Reading, Which};
 use crate::raw::{self, Object, offset_in};
 
 #[derive(Debug)]
@@ -39,12 +40,12 @@ pub(crate) struct Parsed<'a> {
 
 impl Parsed<'_> {
     /// The shape `evidence` (this body's, or both bodies' of a comparison) says it has.
-    pub(crate) fn shape(&self, evidence: Evidence) -> Shape {
+    pub(crate) fn shape(&self, evidence: Evidence) -> ApiKind {
         match self.class {
-            Class::Gemini => Shape::Gemini,
-            Class::Responses => Shape::Responses,
-            Class::Messages if evidence.anthropic && !evidence.chat => Shape::Anthropic,
-            Class::Messages => Shape::ChatCompletions,
+            Class::Gemini => ApiKind::Gemini,
+            Class::Responses => ApiKind::OpenAiResponses,
+            Class::Messages if evidence.anthropic && !evidence.chat => ApiKind::Anthropic,
+            Class::Messages => ApiKind::OpenAi,
         }
     }
 

@@ -1,13 +1,14 @@
 //! One body's parts as sent, for a consumer that measures a body part by part, and a part
 //! without its `cache_control` markers.
 
+use prompt_core::ApiKind;
 use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
 use super::error::GuardError;
 use super::parse::parse;
-use super::shape::{Reading, Shape, Which};
+use super::shape::{Reading, Which};
 use crate::raw::{self, Object};
 
 /// One request body's parts as the guard reads them, each as sent: what a consumer that
@@ -16,7 +17,7 @@ use crate::raw::{self, Object};
 pub struct BodyParts<'a> {
     /// The body's shape, from its keys (a `messages` body with nothing only Anthropic sends
     /// reads as Chat Completions).
-    pub shape: Shape,
+    pub shape: ApiKind,
     /// The tools field (`tools`; Gemini's holds `functionDeclarations`), when present and
     /// not null.
     pub tools: Option<&'a str>,
@@ -36,10 +37,10 @@ pub struct BodyParts<'a> {
 /// shape. Linear in the body's size; nothing is copied.
 ///
 /// ```
-/// use prompt_engine::{body_parts, Shape};
+/// use prompt_engine::{body_parts, ApiKind};
 /// let body = br#"{"model":"m","instructions":"Be brief.","input":[{"role":"user","content":"hi"}]}"#;
 /// let parts = body_parts(body).unwrap();
-/// assert_eq!(parts.shape, Shape::Responses);
+/// assert_eq!(parts.shape, ApiKind::OpenAiResponses);
 /// assert_eq!(parts.system, Some(r#""Be brief.""#));
 /// assert_eq!(parts.messages, [r#"{"role":"user","content":"hi"}"#]);
 /// ```

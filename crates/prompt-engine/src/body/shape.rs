@@ -1,33 +1,33 @@
-//! What a body is: its API ([`Shape`]), read from its keys, and which body of a comparison
-//! an error names ([`Which`]).
+//! What a body is: its API (`prompt_core::ApiKind`, read from its keys, named as a shape by
+//! [`shape_name`] and [`serialize_shape`]), and which body of a comparison an error names
+//! ([`Which`]).
 
 use std::fmt;
 
+use prompt_core::ApiKind;
 use serde::Serialize;
 
-/// The shape of a body, recognised from its keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Shape {
-    /// OpenAI Chat Completions (and llama.cpp's server): `messages` with system messages.
-    ChatCompletions,
-    /// OpenAI Responses: `instructions` and `input`.
-    Responses,
-    /// Anthropic Messages: `system` and `messages` of content blocks.
-    Anthropic,
-    /// Gemini `generateContent`: `systemInstruction` and `contents`.
-    Gemini,
+/// A body's API as messages name its shape: `Chat Completions`, `Responses`, `Anthropic
+/// Messages`, `Gemini` (a llama.cpp server's body is read as Chat Completions').
+pub fn shape_name(api: ApiKind) -> &'static str {
+    match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => "Chat Completions",
+        ApiKind::OpenAiResponses => "Responses",
+        ApiKind::Anthropic => "Anthropic Messages",
+        ApiKind::Gemini => "Gemini",
+    }
 }
 
-impl fmt::Display for Shape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Shape::ChatCompletions => "Chat Completions",
-            Shape::Responses => "Responses",
-            Shape::Anthropic => "Anthropic Messages",
-            Shape::Gemini => "Gemini",
-        })
-    }
+/// A body's API as the audit's JSON names its shape: `chat_completions`, `responses`,
+/// `anthropic`, `gemini` (`#[serde(serialize_with = "…")]` on a field of the engine's
+/// values).
+pub fn serialize_shape<S: serde::Serializer>(api: &ApiKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match api {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => "chat_completions",
+        ApiKind::OpenAiResponses => "responses",
+        ApiKind::Anthropic => "anthropic",
+        ApiKind::Gemini => "gemini",
+    })
 }
 
 /// Which of the two bodies (or the one body read by [`body_parts`]).

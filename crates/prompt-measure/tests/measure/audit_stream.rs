@@ -12,7 +12,7 @@ use prompt_core::{
 use prompt_measure::audit::{Cause, CauseKind};
 use prompt_measure::synthetic::{Responses, SyntheticLog, write_log};
 use prompt_measure::{AuditConfig, Provider, Usage};
-use prompt_wire::{Shape, Wire, WireOptions, read_reply, stream::read_stream};
+use prompt_wire::{Wire, WireOptions, read_reply, stream::read_stream};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -509,12 +509,12 @@ fn provider(api: ApiKind) -> Provider {
     }
 }
 
-fn shape(api: ApiKind) -> Shape {
+fn shape(api: ApiKind) -> ApiKind {
     match api {
-        ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
-        ApiKind::OpenAiResponses => Shape::Responses,
-        ApiKind::Anthropic => Shape::Anthropic,
-        ApiKind::Gemini => Shape::Gemini,
+        ApiKind::OpenAi | ApiKind::LlamaCpp => ApiKind::OpenAi,
+        ApiKind::OpenAiResponses => ApiKind::OpenAiResponses,
+        ApiKind::Anthropic => ApiKind::Anthropic,
+        ApiKind::Gemini => ApiKind::Gemini,
     }
 }
 
@@ -650,10 +650,10 @@ fn audit_reads_every_api_s_request_bodies_and_finds_a_rewritten_system_field() {
         );
         let expected_path = match shape(api) {
             // Its system prompt is message 0.
-            Shape::ChatCompletions => "messages[0]",
-            Shape::Anthropic => "system[0]",
-            Shape::Responses => "instructions",
-            Shape::Gemini => "systemInstruction.parts[0]",
+            ApiKind::OpenAi | ApiKind::LlamaCpp => "messages[0]",
+            ApiKind::Anthropic => "system[0]",
+            ApiKind::OpenAiResponses => "instructions",
+            ApiKind::Gemini => "systemInstruction.parts[0]",
         };
         assert_eq!(d.json_path, expected_path, "{api:?}");
     }
@@ -839,7 +839,7 @@ fn audit_reads_an_anthropic_stream_logged_with_a_request_that_reads_as_chat() {
         q(&stream)
     ));
     let (a, b) = (a.unwrap(), b.unwrap());
-    assert_eq!(b.shape, Shape::ChatCompletions);
+    assert_eq!(b.shape, ApiKind::OpenAi);
     assert_eq!(b.reported_error, None);
     assert_eq!(b.reported.map(|r| r.provider), Some(Provider::Anthropic));
     assert_eq!(a, b);
@@ -873,7 +873,7 @@ fn audit_reports_a_stream_s_error_event_with_its_number() {
         q(stream)
     ));
     let r = r.unwrap();
-    assert_eq!(r.shape, Shape::Anthropic);
+    assert_eq!(r.shape, ApiKind::Anthropic);
     assert_eq!(r.reported, None);
     let error = r.reported_error.unwrap_or_default();
     assert!(

@@ -11,7 +11,8 @@
 
 use super::{At, End, Limit, Out, StreamError, StreamEvent, capped, json};
 use crate::raw::{self, Object, quote};
-use crate::reply::{self, Ctx, UsageProvider, UsageReport};
+use crate::reply::{self, Ctx, UsageReport};
+use prompt_core::profile::Provider;
 
 #[derive(Debug)]
 struct Block {
@@ -216,7 +217,7 @@ impl Anthropic {
         if let Some(usage) = self
             .usage
             .as_deref()
-            .and_then(|u| UsageReport::of(UsageProvider::Anthropic, u))
+            .and_then(|u| UsageReport::of(Provider::Anthropic, u))
         {
             out.push(StreamEvent::Usage(usage));
         }
@@ -408,7 +409,7 @@ impl Anthropic {
         let usage = self
             .usage
             .as_deref()
-            .and_then(|u| UsageReport::of(UsageProvider::Anthropic, u));
+            .and_then(|u| UsageReport::of(Provider::Anthropic, u));
         let (id, diagnostics) = (self.id, self.diagnostics);
         End::Reply(
             capped(ctx, content)

@@ -11,7 +11,8 @@ use prompt_core::ApiKind;
 
 use super::{At, End, Limit, Out, StreamError, StreamEvent, capped};
 use crate::raw::push_quoted;
-use crate::reply::{self, Ctx, UsageProvider, UsageReport};
+use crate::reply::{self, Ctx, UsageReport};
+use prompt_core::profile::Provider;
 
 /// Which server's whole reply the message is written as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,11 +80,11 @@ impl Chat {
             Dialect::OpenAi => None,
         };
         timings
-            .and_then(|t| UsageReport::of(UsageProvider::LlamaCpp, t))
+            .and_then(|t| UsageReport::of(Provider::LlamaCpp, t))
             .or_else(|| {
                 self.usage
                     .as_deref()
-                    .and_then(|u| UsageReport::of(UsageProvider::OpenAi, u))
+                    .and_then(|u| UsageReport::of(Provider::OpenAi, u))
             })
     }
 

@@ -11,7 +11,8 @@
 use super::{At, End, Limit, Out, StreamError, StreamEvent, capped, json};
 use crate::error::WireError;
 use crate::raw::{Object, quote};
-use crate::reply::{self, Ctx, UsageProvider, UsageReport};
+use crate::reply::{self, Ctx, UsageReport};
+use prompt_core::profile::Provider;
 
 #[derive(Debug)]
 enum Part {
@@ -108,7 +109,7 @@ impl Gemini {
             .filter(|u| u.get().starts_with('{'))
         {
             self.usage = Some(usage.get().to_owned());
-            if let Some(report) = UsageReport::of(UsageProvider::Gemini, usage.get()) {
+            if let Some(report) = UsageReport::of(Provider::Gemini, usage.get()) {
                 out.push(StreamEvent::Usage(report));
             }
         }
@@ -232,7 +233,7 @@ impl Gemini {
         let usage = self
             .usage
             .as_deref()
-            .and_then(|u| UsageReport::of(UsageProvider::Gemini, u));
+            .and_then(|u| UsageReport::of(Provider::Gemini, u));
         let id = self.id;
         End::Reply(
             capped(ctx, format!("[{}]", parts.join(",")))

@@ -112,7 +112,9 @@ impl Responses {
                 let usage = Object::of(response)
                     .ok()
                     .and_then(|r| r.get("usage"))
-                    .and_then(|u| reply::UsageReport::of(reply::UsageProvider::OpenAi, u.get()));
+                    .and_then(|u| {
+                        reply::UsageReport::of(prompt_core::profile::Provider::OpenAi, u.get())
+                    });
                 self.response = Some(response.get().to_owned());
                 if let Some(usage) = usage {
                     out.push(StreamEvent::Usage(usage));

@@ -3,7 +3,7 @@
 
 use prompt_core::ApiKind;
 use prompt_wire::{
-    Cause, GuardError, Place, Shape, Verdict, Which, body_parts, compare, without_cache_control,
+    Cause, GuardError, Place, Verdict, Which, body_parts, compare, without_cache_control,
 };
 use serde_json::{Value, json};
 
@@ -17,12 +17,12 @@ fn broken(verdict: Verdict) -> prompt_wire::Break {
 }
 
 /// The shape of the bodies `api`'s wire writes.
-fn shape_of(api: ApiKind) -> Shape {
+fn shape_of(api: ApiKind) -> ApiKind {
     match api {
-        ApiKind::OpenAi | ApiKind::LlamaCpp => Shape::ChatCompletions,
-        ApiKind::OpenAiResponses => Shape::Responses,
-        ApiKind::Anthropic => Shape::Anthropic,
-        ApiKind::Gemini => Shape::Gemini,
+        ApiKind::OpenAi | ApiKind::LlamaCpp => ApiKind::OpenAi,
+        ApiKind::OpenAiResponses => ApiKind::OpenAiResponses,
+        ApiKind::Anthropic => ApiKind::Anthropic,
+        ApiKind::Gemini => ApiKind::Gemini,
     }
 }
 
@@ -88,7 +88,7 @@ impl StableJson for prompt_core::Request<'_> {
 
 /// What a Jan-style bridge sends: every system message joined into the provider's single
 /// system field, the rest as messages.
-fn bridged(messages: &[Value], shape: Shape) -> Vec<u8> {
+fn bridged(messages: &[Value], shape: ApiKind) -> Vec<u8> {
     let system: Vec<&str> = messages
         .iter()
         .filter(|m| m["role"] == "system")
@@ -97,10 +97,10 @@ fn bridged(messages: &[Value], shape: Shape) -> Vec<u8> {
     let system = system.join("\n\n");
     let rest: Vec<&Value> = messages.iter().filter(|m| m["role"] != "system").collect();
     let body = match shape {
-        Shape::Anthropic => {
+        ApiKind::Anthropic => {
             json!({"model": "m", "max_tokens": 100, "system": system, "messages": rest})
         }
-        Shape::Gemini => {
+        ApiKind::Gemini => {
             let contents: Vec<Value> = rest
                 .iter()
                 .map(|m| {
@@ -114,12 +114,12 @@ fn bridged(messages: &[Value], shape: Shape) -> Vec<u8> {
                 .collect();
             json!({"systemInstruction": {"parts": [{"text": system}]}, "contents": contents})
         }
-        Shape::ChatCompletions => {
+        ApiKind::OpenAi | ApiKind::LlamaCpp => {
             let mut all = vec![json!({"role": "system", "content": system})];
             all.extend(rest.into_iter().cloned());
             json!({"model": "m", "messages": all})
         }
-        Shape::Responses => json!({"model": "m", "instructions": system, "input": rest}),
+        ApiKind::OpenAiResponses => json!({"model": "m", "instructions": system, "input": rest}),
     };
     serde_json::to_vec(&body).unwrap()
 }
@@ -128,10 +128,10 @@ fn bridged(messages: &[Value], shape: Shape) -> Vec<u8> {
 fn the_guard_flags_a_jan_style_bridge_as_hoisting_at_the_system_field() {
     let requests = chat_requests();
     for shape in [
-        Shape::Anthropic,
-        Shape::Gemini,
-        Shape::ChatCompletions,
-        Shape::Responses,
+        ApiKind::Anthropic,
+        ApiKind::Gemini,
+        ApiKind::OpenAi,
+        ApiKind::OpenAiResponses,
     ] {
         let (a, b) = (bridged(&requests[0], shape), bridged(&requests[1], shape));
         let b = broken(compare(&a, &b).unwrap());
@@ -286,8 +286,8 @@ fn the_guard_refuses_what_it_cannot_compare_with_typed_errors() {
     assert!(matches!(
         compare(chat, gemini),
         Err(GuardError::ShapeMismatch {
-            earlier: Shape::ChatCompletions,
-            later: Shape::Gemini
+            earlier: ApiKind::OpenAi,
+            later: ApiKind::Gemini
         })
     ));
     assert!(matches!(
@@ -376,10 +376,10 @@ fn body_parts_of_every_library_body_are_its_fields_as_sent() {
             let body: Value = serde_json::from_slice(&sent.bytes).unwrap();
             assert_eq!(parts.shape, shape, "{api:?}");
             let (system_key, messages_key) = match shape {
-                Shape::ChatCompletions => (None, "messages"),
-                Shape::Responses => (Some("instructions"), "input"),
-                Shape::Anthropic => (Some("system"), "messages"),
-                Shape::Gemini => (Some("systemInstruction"), "contents"),
+                ApiKind::OpenAi | ApiKind::LlamaCpp => (None, "messages"),
+                ApiKind::OpenAiResponses => (Some("instructions"), "input"),
+                ApiKind::Anthropic => (Some("system"), "messages"),
+                ApiKind::Gemini => (Some("systemInstruction"), "contents"),
             };
             let text = std::str::from_utf8(&sent.bytes).unwrap();
             // Each part is the body's own bytes, in order.
@@ -411,7 +411,7 @@ fn body_parts_of_every_library_body_are_its_fields_as_sent() {
 fn body_parts_read_null_fields_as_absent_and_refuse_what_compare_refuses() {
     let parts =
         body_parts(br#"{"model":"m","instructions":null,"tools":null,"input":"hi"}"#).unwrap();
-    assert_eq!(parts.shape, Shape::Responses);
+    assert_eq!(parts.shape, ApiKind::OpenAiResponses);
     assert_eq!((parts.tools, parts.system), (None, None));
     assert_eq!(parts.messages, [r#""hi""#]);
     assert!(matches!(
@@ -434,7 +434,7 @@ fn body_parts_read_null_fields_as_absent_and_refuse_what_compare_refuses() {
     }
     // Evidence of Anthropic in a later message still tells the shape.
     let anthropic = br#"{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}]}"#;
-    assert_eq!(body_parts(anthropic).unwrap().shape, Shape::Anthropic);
+    assert_eq!(body_parts(anthropic).unwrap().shape, ApiKind::Anthropic);
     // compare reads null fields the same way.
     assert!(
         compare(

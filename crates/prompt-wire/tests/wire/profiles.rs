@@ -10,8 +10,7 @@ use prompt_core::{ApiKind, Extensions};
 use prompt_wire::engine::provider::{Agreement, ProviderVerdict};
 use prompt_wire::engine::{Block, Canonical, Engine, EngineConfig, Exchange};
 use prompt_wire::{
-    CACHE_DIAGNOSIS_BETA, Cause, MissReason, ProviderDiagnosis, UsageProvider, Verdict, Wire,
-    WireError, compare,
+    CACHE_DIAGNOSIS_BETA, Cause, MissReason, ProviderDiagnosis, Verdict, Wire, WireError, compare,
 };
 use serde_json::{Value, json};
 
@@ -550,7 +549,7 @@ fn profile_a_reply_with_diagnostics_is_read_into_reply_and_the_guard_names_the_s
     assert_eq!(
         verdict,
         Verdict::Extends {
-            shape: prompt_wire::Shape::Anthropic
+            shape: ApiKind::Anthropic
         }
     );
     assert_eq!(
@@ -598,14 +597,14 @@ fn profile_deepseek_usage_is_reported_as_deepseek() {
         .record_reply(&mut session, &fixture_in("deepseek", "response.json"))
         .unwrap();
     let usage = reply.usage.unwrap();
-    assert_eq!(usage.provider, UsageProvider::DeepSeek);
+    assert_eq!(usage.provider, Provider::DeepSeek);
     assert_eq!(usage.provider.as_str(), "deepseek");
     let usage: Value = serde_json::from_str(&usage.json).unwrap();
     assert_eq!(usage["prompt_cache_hit_tokens"], 1216);
     // OpenAI's own usage stays `openai`.
     let openai =
         prompt_wire::read_reply(ApiKind::OpenAi, reply_bytes(ApiKind::OpenAi).as_bytes()).unwrap();
-    assert_eq!(openai.usage.unwrap().provider, UsageProvider::OpenAi);
+    assert_eq!(openai.usage.unwrap().provider, Provider::OpenAi);
 }
 
 fn reply_bytes(api: ApiKind) -> String {

@@ -3,9 +3,10 @@
 
 use std::error::Error as _;
 
+use prompt_core::profile::Provider;
 use prompt_core::session::ToolResult;
 use prompt_core::{ApiKind, ComposeError};
-use prompt_wire::{UsageProvider, WireError, read_reply};
+use prompt_wire::{WireError, read_reply};
 use serde_json::json;
 
 use crate::common::{APIS, reply, session, values, wire};
@@ -20,7 +21,7 @@ fn every_documented_reply_is_read_with_its_tool_calls_text_and_usage() {
             "get_weather",
             r#"{"location":"Paris, France"}"#,
             "",
-            UsageProvider::OpenAi,
+            Provider::OpenAi,
         ),
         (
             ApiKind::LlamaCpp,
@@ -28,7 +29,7 @@ fn every_documented_reply_is_read_with_its_tool_calls_text_and_usage() {
             "get_weather",
             r#"{"location":"Paris, France"}"#,
             "",
-            UsageProvider::LlamaCpp,
+            Provider::LlamaCpp,
         ),
         (
             ApiKind::OpenAiResponses,
@@ -36,7 +37,7 @@ fn every_documented_reply_is_read_with_its_tool_calls_text_and_usage() {
             "get_weather",
             r#"{"location":"Paris, France"}"#,
             "Let me check.",
-            UsageProvider::OpenAi,
+            Provider::OpenAi,
         ),
         (
             ApiKind::Anthropic,
@@ -44,7 +45,7 @@ fn every_documented_reply_is_read_with_its_tool_calls_text_and_usage() {
             "get_weather",
             r#"{"location": "San Francisco, CA"}"#,
             "Let me check.",
-            UsageProvider::Anthropic,
+            Provider::Anthropic,
         ),
         (
             ApiKind::Gemini,
@@ -52,7 +53,7 @@ fn every_documented_reply_is_read_with_its_tool_calls_text_and_usage() {
             "get_current_temperature",
             r#"{"location": "London"}"#,
             "Let me check.",
-            UsageProvider::Gemini,
+            Provider::Gemini,
         ),
     ];
     for (api, id, name, arguments, text, provider) in cases {

@@ -255,7 +255,7 @@ fn llama_cpp_chat_stream_reads_reasoning_tool_calls_and_timings() {
             .starts_with(r#"{"role":"assistant","content":"","reasoning_content":"\n\nParis"#)
     );
     let usage = reply.usage.unwrap();
-    assert_eq!(usage.provider, prompt_wire::UsageProvider::LlamaCpp);
+    assert_eq!(usage.provider, prompt_core::profile::Provider::LlamaCpp);
     assert!(usage.json.starts_with(r#"{"cache_n":"#));
     let (events, reply) = read(ApiKind::LlamaCpp, &[&llama_fixture("tools/chat.sse")]).unwrap();
     let shown = shown(&events);
