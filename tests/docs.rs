@@ -29,11 +29,12 @@
 
 use std::path::{Path, PathBuf};
 
+use prompt_registry::ProviderSection;
+use prompt_registry::config::Diagnostics;
 use prompt_registry::lock::PrefixLock;
 use prompt_registry::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors};
 use prompt_registry::profile::{Extension, PROFILES, ProviderDiagnostic, SAFE_DEFAULT};
 use prompt_registry::{Component, ComponentId, Namespace, Placement, PromptPolicy, Registry};
-use prompt_registry::{ProviderErrors, ProviderSection};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -161,7 +162,11 @@ fn main_returning_a_report_prints_a_policy_failure_as_its_message() {
         .expect_err("a glob that matches nothing is a warning, and deny_warnings fails on it");
     let derived = format!("{:?}", Box::<dyn std::error::Error>::from(error.clone()));
     let printed = format!("{:?}", prompt_registry::Report::from(error));
-    assert!(derived.contains("PolicyDiagnostic {"), "{derived}");
+    // `PolicyDiagnostic` is `prompt_core::config::Diagnostic<PolicyProblem>`: a struct dump.
+    assert!(
+        derived.contains("Diagnostic { position: SourcePosition {"),
+        "{derived}"
+    );
     assert_eq!(
         printed,
         "agent.toml:2:17: pattern `skill:*` in prefix_allow matches no known component"
@@ -310,7 +315,7 @@ fn check_provider_clause(example: &Example, clause: &str) -> bool {
     let loaded = ProviderSection::from_agent_toml(&example.toml, "agent.toml");
     if let Some(spec) = clause.strip_prefix("provider error ") {
         let errors = match &loaded {
-            Err(ProviderErrors(errors)) => errors,
+            Err(Diagnostics(errors)) => errors,
             Ok(_) => panic!(
                 "{}: the text claims a [provider] error; it loaded",
                 example.at
@@ -383,7 +388,7 @@ fn check(example: &Example) {
         }
         if let Some(spec) = clause.strip_prefix("error ") {
             let errors = match &loaded {
-                Err(PolicyErrors(errors)) => errors,
+                Err(Diagnostics(errors)) => errors,
                 Ok(_) => panic!("{}: the text claims an error; it loaded", example.at),
             };
             find_diagnostic(example, errors, spec, "error");

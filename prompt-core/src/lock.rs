@@ -47,17 +47,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
-use std::ops::Range;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeValue;
 
 use crate::component::{Component, Content};
-use crate::diagnostic::{self, Found, describe_value, excerpt, floor_char_boundary};
+use crate::config::SourcePosition;
+use crate::config::{self, Diagnostic, Diagnostics, FileProblem, Found, Unreadable, excerpt};
 use crate::hash::{Digest128, Fingerprint};
 use crate::id::{ComponentId, IdError};
 use crate::placement::{Placement, Stability};
-use crate::policy::{PromptPolicy, RequestSource, SourcePosition};
+use crate::policy::{PromptPolicy, RequestSource};
 
 /// The version of the lock file format this library reads and writes. It changes only when
 /// a key is removed, renamed or changes meaning.
@@ -263,31 +263,21 @@ impl PrefixLock {
     /// line and column; on any, no lock is returned. A text longer than [`LOCK_LIMIT`] is
     /// refused unparsed.
     pub fn parse(src: &str, origin: &str) -> Result<LoadedLock, LockFileErrors> {
-        let mut errors: Vec<Found<LockProblem>> = Vec::new();
-        let mut error = |span: Range<usize>, problem| {
-            errors.push(Found {
-                offset: span.start,
-                problem,
-            });
-        };
-        if src.len() as u64 > LOCK_LIMIT {
-            let limit = usize::try_from(LOCK_LIMIT).unwrap_or(usize::MAX);
-            error(
-                floor_char_boundary(src, limit)..src.len(),
-                LockProblem::TooLarge {
-                    len: src.len(),
-                    limit: LOCK_LIMIT,
-                },
-            );
-            return Err(finish_errors(src, origin, errors));
-        }
-        let doc = match DeTable::parse(src) {
+        let doc = match config::parse_toml_at(src, LOCK_LIMIT) {
             Ok(doc) => doc,
-            Err(e) => {
-                error(e.span().unwrap_or(0..0), LockProblem::Syntax(e));
-                return Err(finish_errors(src, origin, errors));
+            Err((span, why)) => {
+                // A span-less syntax error (toml's "recursion limit") is put at the start of
+                // a lock, as it always has been; an agent.toml's names the key that crosses it.
+                let span = match &why {
+                    Unreadable::Syntax(e) if e.span().is_none() => 0..0,
+                    _ => span,
+                };
+                let mut findings = Findings::default();
+                findings.error(span, LockProblem::unreadable(why));
+                return Err(findings.into_errors(src, origin));
             }
         };
+        let mut findings = Findings::default();
         let mut version_seen = false;
         let mut writers = BTreeMap::new();
         let mut at: Vec<Found<ComponentId>> = Vec::new();
@@ -295,21 +285,15 @@ impl PrefixLock {
             match key.get_ref().as_ref() {
                 "version" => {
                     version_seen = true;
-                    read_version(value, &mut error);
+                    read_version(value, &mut findings);
                 }
                 "writer" => {
                     let DeValue::Table(table) = value.get_ref() else {
-                        error(
-                            value.span(),
-                            LockProblem::WrongType {
-                                found: describe_value(value.get_ref()),
-                                expected: "a table of writers, `[writer.<id>]`",
-                            },
-                        );
+                        findings.wrong_type(value, "a table of writers, `[writer.<id>]`");
                         continue;
                     };
                     for (id, entry) in table {
-                        if let Some(writer) = read_writer(id, entry, &mut error) {
+                        if let Some(writer) = read_writer(id, entry, &mut findings) {
                             at.push(Found {
                                 offset: id.span().start,
                                 problem: writer.id.clone(),
@@ -318,7 +302,7 @@ impl PrefixLock {
                         }
                     }
                 }
-                other => error(
+                other => findings.error(
                     key.span(),
                     LockProblem::UnknownKey {
                         key: other.to_owned(),
@@ -328,14 +312,14 @@ impl PrefixLock {
             }
         }
         if !version_seen {
-            error(0..0, LockProblem::MissingVersion);
+            findings.error(0..0, LockProblem::MissingVersion);
         }
-        if !errors.is_empty() {
-            return Err(finish_errors(src, origin, errors));
+        if !findings.errors.is_empty() {
+            return Err(findings.into_errors(src, origin));
         }
-        let positions = diagnostic::positioned(src, origin, at)
+        let positions = config::positioned(src, origin, at)
             .into_iter()
-            .map(|(position, id)| (id, position))
+            .map(|Diagnostic { position, problem }| (problem, position))
             .collect();
         Ok(LoadedLock {
             lock: PrefixLock { writers },
@@ -387,7 +371,7 @@ fn toml_string(text: &str) -> String {
     toml::Value::String(text.to_owned()).to_string()
 }
 
-fn read_version(value: &Spanned<DeValue<'_>>, error: &mut impl FnMut(Range<usize>, LockProblem)) {
+fn read_version(value: &Spanned<DeValue<'_>>, findings: &mut Findings) {
     match value.get_ref() {
         DeValue::Integer(i)
             if i.radix() == 10
@@ -399,20 +383,14 @@ fn read_version(value: &Spanned<DeValue<'_>>, error: &mut impl FnMut(Range<usize
                 2 => "0b",
                 _ => "",
             };
-            error(
+            findings.error(
                 value.span(),
                 LockProblem::UnsupportedVersion {
                     found: format!("{radix}{}", excerpt(i.as_str())),
                 },
             );
         }
-        other => error(
-            value.span(),
-            LockProblem::WrongType {
-                found: describe_value(other),
-                expected: "the format version, an integer",
-            },
-        ),
+        _ => findings.wrong_type(value, "the format version, an integer"),
     }
 }
 
@@ -420,11 +398,11 @@ fn read_version(value: &Spanned<DeValue<'_>>, error: &mut impl FnMut(Range<usize
 fn read_writer(
     key: &Spanned<std::borrow::Cow<'_, str>>,
     value: &Spanned<DeValue<'_>>,
-    error: &mut impl FnMut(Range<usize>, LockProblem),
+    findings: &mut Findings,
 ) -> Option<LockedWriter> {
     let id = ComponentId::new(key.get_ref().as_ref())
         .map_err(|e| {
-            error(
+            findings.error(
                 key.span(),
                 LockProblem::InvalidId {
                     key: key.get_ref().to_string(),
@@ -434,13 +412,7 @@ fn read_writer(
         })
         .ok();
     let DeValue::Table(table) = value.get_ref() else {
-        error(
-            value.span(),
-            LockProblem::WrongType {
-                found: describe_value(value.get_ref()),
-                expected: "a writer's table",
-            },
-        );
+        findings.wrong_type(value, "a writer's table");
         return None;
     };
     let (mut file, mut stability, mut lands, mut fingerprint) = (None, None, None, None);
@@ -451,20 +423,14 @@ fn read_writer(
         written.insert(name);
         let text = match value.get_ref() {
             DeValue::String(text) => text.as_ref(),
-            other => {
-                error(
-                    value.span(),
-                    LockProblem::WrongType {
-                        found: describe_value(other),
-                        expected: "a string",
-                    },
-                );
+            _ => {
+                findings.wrong_type(value, "a string");
                 ok = false;
                 continue;
             }
         };
         let mut invalid = |field: &'static str, expected: &'static str| {
-            error(
+            findings.error(
                 value.span(),
                 LockProblem::InvalidValue {
                     field,
@@ -494,7 +460,7 @@ fn read_writer(
                 None => invalid("fingerprint", "32 lowercase hex digits"),
             },
             other => {
-                error(
+                findings.error(
                     field.span(),
                     LockProblem::UnknownKey {
                         key: other.to_owned(),
@@ -508,7 +474,7 @@ fn read_writer(
     let id = id?;
     for field in ["file", "stability", "lands"] {
         if !written.contains(field) {
-            error(
+            findings.error(
                 key.span(),
                 LockProblem::MissingField {
                     id: id.clone(),
@@ -520,7 +486,7 @@ fn read_writer(
     }
     match (stability, &fingerprint) {
         (Some(Stability::Static), None) if !written.contains("fingerprint") => {
-            error(
+            findings.error(
                 key.span(),
                 LockProblem::MissingField {
                     id: id.clone(),
@@ -530,7 +496,7 @@ fn read_writer(
             ok = false;
         }
         (Some(Stability::Session), Some((_, span))) => {
-            error(
+            findings.error(
                 span.clone(),
                 LockProblem::FingerprintOfSession { id: id.clone() },
             );
@@ -567,15 +533,6 @@ fn parse_fingerprint(text: &str) -> Option<Fingerprint> {
         *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(Digest128::from_bytes(bytes))
-}
-
-fn finish_errors(src: &str, origin: &str, errors: Vec<Found<LockProblem>>) -> LockFileErrors {
-    LockFileErrors(
-        diagnostic::positioned(src, origin, errors)
-            .into_iter()
-            .map(|(position, problem)| LockFileDiagnostic { position, problem })
-            .collect(),
-    )
 }
 
 /// A lock read from its file: the writers, and where each is written.
@@ -932,20 +889,15 @@ pub enum LockProblem {
     },
 }
 
+config::file_problem!(LockProblem);
+
+type Findings = config::Findings<LockProblem>;
+
 /// A problem with its position: `prefix.lock:7:1: message`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{position}: {problem}")]
-pub struct LockFileDiagnostic {
-    /// Where.
-    pub position: SourcePosition,
-    /// What.
-    pub problem: LockProblem,
-}
+pub type LockFileDiagnostic = Diagnostic<LockProblem>;
 
 /// Every problem of a lock file, in source order. Reading fails closed: no lock is returned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-pub struct LockFileErrors(pub Vec<LockFileDiagnostic>);
+pub type LockFileErrors = Diagnostics<LockProblem>;
 
 impl fmt::Display for LockedWriter {
     /// `id (stability, lands prefix|tail)`.

@@ -1,7 +1,7 @@
 //! [`Report`]: an error as `main` should show it.
 //!
 //! `fn main() -> Result<(), E>` prints a returned error with `{:?}`, and a derived `Debug`
-//! shows a struct dump (`Policy(PolicyErrors([PolicyDiagnostic { position: … }]))`) instead of
+//! shows a struct dump (`Invalid(Diagnostics([Diagnostic { position: … }]))`) instead of
 //! the message. A `Report` is what `?` turns any error into; its `Debug` is the error's
 //! message followed by the causes that message does not already show, as
 //! [`input::report`] writes them (bounded).

@@ -25,6 +25,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use prompt_core::PromptPolicy;
+use prompt_core::config::Diagnostics;
 use prompt_core::input::{self, CONFIG_LIMIT};
 use prompt_core::placement::Placement;
 use prompt_core::policy::{LoadedPolicy, PolicyDiagnostic, PolicyErrors, PolicyProblem};
@@ -317,12 +318,7 @@ impl Severity {
 
 /// Reads an agent.toml (at most [`CONFIG_LIMIT`] bytes, a regular file or `-`).
 pub fn read_config(path: &Path) -> Result<(String, String), input::InputError> {
-    let text = input::read_text(path, CONFIG_LIMIT)?;
-    let name = if path.as_os_str() == "-" {
-        "<stdin>".to_owned()
-    } else {
-        path.display().to_string()
-    };
+    let (text, name) = prompt_core::config::read_file(path, CONFIG_LIMIT)?;
     Ok((name, text))
 }
 
@@ -372,7 +368,7 @@ impl Loaded {
     fn of(registry: &Registry, text: &str, name: &str) -> Self {
         let policy = registry.load_policy(text, name);
         // A file that does not parse is reported once, by the `[prompt]` loader.
-        let unreadable = policy.as_ref().is_err_and(|PolicyErrors(errors)| {
+        let unreadable = policy.as_ref().is_err_and(|Diagnostics(errors)| {
             errors.iter().any(|e| {
                 matches!(
                     e.problem,
@@ -390,11 +386,11 @@ impl Loaded {
         let mut warnings: Vec<(&SourcePosition, String)> = Vec::new();
         match &self.policy {
             Ok(loaded) => warnings.extend(policy_lines(loaded.warnings())),
-            Err(PolicyErrors(e)) => errors.extend(policy_lines(e)),
+            Err(Diagnostics(e)) => errors.extend(policy_lines(e)),
         }
         match &self.provider {
             Some(Ok(loaded)) => warnings.extend(provider_lines(loaded.warnings())),
-            Some(Err(ProviderErrors(e))) => errors.extend(provider_lines(e)),
+            Some(Err(Diagnostics(e))) => errors.extend(provider_lines(e)),
             None => {}
         }
         let order = |(p, _): &(&SourcePosition, String)| (p.line, p.column);

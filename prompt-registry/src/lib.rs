@@ -205,8 +205,9 @@ pub use prompt_wire::{
 
 // Everything else of prompt-core, by module.
 pub use prompt_core::{
-    adopt, branch, component, context, delivery, divergence, hash, history, id, input, messages,
-    node, placement, policy, profile, raw_json, refresh, request, session, snapshot, tools,
+    adopt, branch, component, config, context, delivery, divergence, hash, history, id, input,
+    messages, node, placement, policy, profile, raw_json, refresh, request, session, snapshot,
+    tools,
 };
 
 /// Provider request bodies, replies read back, and the guard over two bodies: [`prompt_wire`].

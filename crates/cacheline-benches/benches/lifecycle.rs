@@ -6,7 +6,8 @@
 //! results was quadratic (each result re-read the whole reply and every earlier result):
 //! 1,000 took 1.5 s and 2,000 took 6.3 s in a release build. Figures: docs/benchmarks.md.
 
-use prompt_core::{Extensions, PromptPolicy, Session, SessionContext, SessionOptions};
+use cacheline_benches::sessions::bare;
+use prompt_core::{Extensions, Session};
 
 fn main() {
     divan::main();
@@ -14,13 +15,7 @@ fn main() {
 
 /// A session whose last reply calls `n` tools, none answered yet.
 fn calling(n: usize) -> Session {
-    let mut s = Session::start(
-        vec![],
-        &PromptPolicy::default(),
-        SessionContext::default(),
-        SessionOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = bare();
     if let Err(e) = s.turn(Extensions::new(), "run them all") {
         panic!("{e}");
     }
@@ -56,13 +51,7 @@ fn record_results_of_parallel_calls(bencher: divan::Bencher, n: usize) {
 
 /// A history of `rounds` rounds of user, one call, its result, a reply.
 fn rounds(rounds: usize) -> Session {
-    let mut s = Session::start(
-        vec![],
-        &PromptPolicy::default(),
-        SessionContext::default(),
-        SessionOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = bare();
     for round in 0..rounds {
         if let Err(e) = s.turn(Extensions::new(), format!("round {round}")) {
             panic!("{e}");

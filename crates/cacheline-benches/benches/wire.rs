@@ -10,21 +10,14 @@
 
 use std::cell::RefCell;
 
+use cacheline_benches::sessions::{answer, grow, next_turn, session_with};
 use prompt_core::tools::{ToolSet, ToolSource};
-use prompt_core::{
-    ApiKind, Component, ComponentId, Extensions, Placement, PromptPolicy, Session, SessionContext,
-};
+use prompt_core::{ApiKind, Session};
 use prompt_wire::{Wire, WireOptions};
 use serde_json::json;
 
 fn main() {
     divan::main();
-}
-
-struct Date(String);
-
-fn id(s: &str) -> ComponentId {
-    ComponentId::new(s).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn tools() -> ToolSet {
@@ -42,30 +35,7 @@ fn tools() -> ToolSet {
 /// A session with `nodes` history nodes for `api`, and its wire after one body (every
 /// node converted once, as in a session that sent a body per turn).
 fn setup(api: ApiKind, nodes: usize) -> (Session, Wire) {
-    let components = vec![
-        Component::constant(
-            id("assistant_instructions"),
-            "You are a careful coding assistant. ".repeat(20),
-        )
-        .placement(Placement::Prefix),
-        Component::turn(id("date"), |t| {
-            t.get::<Date>().map(|d| format!("Today is {}.", d.0))
-        }),
-    ];
-    let policy = PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"assistant_instructions\"]\n",
-        "agent.toml",
-        &components,
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-    .ignore_warnings();
-    let mut s = Session::start(
-        components,
-        &policy,
-        SessionContext::default(),
-        prompt_wire::session_options(api, tools()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = session_with(vec![], prompt_wire::session_options(api, tools()));
     let options = match api {
         ApiKind::Gemini => WireOptions::new("model").param(
             "generationConfig",
@@ -79,29 +49,9 @@ fn setup(api: ApiKind, nodes: usize) -> (Session, Wire) {
             .param("temperature", &json!(0.2)),
     };
     let mut w = Wire::new(api, options).unwrap_or_else(|e| panic!("{e}"));
-    let mut day = 0;
-    while s.history().len() < nodes {
-        day += 1;
-        let values = Extensions::new().with(Date(format!("day {}", day / 7)));
-        if let Err(e) = s.turn(
-            values,
-            format!("Question {day}: what does module {day} do?"),
-        ) {
-            panic!("{e}");
-        }
-        let reply = json!({"role": "assistant", "content": format!("Module {day} parses the config and returns typed errors with line numbers.")});
-        if let Err(e) = s.record_assistant(&reply) {
-            panic!("{e}");
-        }
-    }
-    let values = Extensions::new().with(Date("day 9999".to_owned()));
-    match s.turn(values, "Warm up.") {
-        Ok(req) => {
-            if let Err(e) = w.body(&req) {
-                panic!("{e}");
-            }
-        }
-        Err(e) => panic!("{e}"),
+    grow(&mut s, nodes);
+    if let Err(e) = w.body(&next_turn(&mut s, "Warm up.")) {
+        panic!("{e}");
     }
     (s, w)
 }
@@ -117,11 +67,7 @@ fn bench(bencher: divan::Bencher, api: ApiKind, nodes: usize) {
         .with_inputs(|| answer(&mut s.borrow_mut()))
         .bench_local_values(|()| {
             let mut s = s.borrow_mut();
-            let values = Extensions::new().with(Date("day 9999".to_owned()));
-            let req = match s.turn(values, "One more question about the parser?") {
-                Ok(req) => req,
-                Err(e) => panic!("{e}"),
-            };
+            let req = next_turn(&mut s, "One more question about the parser?");
             let body = match w.body(&req) {
                 Ok(body) => body,
                 Err(e) => panic!("{e}"),
@@ -132,16 +78,6 @@ fn bench(bencher: divan::Bencher, api: ApiKind, nodes: usize) {
             }
             (body.len(), body.stable_len(), out.len())
         });
-}
-
-/// The previous sample's turn answered, outside the measured time: a turn is refused while
-/// the last request has no reply.
-fn answer(s: &mut Session) {
-    if s.unanswered_request().is_some()
-        && let Err(e) = s.record_assistant(&json!({"role": "assistant", "content": "Ok."}))
-    {
-        panic!("{e}");
-    }
 }
 
 #[divan::bench(args = SIZES, sample_count = 100, sample_size = 1)]
@@ -179,10 +115,6 @@ fn baseline_turn_only(bencher: divan::Bencher, nodes: usize) {
         .with_inputs(|| answer(&mut s.borrow_mut()))
         .bench_local_values(|()| {
             let mut s = s.borrow_mut();
-            let values = Extensions::new().with(Date("day 9999".to_owned()));
-            match s.turn(values, "One more question about the parser?") {
-                Ok(req) => req.len(),
-                Err(e) => panic!("{e}"),
-            }
+            next_turn(&mut s, "One more question about the parser?").len()
         });
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use cacheline_benches::proxy_bench::driver::{self, LoadConfig, Target};
 use cacheline_benches::proxy_bench::report::{self, Record};
-use cacheline_benches::proxy_bench::upstream::{self, UpstreamConfig};
+use cacheline_upstream::Upstream;
+use cacheline_upstream::provider::{self, ProviderConfig};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -143,8 +144,13 @@ impl TargetArgs {
 enum BenchError {
     #[error("starting the runtime: {0}")]
     Runtime(std::io::Error),
-    #[error(transparent)]
-    Upstream(#[from] upstream::UpstreamError),
+    #[error("scripted upstream: cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("scripted upstream: accept failed: {0}")]
+    Accept(std::io::Error),
     #[error("writing {path}: {source}")]
     Write {
         path: PathBuf,
@@ -206,19 +212,22 @@ fn run(cli: Cli) -> Result<(), BenchError> {
             event_delay_us,
             threads,
         } => runtime(threads)?.block_on(async {
-            let listener = upstream::bind(listen).await?;
-            let addr = listener
-                .local_addr()
-                .map_err(|e| upstream::UpstreamError::Bind {
-                    addr: listen,
-                    source: e,
-                })?;
+            let cannot_listen = |source| BenchError::Listen {
+                addr: listen,
+                source,
+            };
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(cannot_listen)?;
+            let addr = listener.local_addr().map_err(cannot_listen)?;
             println!("listening on http://{addr}");
-            let config = UpstreamConfig {
+            let config = ProviderConfig {
                 events,
                 event_delay: Duration::from_micros(event_delay_us),
             };
-            Ok(upstream::serve(listener, config).await?)
+            Upstream::serve(listener, provider::script(config))
+                .await
+                .map_err(BenchError::Accept)
         }),
         Command::Load {
             target,

@@ -5,20 +5,17 @@ use std::time::Duration;
 
 use cacheline_benches::proxy_bench::driver::{self, LoadConfig, Target};
 use cacheline_benches::proxy_bench::report::{self, Record};
-use cacheline_benches::proxy_bench::upstream::{self, UpstreamConfig};
+use cacheline_upstream::Upstream;
+use cacheline_upstream::provider::{self, ProviderConfig};
 
-async fn start_upstream(config: UpstreamConfig) -> String {
-    let listener = upstream::bind("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(upstream::serve(listener, config));
-    base
+async fn start_upstream(config: ProviderConfig) -> String {
+    let upstream = Upstream::start(provider::script(config)).await.unwrap();
+    upstream.url()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_second_at_ten_per_second_gives_ten_answers_whole_and_streamed() {
-    let base = start_upstream(UpstreamConfig::default()).await;
+    let base = start_upstream(ProviderConfig::default()).await;
     let client = driver::client();
     for stream in [false, true] {
         let config = LoadConfig {
@@ -61,7 +58,7 @@ async fn one_second_at_ten_per_second_gives_ten_answers_whole_and_streamed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_reply_arrives_event_by_event_so_first_byte_precedes_the_end() {
-    let base = start_upstream(UpstreamConfig {
+    let base = start_upstream(ProviderConfig {
         events: 3,
         event_delay: Duration::from_millis(20),
     })
@@ -89,7 +86,7 @@ async fn a_streamed_reply_arrives_event_by_event_so_first_byte_precedes_the_end(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_route_is_a_counted_error_with_its_status() {
-    let base = start_upstream(UpstreamConfig::default()).await;
+    let base = start_upstream(ProviderConfig::default()).await;
     let target = Target {
         openai_path: "/nowhere".into(),
         anthropic_path: "/nowhere".into(),

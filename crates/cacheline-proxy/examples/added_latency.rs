@@ -8,35 +8,19 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cacheline_proxy::{Proxy, ProxyConfig, Upstreams, bind};
+use cacheline_upstream::{Upstream, always, whole};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 
 const BODY: &str = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}"#;
 const REPLY: &str = r#"{"id":"c1","object":"chat.completion","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1}}"#;
 
+/// The workspace's scripted upstream, answering every request with [`REPLY`].
 async fn upstream() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (s, _) = listener.accept().await.unwrap();
-            tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async move {
-                        let _ = req.into_body().collect().await;
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            Bytes::from_static(REPLY.as_bytes()),
-                        )))
-                    });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(s), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    let reply = whole("200 OK", &[], REPLY.as_bytes());
+    Upstream::start(always(reply)).await.unwrap().addr()
 }
 
 async fn times(addr: std::net::SocketAddr, n: usize) -> Vec<Duration> {

@@ -41,7 +41,7 @@ proptest! {
             .build()
             .unwrap();
         rt.block_on(async {
-            let up = Upstream::start(cut_then_whole(body.clone(), cut)).await;
+            let up = upstream(cut_then_whole(body.clone(), cut)).await;
             let proxy = proxy(ProxyConfig::default(), &up.url()).await;
             let (got, _) = raw(proxy.addr(), &post("/v1/chat/completions", &[], b"{}")).await;
             let (head, received) = split(&got);

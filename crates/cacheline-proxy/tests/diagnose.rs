@@ -93,13 +93,6 @@ fn head_and_body(request: &[u8]) -> (String, Vec<u8>) {
     split(request)
 }
 
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
-    })
-}
-
 /// The agent's body with `field` spliced in before its closing brace.
 fn spliced(body: &[u8], field: &str) -> Vec<u8> {
     let close = body.iter().rposition(|&b| b == b'}').unwrap();
@@ -135,7 +128,7 @@ async fn diagnose_adds_anthropics_field_and_beta_and_the_verdict_shows_agreement
         "msg_02",
         Some(r#"{"cache_miss_reason":{"type":"tools_changed","cache_missed_input_tokens":12900}}"#),
     );
-    let up = Upstream::start(scripted(
+    let up = upstream(scripted(
         "application/json",
         vec![anthropic_reply("msg_01", None), second.clone()],
     ))
@@ -207,7 +200,7 @@ async fn diagnose_names_the_streamed_openai_reply_and_the_verdict_shows_disagree
         "resp_02",
         Some(r#"{"type":"cache_miss","reason":"input_changed","cache_missed_tokens":4000}"#),
     );
-    let up = Upstream::start(scripted(
+    let up = upstream(scripted(
         "text/event-stream",
         vec![responses_stream("resp_01", None), second.clone()],
     ))
@@ -252,7 +245,7 @@ async fn without_diagnose_or_a_named_session_nothing_changes() {
         ("x-claude-code-session-id", "s-3"),
         ("anthropic-beta", "fine-grained-tool-streaming-2025-05-14"),
     ];
-    let up = Upstream::start(scripted(
+    let up = upstream(scripted(
         "application/json",
         vec![anthropic_reply("msg_01", None)],
     ))
@@ -281,7 +274,7 @@ async fn without_diagnose_or_a_named_session_nothing_changes() {
     assert!(summary.diagnose.is_none());
 
     // On, but the requests name no session: unchanged, and counted.
-    let up = Upstream::start(scripted(
+    let up = upstream(scripted(
         "application/json",
         vec![anthropic_reply("msg_01", None)],
     ))
@@ -309,7 +302,7 @@ async fn without_diagnose_or_a_named_session_nothing_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_diagnostics_reply_reaches_the_client_unchanged_and_the_verdict_says_so() {
     let bad = anthropic_reply("msg_02", Some(r#"{"cache_miss_reason":{"type":7}}"#));
-    let up = Upstream::start(scripted(
+    let up = upstream(scripted(
         "application/json",
         vec![anthropic_reply("msg_01", None), bad.clone()],
     ))

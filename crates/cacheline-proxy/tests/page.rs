@@ -5,39 +5,20 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cacheline_proxy::{Proxy, ProxyConfig, Upstreams, bind};
-use http_body_util::Full;
-use hyper_util::rt::TokioIo;
+use cacheline_upstream::{Upstream, always, whole};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// A scripted OpenAI-style upstream: every request gets the same chat completion.
 async fn upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_req| async {
-                    let body = r#"{"id":"c1","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":1,"total_tokens":41,"prompt_tokens_details":{"cached_tokens":0}}}"#;
-                    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
-                    r.headers_mut().insert(
-                        hyper::header::CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static("application/json"),
-                    );
-                    Ok::<_, std::convert::Infallible>(r)
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    let body = r#"{"id":"c1","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":1,"total_tokens":41,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+    let reply = whole(
+        "200 OK",
+        &[("content-type", "application/json")],
+        body.as_bytes(),
+    );
+    Upstream::start(always(reply)).await.unwrap().addr()
 }
 
 async fn start_proxy() -> Proxy {

@@ -13,17 +13,16 @@ use tokio::sync::Notify;
 const CHAT: &[u8] = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
 
 fn ok_json(body: &str) -> Script {
-    let reply = whole(
+    always(whole(
         "200 OK",
         &[("Content-Type", "application/json")],
         body.as_bytes(),
-    );
-    Arc::new(move |_, _| vec![Step::Send(reply.clone())])
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_reach_the_upstream_byte_for_byte_but_hop_by_hop_headers() {
-    let up = Upstream::start(ok_json("{}")).await;
+    let up = upstream(ok_json("{}")).await;
     let proxy = proxy(ProxyConfig::default(), &up.url()).await;
     let body = br#"{"model":"gpt-4o",  "messages":[{"role":"user","content":"h\u00e9"}]}"#;
     let request = [
@@ -44,7 +43,7 @@ async fn requests_reach_the_upstream_byte_for_byte_but_hop_by_hop_headers() {
     let expected = [
         format!(
             "POST /v1/chat/completions?a=1&b=%20 HTTP/1.1\r\nHost: {}\r\nX-MiXeD-Case: A  b\r\nAuthorization: Bearer sk-1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            up.addr,
+            up.addr(),
             body.len()
         )
         .into_bytes(),
@@ -68,7 +67,7 @@ async fn a_streamed_reply_comes_back_frame_by_frame_unchanged() {
         b"data: [DONE]\n\n".to_vec(),
     ];
     let (g, ev) = (go.clone(), events.clone());
-    let up = Upstream::start(Arc::new(move |_, _| {
+    let up = upstream(Arc::new(move |_, _| {
         vec![
             Step::Send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: r-1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec()),
             Step::Send(chunk(&ev[0])),
@@ -79,8 +78,7 @@ async fn a_streamed_reply_comes_back_frame_by_frame_unchanged() {
             Step::Send(chunk(&ev[2])),
             Step::Send(b"0\r\n\r\n".to_vec()),
         ]
-    }))
-    .await;
+    })).await;
     let proxy = proxy(ProxyConfig::default(), &up.url()).await;
     let mut s = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
     s.write_all(&post("/v1/chat/completions", &[], CHAT))
@@ -142,7 +140,7 @@ async fn upstream_errors_pass_through_unchanged() {
             body.as_bytes(),
         );
         let r = reply.clone();
-        let up = Upstream::start(Arc::new(move |_, _| vec![Step::Send(r.clone())])).await;
+        let up = upstream(Arc::new(move |_, _| vec![Step::Send(r.clone())])).await;
         let proxy = proxy(ProxyConfig::default(), &up.url()).await;
         let (got, _) = raw(proxy.addr(), &post("/v1/messages", &[], b"{}")).await;
         assert_eq!(
@@ -185,7 +183,7 @@ async fn the_audit_of_the_log_gives_the_verdicts_the_proxy_printed() {
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("proxy.jsonl");
     let _ = std::fs::remove_file(&log);
-    let up = Upstream::start(Arc::new(|n, _| {
+    let up = upstream(Arc::new(|n, _| {
         vec![Step::Send(usage_reply(900, [0, 800, 0, 0][n.min(3)]))]
     }))
     .await;
@@ -259,7 +257,7 @@ async fn credentials_are_never_written_to_the_log_or_the_rows() {
     let dir = std::env::temp_dir().join(format!("cacheline-proxy-cred-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("proxy.jsonl");
-    let up = Upstream::start(ok_json(r#"{"usage":{"prompt_tokens":3}}"#)).await;
+    let up = upstream(ok_json(r#"{"usage":{"prompt_tokens":3}}"#)).await;
     let proxy = proxy(ProxyConfig::default().with_log(&log), &up.url()).await;
     let secrets = [
         ("authorization", "Bearer SECRET-authorization"),
@@ -323,7 +321,7 @@ async fn an_unreachable_upstream_is_a_502_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_does_not_answer_in_time_is_a_502() {
-    let up = Upstream::start(Arc::new(|_, _| vec![Step::Hang])).await;
+    let up = upstream(Arc::new(|_, _| vec![Step::Hang])).await;
     let config = ProxyConfig::default().with_upstream_timeout(Duration::from_millis(300));
     let proxy = proxy(config, &up.url()).await;
     let (got, _) = raw(proxy.addr(), &post("/v1/responses", &[], b"{}")).await;
@@ -339,14 +337,13 @@ async fn an_upstream_that_does_not_answer_in_time_is_a_502() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_mid_stream_reaches_the_client_as_an_aborted_body() {
-    let up = Upstream::start(Arc::new(|_, _| {
+    let up = upstream(Arc::new(|_, _| {
         vec![
             Step::Send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec()),
             Step::Send(chunk(b"data: {\"a\":1}\n\n")),
             Step::Close,
         ]
-    }))
-    .await;
+    })).await;
     let proxy = proxy(ProxyConfig::default(), &up.url()).await;
     let (got, _) = raw(proxy.addr(), &post("/v1/chat/completions", &[], CHAT)).await;
     let (_, body) = split(&got);
@@ -365,7 +362,7 @@ async fn a_reset_mid_stream_reaches_the_client_as_an_aborted_body() {
 async fn a_client_gone_mid_stream_ends_the_upstream_request() {
     let never = Arc::new(Notify::new());
     let n2 = never.clone();
-    let up = Upstream::start(Arc::new(move |_, _| {
+    let up = upstream(Arc::new(move |_, _| {
         vec![
             Step::Send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec()),
             Step::Send(chunk(b"data: 1\n\n")),
@@ -386,7 +383,7 @@ async fn a_client_gone_mid_stream_ends_the_upstream_request() {
         got.extend_from_slice(&tmp[..n]);
     }
     drop(s);
-    tokio::time::timeout(Duration::from_secs(10), up.client_gone.notified())
+    tokio::time::timeout(Duration::from_secs(10), up.client_gone().notified())
         .await
         .expect("the upstream saw its request ended");
     rows(&proxy.state(), 1).await;
@@ -399,7 +396,7 @@ async fn a_client_gone_mid_stream_ends_the_upstream_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_sessions_are_served() {
-    let up = Upstream::start(Arc::new(|_, req| {
+    let up = upstream(Arc::new(|_, req| {
         let len = req.len().to_string();
         vec![Step::Send(whole("200 OK", &[("X-Len", &len)], b"{}"))]
     }))
@@ -442,7 +439,7 @@ async fn a_thousand_concurrent_sessions_are_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_json_is_forwarded_and_its_verdict_says_it_could_not_be_read() {
-    let up = Upstream::start(ok_json("{}")).await;
+    let up = upstream(ok_json("{}")).await;
     let proxy = proxy(ProxyConfig::default(), &up.url()).await;
     let body = b"{\"model\": \"gpt-4o\", \"messages\": [ oops";
     raw(proxy.addr(), &post("/v1/chat/completions", &[], body)).await;
@@ -459,7 +456,7 @@ async fn malformed_json_is_forwarded_and_its_verdict_says_it_could_not_be_read()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_over_the_copy_cap_is_forwarded_whole_and_not_analysed() {
-    let up = Upstream::start(ok_json("{}")).await;
+    let up = upstream(ok_json("{}")).await;
     let proxy = proxy(ProxyConfig::default().with_max_copy_bytes(1000), &up.url()).await;
     let body = format!(
         r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
@@ -499,7 +496,7 @@ async fn a_gzip_reply_is_read_for_analysis_and_forwarded_compressed() {
         &gz,
     );
     let r = reply.clone();
-    let up = Upstream::start(Arc::new(move |_, _| vec![Step::Send(r.clone())])).await;
+    let up = upstream(Arc::new(move |_, _| vec![Step::Send(r.clone())])).await;
     let proxy = proxy(ProxyConfig::default(), &up.url()).await;
     let (got, _) = raw(proxy.addr(), &post("/v1/chat/completions", &[], CHAT)).await;
     assert_eq!(got, reply);
@@ -537,7 +534,7 @@ async fn the_launcher_sets_base_urls_and_returns_the_childs_exit_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_analysis_queue_drops_copies_and_counts_them() {
-    let up = Upstream::start(ok_json(r#"{"usage":{"prompt_tokens":3}}"#)).await;
+    let up = upstream(ok_json(r#"{"usage":{"prompt_tokens":3}}"#)).await;
     let proxy = proxy(ProxyConfig::default().with_queue(1), &up.url()).await;
     let addr = proxy.addr();
     let long = format!(

@@ -2,7 +2,8 @@
 //! with a fixed component set of every stability and placement.
 
 use prompt_core::component::SourceLocation;
-use prompt_core::lock::{LockChange, LockFileErrors, PrefixLock};
+use prompt_core::config::Diagnostics;
+use prompt_core::lock::{LockChange, PrefixLock};
 use prompt_core::placement::Placement;
 use prompt_core::{Component, PromptPolicy};
 
@@ -64,7 +65,7 @@ pub fn lock_file(data: &[u8]) {
                 }
             }
         }
-        Err(LockFileErrors(errors)) => {
+        Err(Diagnostics(errors)) => {
             assert_errors(&text, "prefix.lock", errors.iter().map(|e| &e.position));
         }
     }

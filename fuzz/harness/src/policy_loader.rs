@@ -1,8 +1,8 @@
 //! `policy_loader`: arbitrary bytes as an `agent.toml`, loaded against a fixed component set
 //! with every stability, built-in and run-time, declared and not.
 
+use prompt_core::config::Diagnostics;
 use prompt_core::placement::{Placement, Stability};
-use prompt_core::policy::PolicyErrors;
 use prompt_core::{Component, PromptPolicy};
 
 use crate::shared::{assert_errors, assert_positions, id};
@@ -73,7 +73,7 @@ pub fn policy_loader(data: &[u8]) {
                 }
             }
         }
-        Err(PolicyErrors(errors)) => {
+        Err(Diagnostics(errors)) => {
             assert_errors(&text, "agent.toml", errors.iter().map(|e| &e.position));
         }
     }

@@ -47,13 +47,7 @@ pub(crate) fn stream(api: ApiKind, data: &[u8]) {
         return;
     };
     if api != ApiKind::OpenAiResponses {
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                StreamEvent::TextDelta { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let text = StreamEvent::shown_text(&events);
         assert_eq!(
             text, reply.text,
             "{api:?}: the text shown is not the reply's"

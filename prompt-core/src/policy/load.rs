@@ -16,10 +16,10 @@ use toml::de::DeValue;
 
 use super::{IdPattern, PatternError, PromptPolicy};
 use crate::component::Component;
-use crate::diagnostic::{self, Unreadable, describe_value, distance_within, excerpt};
+use crate::config::{self, Diagnostic, Diagnostics, Loaded, distance_within, excerpt, nearest};
 use crate::id::ComponentId;
 use crate::id_grammar::{IdError, IdProblem, NAMESPACES, normalize_name};
-use crate::input::{self, CONFIG_LIMIT, InputError};
+use crate::input::CONFIG_LIMIT;
 use crate::placement::{Placement, Stability};
 
 /// A policy together with the warnings found while loading it.
@@ -48,8 +48,7 @@ use crate::placement::{Placement, Stability};
 #[derive(Debug, Clone)]
 #[must_use = "a loaded policy carries its warnings: take the policy with `into_parts`, `deny_warnings` or `ignore_warnings`"]
 pub struct LoadedPolicy {
-    policy: PromptPolicy,
-    warnings: Vec<PolicyDiagnostic>,
+    loaded: Loaded<PromptPolicy, PolicyProblem>,
     unresolved: Vec<ComponentId>,
 }
 
@@ -57,7 +56,7 @@ impl LoadedPolicy {
     /// Non-fatal findings, in source order: a glob that matches no component, a run-time
     /// id that names no registered component yet, a misspelled `[prompt]`.
     pub fn warnings(&self) -> &[PolicyDiagnostic] {
-        &self.warnings
+        self.loaded.warnings()
     }
 
     /// The exact `skill:`/`mcp:` ids the file names that no given component has (yet), in
@@ -69,38 +68,17 @@ impl LoadedPolicy {
 
     /// The policy and the warnings, for a caller that reports them itself.
     pub fn into_parts(self) -> (PromptPolicy, Vec<PolicyDiagnostic>) {
-        (self.policy, self.warnings)
+        self.loaded.into_parts()
     }
 
     /// The policy, or the warnings as errors when there are any (`check --strict`).
     pub fn deny_warnings(self) -> Result<PromptPolicy, PolicyErrors> {
-        if self.warnings.is_empty() {
-            Ok(self.policy)
-        } else {
-            Err(PolicyErrors(self.warnings))
-        }
+        self.loaded.deny_warnings()
     }
 
     /// The policy; the warnings are dropped, as the caller's code says here.
     pub fn ignore_warnings(self) -> PromptPolicy {
-        self.policy
-    }
-}
-
-/// A position in a policy file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourcePosition {
-    /// The file name or other origin given to the loader.
-    pub origin: String,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column, in characters.
-    pub column: usize,
-}
-
-impl fmt::Display for SourcePosition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.origin, self.line, self.column)
+        self.loaded.ignore_warnings()
     }
 }
 
@@ -302,49 +280,24 @@ fn per_turn_fix(id: &ComponentId, by: PerTurnPromotion) -> String {
     }
 }
 
+config::file_problem!(PolicyProblem);
+
 /// A problem with its position: `agent.toml:7:17: message`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{position}: {problem}")]
-pub struct PolicyDiagnostic {
-    /// Where.
-    pub position: SourcePosition,
-    /// What.
-    pub problem: PolicyProblem,
-}
+pub type PolicyDiagnostic = Diagnostic<PolicyProblem>;
 
 /// Every error found in a policy file, in source order. Loading fails closed: no policy is
 /// returned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", display_lines(.0))]
-pub struct PolicyErrors(pub Vec<PolicyDiagnostic>);
+pub type PolicyErrors = Diagnostics<PolicyProblem>;
 
-fn display_lines(diags: &[PolicyDiagnostic]) -> String {
-    diags
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Why [`PromptPolicy::load_agent_toml`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file could not be read (missing, not a regular file, too large, not UTF-8).
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// The file was read; its `[prompt]` section is invalid.
-    #[error(transparent)]
-    Policy(#[from] PolicyErrors),
-}
+/// Why [`PromptPolicy::load_agent_toml`] failed: the file could not be read
+/// ([`LoadError::Input`]), or its `[prompt]` section is invalid ([`LoadError::Invalid`]).
+pub type LoadError = config::LoadError<PolicyProblem>;
 
 /// The keys of `[prompt]`.
 const PROMPT_KEYS: [&str; 4] = ["default", "prefix_allow", "prefix_deny", "placement"];
 
-/// A problem at a byte offset; positions are computed once, for all of them, at the end.
-type Found = diagnostic::Found<PolicyProblem>;
-
 /// The diagnostics of one load.
-type Findings = diagnostic::Findings<PolicyProblem>;
+type Findings = config::Findings<PolicyProblem>;
 
 /// A pattern entry as written, before it is checked against the components.
 struct RawEntry<'a> {
@@ -373,18 +326,8 @@ impl PromptPolicy {
         origin: &str,
         components: impl IntoIterator<Item = &'a Component>,
     ) -> Result<LoadedPolicy, PolicyErrors> {
+        let doc = config::parse_toml(src, origin, CONFIG_LIMIT)?;
         let mut findings = Findings::default();
-        let doc = match diagnostic::parse_toml(src, CONFIG_LIMIT) {
-            Ok(doc) => doc,
-            Err((span, why)) => {
-                let problem = match why {
-                    Unreadable::TooLarge { len, limit } => PolicyProblem::TooLarge { len, limit },
-                    Unreadable::Syntax(e) => PolicyProblem::Syntax(e),
-                };
-                findings.error(span, problem);
-                return Err(finish_errors(src, origin, findings));
-            }
-        };
         let mut raw = None;
         for (key, value) in doc.get_ref() {
             let name: &str = key.get_ref();
@@ -407,7 +350,7 @@ impl PromptPolicy {
             None => PromptPolicy::default(),
         };
         if !findings.errors.is_empty() {
-            return Err(finish_errors(src, origin, findings));
+            return Err(findings.into_errors(src, origin));
         }
         // In source order (the lists are checked deny first), each once.
         unresolved.sort_by_key(|(offset, _)| *offset);
@@ -417,10 +360,9 @@ impl PromptPolicy {
             .map(|(_, id)| id)
             .filter(|id| seen.insert(id.clone()))
             .collect();
-        let warnings = positioned(src, origin, findings.warnings);
+        let warnings = config::positioned(src, origin, findings.warnings);
         Ok(LoadedPolicy {
-            policy,
-            warnings,
+            loaded: Loaded::new(policy, warnings),
             unresolved,
         })
     }
@@ -446,12 +388,7 @@ impl PromptPolicy {
         path: &Path,
         components: impl IntoIterator<Item = &'a Component>,
     ) -> Result<LoadedPolicy, LoadError> {
-        let text = input::read_text(path, CONFIG_LIMIT)?;
-        let origin = if path.as_os_str() == "-" {
-            "<stdin>".to_owned()
-        } else {
-            path.display().to_string()
-        };
+        let (text, origin) = config::read_file(path, CONFIG_LIMIT)?;
         Ok(Self::from_agent_toml(&text, &origin, components)?)
     }
 }
@@ -474,8 +411,8 @@ fn read_prompt<'d>(
             findings.error(value.span(), PolicyProblem::ArrayOfTables);
             return None;
         }
-        other => {
-            findings.error(value.span(), wrong_type(other, "a [prompt] table"));
+        _ => {
+            findings.wrong_type(value, "a [prompt] table");
             return None;
         }
     };
@@ -502,23 +439,16 @@ fn read_prompt<'d>(
                         }
                     }
                 }
-                other => findings.error(
-                    value.span(),
-                    wrong_type(
-                        other,
-                        "a [prompt.placement] table of id = \"prefix\" or \"tail\"",
-                    ),
+                _ => findings.wrong_type(
+                    value,
+                    "a [prompt.placement] table of id = \"prefix\" or \"tail\"",
                 ),
             },
             _ => findings.error(
                 key.span(),
                 PolicyProblem::UnknownKey {
                     key: name.to_owned(),
-                    suggestion: PROMPT_KEYS
-                        .into_iter()
-                        .filter_map(|k| distance_within(name, k).map(|d| (d, k)))
-                        .min_by_key(|(d, _)| *d)
-                        .map(|(_, k)| k),
+                    suggestion: nearest(name, PROMPT_KEYS),
                 },
             ),
         }
@@ -539,8 +469,8 @@ fn read_placement(value: &Spanned<DeValue<'_>>, findings: &mut Findings) -> Opti
             );
             None
         }
-        other => {
-            findings.error(value.span(), wrong_type(other, "\"prefix\" or \"tail\""));
+        _ => {
+            findings.wrong_type(value, "\"prefix\" or \"tail\"");
             None
         }
     }
@@ -551,10 +481,7 @@ fn read_patterns<'d>(
     findings: &mut Findings,
 ) -> Vec<RawEntry<'d>> {
     let DeValue::Array(items) = value.get_ref() else {
-        findings.error(
-            value.span(),
-            wrong_type(value.get_ref(), "an array of id patterns"),
-        );
+        findings.wrong_type(value, "an array of id patterns");
         return Vec::new();
     };
     let mut out = Vec::with_capacity(items.len());
@@ -564,17 +491,10 @@ fn read_patterns<'d>(
                 text,
                 span: item.span(),
             }),
-            other => findings.error(item.span(), wrong_type(other, "an id pattern string")),
+            _ => findings.wrong_type(item, "an id pattern string"),
         }
     }
     out
-}
-
-fn wrong_type(found: &DeValue<'_>, expected: &'static str) -> PolicyProblem {
-    PolicyProblem::WrongType {
-        found: describe_value(found),
-        expected,
-    }
 }
 
 /// Checks the entries against the components and builds the policy. Unresolved run-time
@@ -821,27 +741,10 @@ impl<'k> Suggestions<'k> {
         if let Some(hit) = self.memo.get(id) {
             return hit.clone();
         }
-        let best = self
-            .known
-            .iter()
-            .filter_map(|k| distance_within(id.as_str(), k.as_str()).map(|d| (d, *k)))
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, k)| k.clone());
+        let best = nearest(id.as_str(), self.known.iter().copied()).cloned();
         self.memo.insert(id.clone(), best.clone());
         best
     }
-}
-
-fn finish_errors(src: &str, origin: &str, findings: Findings) -> PolicyErrors {
-    PolicyErrors(positioned(src, origin, findings.errors))
-}
-
-/// The diagnostics, in source order, each with its line and character column.
-fn positioned(src: &str, origin: &str, found: Vec<Found>) -> Vec<PolicyDiagnostic> {
-    diagnostic::positioned(src, origin, found)
-        .into_iter()
-        .map(|(position, problem)| PolicyDiagnostic { position, problem })
-        .collect()
 }
 
 #[cfg(test)]

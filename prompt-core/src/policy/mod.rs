@@ -19,9 +19,10 @@ mod load;
 mod pattern;
 mod resolve;
 
+pub use crate::config::SourcePosition;
 pub use load::{
     LoadError, LoadedPolicy, Normalized, PerTurnPromotion, PolicyDiagnostic, PolicyErrors,
-    PolicyProblem, SourcePosition,
+    PolicyProblem,
 };
 pub use pattern::{IdPattern, MAX_GLOB_LEN, PatternError};
 pub use resolve::{Reason, RequestSource, Resolution};

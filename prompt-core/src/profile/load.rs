@@ -23,10 +23,9 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::{CacheTtl, Extension, Profile, Provider, Retention};
+use crate::config::{self, Diagnostic, Diagnostics, Loaded, distance_within, excerpt, nearest};
 use crate::delivery::{ApiKind, PrefixRole, UpdateRole};
-use crate::diagnostic::{self, Unreadable, describe_value, distance_within, excerpt};
-use crate::input::{self, CONFIG_LIMIT, InputError};
-use crate::policy::SourcePosition;
+use crate::input::CONFIG_LIMIT;
 
 /// The keys of `[provider]`.
 const KEYS: [&str; 8] = [
@@ -159,31 +158,18 @@ pub enum ProviderProblem {
     },
 }
 
+config::file_problem!(ProviderProblem);
+
 /// A problem with its position: `agent.toml:7:12: message`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{position}: {problem}")]
-pub struct ProviderDiagnostic {
-    /// Where.
-    pub position: SourcePosition,
-    /// What.
-    pub problem: ProviderProblem,
-}
+pub type ProviderDiagnostic = Diagnostic<ProviderProblem>;
 
 /// Every error of a `[provider]` section, in source order: no section is returned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-pub struct ProviderErrors(pub Vec<ProviderDiagnostic>);
+pub type ProviderErrors = Diagnostics<ProviderProblem>;
 
-/// Why [`ProviderSection::load_agent_toml`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderLoadError {
-    /// The file could not be read.
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// The file was read; its `[provider]` section is invalid.
-    #[error(transparent)]
-    Section(#[from] ProviderErrors),
-}
+/// Why [`ProviderSection::load_agent_toml`] failed: the file could not be read
+/// ([`config::LoadError::Input`]), or its `[provider]` section is invalid
+/// ([`config::LoadError::Invalid`]).
+pub type ProviderLoadError = config::LoadError<ProviderProblem>;
 
 /// The operator's `[provider]` section: which provider and model, and what to choose over
 /// the profile table. Every key is optional; an absent section chooses nothing.
@@ -202,42 +188,9 @@ pub struct ProviderSection {
 
 /// A section together with the warnings found while loading it; the section is reached
 /// through a method that says what happens to them, as [`crate::policy::LoadedPolicy`].
-#[derive(Debug, Clone)]
-#[must_use = "a loaded [provider] section carries its warnings: take it with `into_parts`, `deny_warnings` or `ignore_warnings`"]
-pub struct LoadedProvider {
-    section: ProviderSection,
-    warnings: Vec<ProviderDiagnostic>,
-}
+pub type LoadedProvider = Loaded<ProviderSection, ProviderProblem>;
 
-impl LoadedProvider {
-    /// The warnings, in source order.
-    pub fn warnings(&self) -> &[ProviderDiagnostic] {
-        &self.warnings
-    }
-
-    /// The section and the warnings.
-    pub fn into_parts(self) -> (ProviderSection, Vec<ProviderDiagnostic>) {
-        (self.section, self.warnings)
-    }
-
-    /// The section, or the warnings as errors when there are any.
-    pub fn deny_warnings(self) -> Result<ProviderSection, ProviderErrors> {
-        if self.warnings.is_empty() {
-            Ok(self.section)
-        } else {
-            Err(ProviderErrors(self.warnings))
-        }
-    }
-
-    /// The section; the warnings are dropped, as the caller's code says here.
-    pub fn ignore_warnings(self) -> ProviderSection {
-        self.section
-    }
-}
-
-type Found = diagnostic::Found<ProviderProblem>;
-
-type Findings = diagnostic::Findings<ProviderProblem>;
+type Findings = config::Findings<ProviderProblem>;
 
 /// Where each key's value was, for the warnings that follow from the whole section.
 #[derive(Default)]
@@ -271,18 +224,8 @@ impl ProviderSection {
     /// # Ok::<(), prompt_core::profile::ProviderErrors>(())
     /// ```
     pub fn from_agent_toml(src: &str, origin: &str) -> Result<LoadedProvider, ProviderErrors> {
+        let doc = config::parse_toml(src, origin, CONFIG_LIMIT)?;
         let mut findings = Findings::default();
-        let doc = match diagnostic::parse_toml(src, CONFIG_LIMIT) {
-            Ok(doc) => doc,
-            Err((span, why)) => {
-                let problem = match why {
-                    Unreadable::TooLarge { len, limit } => ProviderProblem::TooLarge { len, limit },
-                    Unreadable::Syntax(e) => ProviderProblem::Syntax(e),
-                };
-                findings.error(span, problem);
-                return Err(errors(src, origin, findings));
-            }
-        };
         let mut section = ProviderSection::default();
         let mut spans = Spans::default();
         for (key, value) in doc.get_ref() {
@@ -302,24 +245,19 @@ impl ProviderSection {
             }
         }
         if !findings.errors.is_empty() {
-            return Err(errors(src, origin, findings));
+            return Err(findings.into_errors(src, origin));
         }
         if section.present {
             section.warn(&spans, &mut findings);
         }
-        let warnings = positioned(src, origin, findings.warnings);
-        Ok(LoadedProvider { section, warnings })
+        let warnings = config::positioned(src, origin, findings.warnings);
+        Ok(Loaded::new(section, warnings))
     }
 
     /// Reads `path` (at most [`CONFIG_LIMIT`] bytes, a regular file, or `-` for standard
     /// input) and loads its `[provider]` section.
     pub fn load_agent_toml(path: &Path) -> Result<LoadedProvider, ProviderLoadError> {
-        let text = input::read_text(path, CONFIG_LIMIT)?;
-        let origin = if path.as_os_str() == "-" {
-            "<stdin>".to_owned()
-        } else {
-            path.display().to_string()
-        };
+        let (text, origin) = config::read_file(path, CONFIG_LIMIT)?;
         Ok(Self::from_agent_toml(&text, &origin)?)
     }
 
@@ -395,13 +333,12 @@ impl ProviderSection {
         let provider = profile.provider_name();
         if let (Some(model), Some(reason)) = (&self.model, profile.fallback_reason()) {
             let name = super::normalized(model);
-            let suggestion = super::PROFILES
+            let families = super::PROFILES
                 .iter()
                 .filter(|f| f.provider == profile.provider() || profile.provider().is_none())
                 .filter(|f| !f.family.is_empty())
-                .filter_map(|f| distance_within(&name, f.family).map(|d| (d, f.family)))
-                .min_by_key(|(d, _)| *d)
-                .map(|(_, family)| family);
+                .map(|f| f.family);
+            let suggestion = nearest(&name, families);
             findings.warning(
                 spans.model.clone().unwrap_or(spans.header.clone()),
                 ProviderProblem::UnknownModel {
@@ -472,8 +409,8 @@ fn read(
             findings.error(value.span(), ProviderProblem::ArrayOfTables);
             return;
         }
-        other => {
-            findings.error(value.span(), wrong_type(other, "a [provider] table"));
+        _ => {
+            findings.wrong_type(value, "a [provider] table");
             return;
         }
     };
@@ -489,14 +426,10 @@ fn read(
                             value.span(),
                             ProviderProblem::UnknownProvider {
                                 value: text.to_owned(),
-                                suggestion: Provider::ALL
-                                    .into_iter()
-                                    .filter_map(|p| {
-                                        distance_within(&text.to_lowercase(), p.as_str())
-                                            .map(|d| (d, p.as_str()))
-                                    })
-                                    .min_by_key(|(d, _)| *d)
-                                    .map(|(_, p)| p),
+                                suggestion: nearest(
+                                    &text.to_lowercase(),
+                                    Provider::ALL.map(Provider::as_str),
+                                ),
                             },
                         ),
                     }
@@ -514,52 +447,16 @@ fn read(
                 }
             }
             "delivery" => {
-                section.delivery = choice(
-                    value,
-                    "delivery",
-                    "\"system\", \"user_reminder\" or \"merged_into_user\"",
-                    &[
-                        ("system", UpdateRole::System),
-                        ("user_reminder", UpdateRole::UserReminder),
-                        ("merged_into_user", UpdateRole::MergedIntoUser),
-                    ],
-                    findings,
-                );
+                section.delivery = choice(value, &DELIVERY, findings);
                 spans.delivery = Some(value.span());
             }
-            "first_system" => {
-                section.first_system = choice(
-                    value,
-                    "first_system",
-                    "\"system\" or \"first_user\"",
-                    &[
-                        ("system", PrefixRole::System),
-                        ("first_user", PrefixRole::FirstUser),
-                    ],
-                    findings,
-                );
-            }
+            "first_system" => section.first_system = choice(value, &FIRST_SYSTEM, findings),
             "ttl" => {
-                section.ttl = choice(
-                    value,
-                    "ttl",
-                    "\"5m\" or \"1h\"",
-                    &[("5m", CacheTtl::FiveMinutes), ("1h", CacheTtl::OneHour)],
-                    findings,
-                );
+                section.ttl = choice(value, &TTL, findings);
                 spans.ttl = Some(value.span());
             }
             "retention" => {
-                section.retention = choice(
-                    value,
-                    "retention",
-                    "\"in_memory\" or \"24h\"",
-                    &[
-                        ("in_memory", Retention::InMemory),
-                        ("24h", Retention::TwentyFourHours),
-                    ],
-                    findings,
-                );
+                section.retention = choice(value, &RETENTION, findings);
                 spans.retention = Some(value.span());
             }
             "diagnostics" => match value.get_ref() {
@@ -569,17 +466,13 @@ fn read(
                         spans.diagnostics = Some(value.span());
                     }
                 }
-                other => findings.error(value.span(), wrong_type(other, "a boolean")),
+                _ => findings.wrong_type(value, "a boolean"),
             },
             _ => findings.error(
                 key.span(),
                 ProviderProblem::UnknownKey {
                     key: name.to_owned(),
-                    suggestion: KEYS
-                        .into_iter()
-                        .filter_map(|k| distance_within(name, k).map(|d| (d, k)))
-                        .min_by_key(|(d, _)| *d)
-                        .map(|(_, k)| k),
+                    suggestion: nearest(name, KEYS),
                 },
             ),
         }
@@ -593,53 +486,73 @@ fn string<'v>(
 ) -> Option<&'v str> {
     match value.get_ref() {
         DeValue::String(s) => Some(s),
-        other => {
-            findings.error(value.span(), wrong_type(other, expected));
+        _ => {
+            findings.wrong_type(value, expected);
             None
         }
     }
 }
 
+/// A key whose value is one of a few words.
+struct Choices<T: 'static> {
+    key: &'static str,
+    /// The words, as a message names them.
+    expected: &'static str,
+    words: &'static [(&'static str, T)],
+}
+
+// One table per key with a choice of words; `choice` reads any of them.
+const DELIVERY: Choices<UpdateRole> = Choices {
+    key: "delivery",
+    expected: "\"system\", \"user_reminder\" or \"merged_into_user\"",
+    words: &[
+        ("system", UpdateRole::System),
+        ("user_reminder", UpdateRole::UserReminder),
+        ("merged_into_user", UpdateRole::MergedIntoUser),
+    ],
+};
+const FIRST_SYSTEM: Choices<PrefixRole> = Choices {
+    key: "first_system",
+    expected: "\"system\" or \"first_user\"",
+    words: &[
+        ("system", PrefixRole::System),
+        ("first_user", PrefixRole::FirstUser),
+    ],
+};
+const TTL: Choices<CacheTtl> = Choices {
+    key: "ttl",
+    expected: "\"5m\" or \"1h\"",
+    words: &[("5m", CacheTtl::FiveMinutes), ("1h", CacheTtl::OneHour)],
+};
+const RETENTION: Choices<Retention> = Choices {
+    key: "retention",
+    expected: "\"in_memory\" or \"24h\"",
+    words: &[
+        ("in_memory", Retention::InMemory),
+        ("24h", Retention::TwentyFourHours),
+    ],
+};
+
 fn choice<T: Copy>(
     value: &Spanned<DeValue<'_>>,
-    key: &'static str,
-    expected: &'static str,
-    choices: &[(&str, T)],
+    choices: &Choices<T>,
     findings: &mut Findings,
 ) -> Option<T> {
-    let text = string(value, expected, findings)?;
-    match choices.iter().find(|(name, _)| *name == text) {
+    let text = string(value, choices.expected, findings)?;
+    match choices.words.iter().find(|(word, _)| *word == text) {
         Some((_, v)) => Some(*v),
         None => {
             findings.error(
                 value.span(),
                 ProviderProblem::InvalidValue {
-                    key,
+                    key: choices.key,
                     value: text.to_owned(),
-                    expected,
+                    expected: choices.expected,
                 },
             );
             None
         }
     }
-}
-
-fn wrong_type(found: &DeValue<'_>, expected: &'static str) -> ProviderProblem {
-    ProviderProblem::WrongType {
-        found: describe_value(found),
-        expected,
-    }
-}
-
-fn errors(src: &str, origin: &str, findings: Findings) -> ProviderErrors {
-    ProviderErrors(positioned(src, origin, findings.errors))
-}
-
-fn positioned(src: &str, origin: &str, found: Vec<Found>) -> Vec<ProviderDiagnostic> {
-    diagnostic::positioned(src, origin, found)
-        .into_iter()
-        .map(|(position, problem)| ProviderDiagnostic { position, problem })
-        .collect()
 }
 
 impl fmt::Display for ProviderSection {

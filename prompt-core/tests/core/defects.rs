@@ -211,7 +211,7 @@ fn defect2_an_empty_compaction_changes_nothing() {
 fn policy_errors(toml: &str) -> Vec<(usize, usize, String)> {
     match PromptPolicy::from_agent_toml(toml, "agent.toml", &components()) {
         Ok(_) => panic!("must not load:\n{toml}"),
-        Err(prompt_core::policy::PolicyErrors(errors)) => errors
+        Err(prompt_core::config::Diagnostics(errors)) => errors
             .into_iter()
             .map(|e| (e.position.line, e.position.column, e.problem.to_string()))
             .collect(),
@@ -297,7 +297,7 @@ fn defect10_a_deny_demotes_a_per_turn_prefix_request_with_a_warning() {
     }
     // Without a deny that demotes it, the request would promote a per-turn writer: an error.
     let src = "[prompt]\nprefix_allow = [\"*\"]\nprefix_deny = [\"git_*\"]\n[prompt.placement]\ndate = \"prefix\"\n";
-    let Err(prompt_core::policy::PolicyErrors(errors)) =
+    let Err(prompt_core::config::Diagnostics(errors)) =
         PromptPolicy::from_agent_toml(src, "agent.toml", &components)
     else {
         panic!("a per-turn writer promoted by configuration is refused");

@@ -8,9 +8,9 @@ use proptest::prelude::*;
 
 use crate::support::id;
 use prompt_core::component::SourceLocation;
+use prompt_core::config::Diagnostics;
 use prompt_core::lock::{
-    LOCK_LIMIT, LockChange, LockFileErrors, LockProblem, PrefixLock, portable_path,
-    text_fingerprint,
+    LOCK_LIMIT, LockChange, LockProblem, PrefixLock, portable_path, text_fingerprint,
 };
 use prompt_core::{Component, Placement, PromptPolicy};
 
@@ -83,7 +83,7 @@ fn the_lock_lists_who_can_reach_the_prefix_and_never_a_per_turn_writer() {
 fn problems(src: &str) -> Vec<(usize, usize, String)> {
     match PrefixLock::parse(src, "prefix.lock") {
         Ok(_) => panic!("accepted:\n{src}"),
-        Err(LockFileErrors(errors)) => errors
+        Err(Diagnostics(errors)) => errors
             .iter()
             .map(|d| {
                 assert_eq!(d.position.origin, "prefix.lock");
@@ -237,7 +237,7 @@ fn a_lock_over_the_size_limit_is_refused_unparsed() {
     let limit = usize::try_from(LOCK_LIMIT).unwrap_or(usize::MAX);
     let src = format!("version = 1\n#{}\n", "x".repeat(limit));
     match PrefixLock::parse(&src, "prefix.lock") {
-        Err(LockFileErrors(errors)) => {
+        Err(Diagnostics(errors)) => {
             assert_eq!(errors.len(), 1);
             assert!(matches!(errors[0].problem, LockProblem::TooLarge { .. }));
         }
@@ -569,7 +569,7 @@ proptest! {
 
     #[test]
     fn any_text_is_read_without_a_panic_and_errors_are_inside_it(src in "(\\PC|\n){0,200}") {
-        if let Err(LockFileErrors(errors)) = PrefixLock::parse(&src, "prefix.lock") {
+        if let Err(Diagnostics(errors)) = PrefixLock::parse(&src, "prefix.lock") {
             prop_assert!(!errors.is_empty());
             let lines: Vec<usize> = src.split('\n').map(|l| l.chars().count()).collect();
             for e in &errors {

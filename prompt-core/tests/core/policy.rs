@@ -4,6 +4,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::support::{components, id};
+use prompt_core::config::Diagnostics;
 use prompt_core::input::{CONFIG_LIMIT, InputError};
 use prompt_core::policy::{
     IdPattern, LoadError, LoadedPolicy, PerTurnPromotion, PolicyErrors, PolicyProblem, Reason,
@@ -26,7 +27,7 @@ fn load(toml: &str) -> PromptPolicy {
 fn errors(toml: &str) -> Vec<(usize, usize, String)> {
     match try_load(toml) {
         Ok(_) => panic!("must not load:\n{toml}"),
-        Err(PolicyErrors(errors)) => errors
+        Err(Diagnostics(errors)) => errors
             .into_iter()
             .map(|e| (e.position.line, e.position.column, e.problem.to_string()))
             .collect(),
@@ -388,7 +389,7 @@ fn array_of_prompt_tables_is_an_error_that_says_so() {
 #[test]
 fn per_turn_component_promoted_by_placement_is_a_load_error() {
     let src = "[prompt]\nprefix_allow = [\"d*\"]\n[prompt.placement]\ndate = \"prefix\"\n";
-    let Err(PolicyErrors(errs)) = try_load(src) else {
+    let Err(Diagnostics(errs)) = try_load(src) else {
         panic!("must not load")
     };
     assert_eq!(errs.len(), 1, "{errs:?}");
@@ -640,7 +641,7 @@ fn two_hundred_thousand_malformed_entries_load_with_exact_positions() {
         let started = std::time::Instant::now();
         let got = try_load(&src);
         let elapsed = started.elapsed();
-        let Err(PolicyErrors(errs)) = got else {
+        let Err(Diagnostics(errs)) = got else {
             panic!("must not load")
         };
         eprintln!(
@@ -666,7 +667,7 @@ fn two_hundred_thousand_malformed_entries_load_with_exact_positions() {
     let n = 50_000;
     let entries: Vec<String> = (0..n).map(|i| format!("\"é{i}\"")).collect();
     let src = format!("[prompt]\nprefix_allow = [{}]\n", entries.join(","));
-    let Err(PolicyErrors(errs)) = try_load(&src) else {
+    let Err(Diagnostics(errs)) = try_load(&src) else {
         panic!("must not load")
     };
     assert_eq!(errs.len(), n);
@@ -784,7 +785,7 @@ fn load_agent_toml_refuses_a_file_over_the_limit_and_loads_a_good_one() {
     let bad = dir.join("bad.toml");
     fs::write(&bad, "[prompt]\ndefault = 1\n").unwrap_or_else(|e| panic!("{e}"));
     match PromptPolicy::load_agent_toml(&bad, &components()) {
-        Err(LoadError::Policy(PolicyErrors(errs))) => {
+        Err(LoadError::Invalid(Diagnostics(errs))) => {
             assert!(
                 errs[0]
                     .to_string()
@@ -799,7 +800,7 @@ fn load_agent_toml_refuses_a_file_over_the_limit_and_loads_a_good_one() {
 
 #[test]
 fn syntax_errors_keep_the_toml_error() {
-    let Err(PolicyErrors(errs)) = try_load("[prompt]\nprefix_allow = [\"a\"\n") else {
+    let Err(Diagnostics(errs)) = try_load("[prompt]\nprefix_allow = [\"a\"\n") else {
         panic!("must not load")
     };
     let PolicyProblem::Syntax(toml) = &errs[0].problem else {

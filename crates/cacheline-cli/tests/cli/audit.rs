@@ -87,14 +87,7 @@ fn audit_json_has_the_documented_shape() {
     assert_eq!(change["divergence"]["producer"], "system");
     assert!(v["tokens_lost"].as_u64().unwrap_or(0) > 0);
     assert_eq!(requests[2]["priced_as"], "openai");
-    for rule in [
-        "llama_cpp",
-        "vllm",
-        "openai",
-        "deepseek",
-        "anthropic",
-        "limit",
-    ] {
+    for rule in super::BACKENDS {
         assert!(requests[2]["cached"][rule].is_u64(), "{rule}");
         assert!(
             summary["backends"][rule]["cached_share"].is_number(),

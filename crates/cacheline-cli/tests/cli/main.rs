@@ -20,6 +20,16 @@ mod proxy_haproxy;
 mod simulate;
 mod status_check;
 
+/// The provider rules `simulate` and `audit` price a request under, in the order they print.
+pub const BACKENDS: [&str; 6] = [
+    "llama_cpp",
+    "vllm",
+    "openai",
+    "deepseek",
+    "anthropic",
+    "limit",
+];
+
 /// Runs `cacheline ARGS`; returns (exit status, stdout, stderr).
 pub fn cacheline(args: &[&str]) -> (i32, String, String) {
     cacheline_with_stdin(args, b"")

@@ -2,59 +2,42 @@
 //! verdict lines as they come, the summary, the child's exit code, and `cacheline audit`
 //! on the proxy's log saying what the proxy printed.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// An upstream answering every request with an Anthropic reply, on its own thread.
-fn upstream() -> String {
-    recording_upstream(Arc::new(Mutex::new(Vec::new())))
+use cacheline_upstream::{Upstream, always, whole};
+
+/// An upstream answering every request with an Anthropic reply, on its own thread; it
+/// keeps every request it received.
+fn upstream() -> Upstream {
+    let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"claude-sonnet-4-5","stop_reason":"end_turn","usage":{"input_tokens":50,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"output_tokens":1}}"#;
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Connection", "close"),
+    ];
+    Upstream::start_on_thread(always(whole("200 OK", &headers, body.as_bytes()))).unwrap()
 }
 
-/// The same, keeping every request it received in `received`.
-fn recording_upstream(received: Arc<Mutex<Vec<String>>>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut got = Vec::new();
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&got);
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let len = text[..end]
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap())
-                        })
-                        .unwrap_or(0);
-                    if got.len() >= end + 4 + len {
-                        break;
-                    }
-                }
-            }
-            received
-                .lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&got).into_owned());
-            let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"claude-sonnet-4-5","stop_reason":"end_turn","usage":{"input_tokens":50,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"output_tokens":1}}"#;
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    format!("http://{addr}")
+/// A fresh log file in a directory of its own, `name`d.
+fn fresh_log(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("proxy.jsonl");
+    let _ = std::fs::remove_file(&log);
+    (dir, log)
+}
+
+/// Two turns of one Anthropic session whose system prompt changes its date between them.
+fn two_turns() -> (String, String) {
+    let long = "Follow the house style. ".repeat(60);
+    let b1 = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-04.","messages":[{{"role":"user","content":"hi"}}]}}"#
+    );
+    let b2 = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-05.","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"more"}}]}}"#
+    );
+    (b1, b2)
 }
 
 /// The child: two requests over bash's /dev/tcp to the port in ANTHROPIC_BASE_URL.
@@ -73,20 +56,11 @@ exit 5
 
 #[test]
 fn the_launcher_prints_each_verdict_and_the_audit_of_its_log_agrees() {
-    let dir = std::env::temp_dir().join(format!("cacheline-cli-proxy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("proxy.jsonl");
-    let _ = std::fs::remove_file(&log);
-    let long = "Follow the house style. ".repeat(60);
-    let b1 = format!(
-        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-04.","messages":[{{"role":"user","content":"hi"}}]}}"#
-    );
-    let b2 = format!(
-        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-05.","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"more"}}]}}"#
-    );
+    let (dir, log) = fresh_log("cacheline-cli-proxy");
+    let (b1, b2) = two_turns();
     let mut child = Command::new(env!("CARGO_BIN_EXE_cacheline"))
         .args(["proxy", "--upstream"])
-        .arg(format!("anthropic={}", upstream()))
+        .arg(format!("anthropic={}", upstream().url()))
         .arg("--log")
         .arg(&log)
         .args(["--", "bash", "-c", CHILD])
@@ -156,24 +130,12 @@ fn proxy_refuses_a_malformed_writer_catalogue_naming_the_entry_and_field() {
 
 #[test]
 fn with_diagnose_the_upstream_is_asked_for_its_verdict_and_the_audit_shows_it() {
-    let dir = std::env::temp_dir().join(format!("cacheline-cli-diagnose-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("proxy.jsonl");
-    let _ = std::fs::remove_file(&log);
-    let long = "Follow the house style. ".repeat(60);
-    let b1 = format!(
-        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-04.","messages":[{{"role":"user","content":"hi"}}]}}"#
-    );
-    let b2 = format!(
-        r#"{{"model":"claude-sonnet-4-5","max_tokens":9,"system":"{long} Today is 2026-12-05.","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"more"}}]}}"#
-    );
-    let received = Arc::new(Mutex::new(Vec::new()));
+    let (dir, log) = fresh_log("cacheline-cli-diagnose");
+    let (b1, b2) = two_turns();
+    let up = upstream();
     let out = Command::new(env!("CARGO_BIN_EXE_cacheline"))
         .args(["proxy", "--diagnose", "--upstream"])
-        .arg(format!(
-            "anthropic={}",
-            recording_upstream(received.clone())
-        ))
+        .arg(format!("anthropic={}", up.url()))
         .arg("--log")
         .arg(&log)
         .args(["--", "bash", "-c", CHILD])
@@ -183,7 +145,11 @@ fn with_diagnose_the_upstream_is_asked_for_its_verdict_and_the_audit_shows_it() 
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(5), "{stderr}");
-    let got = received.lock().unwrap().clone();
+    let got: Vec<String> = up
+        .received()
+        .iter()
+        .map(|request| String::from_utf8_lossy(request).into_owned())
+        .collect();
     assert_eq!(got.len(), 2, "{stderr}");
     assert!(
         got[0].ends_with(r#","diagnostics":{"previous_message_id":null}}"#),

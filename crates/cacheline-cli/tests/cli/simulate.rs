@@ -24,14 +24,7 @@ fn figure(strategy: &str, backend: &str, key: &str) -> f64 {
 }
 
 const STRATEGIES: [&str; 3] = ["replace_at_head", "append_system", "cacheline"];
-const BACKENDS: [&str; 6] = [
-    "llama_cpp",
-    "vllm",
-    "openai",
-    "deepseek",
-    "anthropic",
-    "limit",
-];
+use super::BACKENDS;
 
 #[test]
 fn simulate_json_has_every_strategy_and_backend_with_shares_in_0_1() {

@@ -310,6 +310,20 @@ pub enum StreamEvent {
     Usage(UsageReport),
 }
 
+impl StreamEvent {
+    /// The text the [`StreamEvent::TextDelta`]s of `events` show, in order: what a client
+    /// printed of the reply as it came.
+    pub fn shown_text(events: &[StreamEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// Where an event is, for the errors about it.
 pub(crate) struct At<'a> {
     api: &'static str,

@@ -717,13 +717,7 @@ fn check(api: ApiKind, spec: &Spec) -> Result<(), TestCaseError> {
     );
 
     // The events show the reply as it came.
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::TextDelta { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = StreamEvent::shown_text(&events);
     prop_assert_eq!(&text, &stream_reply.text);
     let finished: Vec<(&str, &str)> = events
         .iter()
