@@ -238,7 +238,7 @@ pub(crate) fn positioned<P>(
     found
         .into_iter()
         .map(|f| {
-            let target = floor_char_boundary(src, f.offset);
+            let target = src.floor_char_boundary(f.offset);
             for &b in &bytes[at..target] {
                 if b == b'\n' {
                     line += 1;
@@ -339,7 +339,7 @@ pub(crate) fn parse_toml_at(
     if src.len() as u64 > limit {
         let at = usize::try_from(limit).unwrap_or(usize::MAX);
         return Err((
-            floor_char_boundary(src, at)..src.len(),
+            src.floor_char_boundary(at)..src.len(),
             Unreadable::TooLarge {
                 len: src.len(),
                 limit,
@@ -363,15 +363,6 @@ pub(crate) fn nearest<'c, C: AsRef<str> + ?Sized>(
         .filter_map(|c| distance_within(name, c.as_ref()).map(|d| (d, c)))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-/// The largest character boundary at or before `at`, within the text.
-pub(crate) fn floor_char_boundary(src: &str, mut at: usize) -> usize {
-    at = at.min(src.len());
-    while !src.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 /// At most 64 bytes of a value quoted in a message ([`crate::input::excerpt`]).
