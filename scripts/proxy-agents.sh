@@ -110,7 +110,7 @@ CHILD
   log "$A: through the proxy to $URL"
   local rc=0
   (cd "$PROJ" && timeout "$((2 * TURN_TIMEOUT))" env -i "${env_args[@]}" \
-    "$BIN" proxy "${ups[@]}" --log "$AW/proxy.jsonl" -- /bin/bash "$AW/child.sh" \
+    "$BIN" proxy "${ups[@]}" --log "$AW/proxy.jsonl" --state "$AW/state" -- /bin/bash "$AW/child.sh" \
     >"$AW/proxy.out" 2>"$AW/proxy.err") || rc=$?
   echo "$rc" >"$AW/proxy.rc"
 }

@@ -92,6 +92,11 @@ pub(crate) struct Settings {
     /// The writer catalogue, when not the built-in one.
     pub(crate) catalogue: Option<prompt_measure::catalogue::Catalogue>,
     pub(crate) diagnose: Option<Arc<Diagnose>>,
+    /// The state directory sessions carry over in, and its bounds (`None`: this launch
+    /// keeps nothing).
+    pub(crate) state: Option<crate::sessions::StateConfig>,
+    /// This launch's id, in each log line and state entry.
+    pub(crate) launch: String,
 }
 
 /// A decompressed copy of a reply: `Err` says why it is not analysed. Output bounded by
@@ -156,6 +161,20 @@ pub(crate) fn run(
     if let Some(c) = settings.catalogue.take() {
         auditor = auditor.with_catalogue(c);
     }
+    let warn = |warning: String| {
+        if settings.print_verdicts {
+            eprintln!("cacheline proxy: {warning}");
+        }
+        state.warn(warning);
+    };
+    // Sessions earlier launches saw: held before the first exchange is analysed.
+    let mut carried = settings
+        .state
+        .as_ref()
+        .and_then(|config| crate::sessions::Carried::open(config, &settings.launch, &warn));
+    if let Some(c) = carried.as_mut() {
+        c.catch_up(&mut auditor, settings.log.as_ref(), &warn);
+    }
     let mut line_no = 0u64;
     for (seq, message) in (1u64..).zip(rx) {
         let job = match message {
@@ -204,25 +223,38 @@ pub(crate) fn run(
             }
             // A reply that cannot be read is logged as none: its usage is not known.
             let response = response.as_deref().ok();
+            // Held while this exchange is numbered, logged, analysed and kept: another launch
+            // writing the same state and log waits, and this one first holds what it wrote.
+            let mut held = carried.as_mut().and_then(|c| c.lock(&warn));
+            if let Some(h) = held.as_mut() {
+                h.catch_up(&mut auditor, settings.log.as_ref(), &warn);
+            }
             line_no += 1;
-            report.line = Some(line_no);
-            if let Some(log) = settings.log.as_mut()
-                && let Err(e) = log.write(&LogLine {
+            let mut offset = None;
+            if let Some(log) = settings.log.as_mut() {
+                match log.write(&LogLine {
                     path: &job.path,
                     headers: &job.headers,
                     ts: job.ts,
                     request: &request,
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
-                })
-            {
-                let warning = format!("writing the log failed, no more lines written: {e}");
-                if settings.print_verdicts {
-                    eprintln!("cacheline proxy: {warning}");
+                    launch: &settings.launch,
+                }) {
+                    // The log's own numbering: lines of earlier and concurrent launches count.
+                    Ok((line, at)) => {
+                        line_no = line;
+                        offset = Some(at);
+                    }
+                    Err(e) => {
+                        warn(format!(
+                            "writing the log failed, no more lines written: {e}"
+                        ));
+                        settings.log = None;
+                    }
                 }
-                state.warn(warning);
-                settings.log = None;
             }
+            report.line = Some(line_no);
             let request = String::from_utf8_lossy(&request);
             if settings.keep_bodies {
                 report.body = Some(request.clone().into_owned());
@@ -235,13 +267,19 @@ pub(crate) fn run(
             exchange.headers = job.headers.clone();
             exchange.ts = Some(job.ts);
             exchange.diagnosed_against = job.diagnose.as_ref().and_then(|d| d.against.clone());
+            exchange.launch = Some(settings.launch.clone());
             report.audit = auditor
                 .push_exchange(line_no, exchange)
                 .map(Box::new)
                 .map_err(|e| format!("could not be read: {e}"));
-            if report.audit.is_ok() {
+            if let Ok(audit) = &report.audit {
                 state.set_lifetime(auditor.lifetime_total());
+                if let Some(h) = held.as_mut() {
+                    let log = settings.log.as_ref().map(|l| l.path().to_owned());
+                    h.keep(&auditor, audit, log, offset, &warn);
+                }
             }
+            drop(held);
         }
         let row = report.page_row();
         if settings.print_verdicts {

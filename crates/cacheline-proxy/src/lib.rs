@@ -49,6 +49,7 @@ mod log;
 pub mod metrics;
 mod page;
 pub mod route;
+pub mod sessions;
 pub mod state;
 
 pub use counts::{Counts, Totals};
@@ -90,6 +91,9 @@ pub struct ProxyConfig {
     /// `--diagnose`: ask the provider for its own verdict on each request
     /// ([`diagnose`]). Off by default.
     pub diagnose: bool,
+    /// Where sessions carry over between launches ([`sessions`]); `None` (the library's
+    /// default; the CLI's is [`sessions::default_state_dir`]): this launch keeps nothing.
+    pub state: Option<sessions::StateConfig>,
 }
 
 impl Default for ProxyConfig {
@@ -107,6 +111,7 @@ impl Default for ProxyConfig {
             audit: AuditConfig::default(),
             catalogue: None,
             diagnose: false,
+            state: None,
         }
     }
 }
@@ -122,6 +127,12 @@ impl ProxyConfig {
     /// [`prompt_measure::catalogue::Catalogue::builtin_with_file`]).
     pub fn with_catalogue(mut self, catalogue: prompt_measure::catalogue::Catalogue) -> Self {
         self.catalogue = Some(catalogue);
+        self
+    }
+
+    /// Carries sessions over in `state` ([`sessions`]; `None`: keeps nothing).
+    pub fn with_state(mut self, state: Option<sessions::StateConfig>) -> Self {
+        self.state = state;
         self
     }
 
@@ -249,6 +260,8 @@ impl Proxy {
             print_verdicts: config.print_verdicts,
             catalogue: config.catalogue.clone(),
             diagnose: diagnose.clone(),
+            state: config.state.clone(),
+            launch: launch_id(),
         };
         let thread_state = state.clone();
         let (ready, loaded) = tokio::sync::oneshot::channel();
@@ -362,6 +375,15 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// This launch's id: its process and start time (one per proxy, in each log line and state
+/// entry; a request continuing a session another launch saw is a resumed one).
+fn launch_id() -> String {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{}-{started}", std::process::id())
 }
 
 impl ProxySummary {

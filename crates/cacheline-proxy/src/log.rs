@@ -3,33 +3,108 @@
 //! is handed each exchange as it is ([`prompt_measure::logged::LoggedExchange`]).
 
 use std::fs::File;
-use std::io::{self, Write};
-use std::path::Path;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-/// The log file, opened for appending.
+/// The log file, opened for appending, with the number of lines it holds: a line's number is
+/// its place in the file, whichever launch (earlier, or running beside this one) wrote the
+/// lines before it.
 #[derive(Debug)]
 pub(crate) struct ExchangeLog {
     file: File,
+    /// The path as canonicalised at open: how the session state names this log.
+    path: PathBuf,
+    /// Lines (newlines) in the file's first `len` bytes.
+    lines: u64,
+    /// Bytes counted.
+    len: u64,
 }
 
 impl ExchangeLog {
-    /// Opens (or creates) `path` for appending.
+    /// Opens (or creates) `path` for appending, and counts its lines; a log whose last line
+    /// was cut (a crash mid-write) gets a newline first, so its next line is whole (the cut
+    /// one stays a line the audit skips).
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(path)?;
-        Ok(Self { file })
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let mut log = Self {
+            file,
+            path,
+            lines: 0,
+            len: 0,
+        };
+        log.sync()?;
+        Ok(log)
+    }
+
+    /// The path, as the session state names it.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Counts the lines appended since last counted (by another launch writing the same
+    /// log: call it holding the session state's lock), and ends a cut last line.
+    pub(crate) fn sync(&mut self) -> io::Result<()> {
+        let len = self.file.metadata()?.len();
+        if len > self.len {
+            self.file.seek(SeekFrom::Start(self.len))?;
+            let mut last = 0u8;
+            let mut buf = vec![0u8; 64 << 10];
+            let mut rest = (&self.file).take(len - self.len);
+            loop {
+                let n = rest.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                self.lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+                last = buf[n - 1];
+            }
+            self.len = len;
+            if last != b'\n' {
+                self.file.write_all(b"\n")?;
+                self.lines += 1;
+                self.len += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Appends the exchange's line: its JSON and the newline in one `write` of a buffer
     /// built first, so a line is never left without its end by a write split in two.
-    pub(crate) fn write(&mut self, exchange: &LogLine<'_>) -> io::Result<()> {
+    /// Returns its number (from 1) and where it starts.
+    pub(crate) fn write(&mut self, exchange: &LogLine<'_>) -> io::Result<(u64, u64)> {
+        self.sync()?;
         let mut line = exchange.to_json();
         line.push('\n');
-        self.file.write_all(line.as_bytes())
+        let at = self.len;
+        self.file.write_all(line.as_bytes())?;
+        self.len += line.len() as u64;
+        self.lines += 1;
+        Ok((self.lines, at))
+    }
+
+    /// The request body of the line starting at `offset` (another launch's, for excerpts),
+    /// when it is there and readable: at most the audit's line cap is read.
+    pub(crate) fn request_at(&self, offset: u64) -> Option<String> {
+        let mut file = File::open(&self.path).ok()?;
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        let mut line = Vec::new();
+        let cap = prompt_measure::audit::DEFAULT_MAX_LINE_BYTES as u64;
+        std::io::BufRead::read_until(
+            &mut std::io::BufReader::new(file.take(cap + 1)),
+            b'\n',
+            &mut line,
+        )
+        .ok()?;
+        let text = std::str::from_utf8(&line).ok()?;
+        let logged = prompt_measure::logged::read_line(text.trim_end()).ok()?;
+        Some(logged.request.into_owned())
     }
 }
 
@@ -48,6 +123,8 @@ pub(crate) struct LogLine<'a> {
     pub(crate) response: Option<&'a [u8]>,
     /// `--diagnose`: the reply the provider was asked to compare the request with.
     pub(crate) diagnosed_against: Option<&'a str>,
+    /// The launch that saw it.
+    pub(crate) launch: &'a str,
 }
 
 impl LogLine<'_> {
@@ -77,6 +154,7 @@ impl LogLine<'_> {
         }
         // `--diagnose` sent the provider the agent's request with the reply it was compared
         // with: the log keeps the agent's own bytes, and names that reply.
+        o.insert("launch".to_owned(), Value::String(self.launch.to_owned()));
         if let Some(against) = self.diagnosed_against {
             o.insert(
                 "diagnosed_against".to_owned(),

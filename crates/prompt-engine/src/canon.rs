@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use prompt_core::profile::CacheTtl;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::body::element::{Elem, Form, content_blocks, element_hash, system_text_of};
@@ -25,7 +26,7 @@ pub(crate) fn hash_of(text: &str) -> u64 {
 }
 
 /// One element of a request: a tool, a system block, a message or a content block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Block {
     /// A hash of the element as the provider caches it (without `cache_control`; a string
     /// content as its one text block; a text block by its text).
@@ -40,7 +41,7 @@ pub struct Block {
 }
 
 /// A tool.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CanonTool {
     /// Its name as sent (at most [`EXCERPT_BYTES`]).
     pub name: Box<str>,
@@ -51,7 +52,7 @@ pub struct CanonTool {
 /// A message (a Responses input item, a Gemini content): small, since a body may hold a
 /// million; its content blocks are read from the body when a change is told
 /// ([`Canonical::content_of`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct CanonMessage {
     /// Its index in the body's array.
     pub index: u32,
@@ -62,7 +63,7 @@ pub struct CanonMessage {
 }
 
 /// Where a cache-keying value was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeySource {
     /// The body.
@@ -74,7 +75,7 @@ pub enum KeySource {
 }
 
 /// A value that keys the provider's cache beside the prompt: a parameter or a header.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CacheKeyPart {
     /// Its name (`prompt_cache_key`, `tool_choice`, `reasoning.effort`, `anthropic-beta`).
     pub name: Box<str>,
@@ -89,8 +90,9 @@ pub struct CacheKeyPart {
 }
 
 /// A request as the provider caches it. Owns what it keeps; the body is kept only while a
-/// caller wants excerpts ([`Canonical::forget_body`] lets it go, leaving the hashes).
-#[derive(Debug, Clone)]
+/// caller wants excerpts ([`Canonical::forget_body`] lets it go, leaving the hashes). Its
+/// serialization is what is left without the body: what a proxy keeps across launches.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Canonical<'a> {
     /// The API.
     pub shape: ApiKind,
@@ -117,8 +119,10 @@ pub struct Canonical<'a> {
     pub(crate) tools_end: u32,
     pub(crate) system_end: u32,
     pub(crate) messages_end: u32,
+    #[serde(skip)]
     pub(crate) body: Option<Cow<'a, str>>,
     /// Fields that name a session (`metadata.user_id`, `previous_response_id`, …), bounded.
+    #[serde(skip)]
     pub(crate) session_hints: Vec<(&'static str, Box<str>)>,
 }
 
@@ -512,6 +516,12 @@ impl<'a> Canonical<'a> {
     /// The body, while it is kept.
     pub fn body(&self) -> Option<&str> {
         self.body.as_deref()
+    }
+
+    /// Keeps `body` again: the very bytes this request was read from (the caller checked),
+    /// for excerpts and writer lookups.
+    pub(crate) fn keep_body(&mut self, body: String) {
+        self.body = Some(Cow::Owned(body));
     }
 
     /// Lets the body go: what is left is hashes, names

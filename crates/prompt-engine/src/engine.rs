@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use rustc_hash::FxHasher;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use prompt_core::ApiKind;
 use prompt_core::profile::{GapFate, Lifetime, Profile, Provider, Retention};
@@ -76,6 +76,14 @@ impl EngineConfig {
 pub struct Predecessor {
     /// Its tag (the log line, the proxy's request number).
     pub tag: u64,
+    /// Whether its tag is a line of the log this request is in: `false` for a request an
+    /// earlier launch saw without that log ([`Engine::restore`]), named by its time instead.
+    pub logged: bool,
+    /// When it was sent, in seconds since the Unix epoch, if known.
+    pub ts: Option<f64>,
+    /// Whether another launch saw it (a proxy started again, an agent resumed in a new
+    /// process): this request continues a session across launches.
+    pub earlier_launch: bool,
     /// Whether it is of the same lane (model and endpoint); `false`: the session's request
     /// in another lane, found because this lane had none.
     pub same_lane: bool,
@@ -119,6 +127,9 @@ pub struct Analysis {
     /// This request starts a conversation (no assistant message yet); a break is then not
     /// blamed on it.
     pub new_conversation: bool,
+    /// Earlier requests of its session were held, yet none is its predecessor: it shares no
+    /// element with any of them (a new conversation in a known session).
+    pub session_seen: bool,
     /// Its tokens, by the caller's counter.
     pub tokens: u64,
     /// Tokens it shares with the predecessor from the start.
@@ -137,6 +148,45 @@ pub struct Analysis {
     pub lead: usize,
     /// Its explicit breakpoints, as positions in its elements ([`Canonical::breakpoints`]).
     pub breakpoints: Vec<u32>,
+}
+
+/// What the engine keeps of one request to compare later requests with: its elements'
+/// hashes and token counts, its session, lane and time; no body, no header, no credential.
+/// A proxy keeps the latest of each session across its launches ([`Engine::last_record`],
+/// [`Engine::restore`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Its tag where it was analysed (the log line, the proxy's request number).
+    pub tag: u64,
+    /// When it was sent, in seconds since the Unix epoch.
+    pub ts: Option<f64>,
+    /// The launch that saw it ([`Exchange::launch`], hashed).
+    pub launch: u64,
+    /// Its session.
+    pub session: SessionKey,
+    /// Its lane (endpoint and model).
+    pub lane: String,
+    /// Each element's tokens, by the analysing counter.
+    pub tokens: Vec<u32>,
+    /// The id of its reply, when known (a later `previous_response_id` names it).
+    pub response_id: Option<String>,
+    /// A hash of its body's bytes, to know the body again ([`Engine::restore`]).
+    pub body_hash: Option<u64>,
+    /// The request as the provider caches it, without its body.
+    pub canonical: Canonical<'static>,
+}
+
+/// The hash a launch id is kept under ([`Exchange::launch`]; 0: none).
+pub fn launch_hash(launch: Option<&str>) -> u64 {
+    launch.map_or(0, |l| hash_str(l).max(1))
+}
+
+/// Whether two requests have any element in common (a tool, a system block, a message),
+/// wherever it stands.
+fn shares_any(a: &Canonical<'_>, b: &Canonical<'_>) -> bool {
+    let seen: std::collections::HashSet<u64, BuildHasherDefault<FxHasher>> =
+        a.chain_blocks().map(|b| b.hash).collect();
+    b.chain_blocks().any(|block| seen.contains(&block.hash))
 }
 
 /// Whether a request is a new conversation: nothing the model wrote is in it.
@@ -159,6 +209,10 @@ struct Stored {
     session: u64,
     ts: Option<f64>,
     tag: u64,
+    /// Whether `tag` is a line of the log this engine's requests are in.
+    logged: bool,
+    /// The launch that saw it ([`Exchange::launch`], hashed; 0: not known).
+    launch: u64,
 }
 
 /// Finds predecessors: prefix hashes of every held request, per scope (session and lane).
@@ -536,9 +590,19 @@ impl Engine {
         let lead = canonical.tools.len() + canonical.system.len();
         let profile = profile_of(&canonical);
 
+        // A candidate that shares no element with this request is no predecessor: a new
+        // conversation, or one whose predecessor was not seen (a side call of another lane, a
+        // request of an earlier launch not kept).
+        let shares = |id: u64| {
+            self.index
+                .requests
+                .get(&id)
+                .is_some_and(|s| shares_any(&s.canonical, &canonical))
+        };
         let found = self
             .index
             .find(scope, &chain, &history, lead)
+            .filter(|&(id, depth)| depth > 0 || shares(id))
             .map(|(id, depth)| {
                 // Past the lead, the depth is of the whole chain.
                 let id = if depth > lead {
@@ -556,6 +620,7 @@ impl Engine {
                     .iter()
                     .filter(|&&s| s != scope)
                     .filter_map(|&s| self.index.find(s, &chain, &history, lead))
+                    .filter(|&(id, depth)| depth > 0 || shares(id))
                     .max_by_key(|&(id, depth)| (depth, id))
                     .map(|(id, _)| (id, false))
             });
@@ -576,6 +641,7 @@ impl Engine {
             changes: Vec::new(),
             cause: Some(Cause::ColdStart),
             new_conversation,
+            session_seen: self.index.scopes_of_session.contains_key(&session_hash),
             tokens: total,
             common_tokens: 0,
             tokens_lost: 0,
@@ -603,8 +669,12 @@ impl Engine {
                 (Some(a), Some(b)) if b >= a => Some(b - a),
                 _ => None,
             };
+            let launch = launch_hash(exchange.launch);
             analysis.predecessor = Some(Predecessor {
                 tag: pred.tag,
+                logged: pred.logged,
+                ts: pred.ts,
+                earlier_launch: pred.launch != 0 && launch != 0 && pred.launch != launch,
                 same_lane,
                 common_elements: found.common,
                 gap_secs,
@@ -648,10 +718,77 @@ impl Engine {
                 session: session_hash,
                 ts: exchange.ts,
                 tag,
+                logged: true,
+                launch: launch_hash(exchange.launch),
             },
             &self.config,
         );
         analysis
+    }
+
+    /// What the engine keeps of the request it analysed last (`analysis`, its result, names
+    /// its session and lane): its elements' hashes and tokens, no body ([`RequestRecord`]).
+    /// `None` when it holds none.
+    pub fn last_record(
+        &self,
+        analysis: &Analysis,
+        response_id: Option<&str>,
+    ) -> Option<RequestRecord> {
+        let id = self.next_id.checked_sub(1)?;
+        let stored = self.index.requests.get(&id)?;
+        let mut canonical = stored.canonical.clone();
+        let body_hash = canonical.body().map(canon::hash_of);
+        canonical.forget_body();
+        Some(RequestRecord {
+            tag: stored.tag,
+            ts: stored.ts,
+            launch: stored.launch,
+            session: analysis.session.clone(),
+            lane: analysis.lane.clone(),
+            tokens: stored.tokens.clone(),
+            response_id: response_id.map(|r| prompt_core::input::excerpt(r, 256).into_owned()),
+            body_hash,
+            canonical,
+        })
+    }
+
+    /// Holds a request an earlier launch analysed, as if it had been analysed here: later
+    /// requests of its session are compared with it. `tag` names it in their verdicts, a
+    /// line of this engine's log when `logged`, else a tag of the caller's that no log line
+    /// takes (it is then named by its time). `body`, when given and the very bytes the
+    /// record was read from (its hash checked), is kept for excerpts and writer lookups.
+    pub fn restore(&mut self, record: RequestRecord, tag: u64, logged: bool, body: Option<&str>) {
+        let mut canonical = record.canonical;
+        if let (Some(body), Some(hash)) = (body, record.body_hash)
+            && canon::hash_of(body) == hash
+        {
+            canonical.keep_body(body.to_owned());
+        }
+        let session_hash = hash_str(&record.session.id);
+        let scope = mix(session_hash, hash_str(&record.lane));
+        let chain = chain_of(&canonical);
+        let history = history_of(&canonical);
+        if let Some(id) = &record.response_id {
+            self.remember_response(id, &record.session);
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.index.insert(
+            id,
+            Stored {
+                canonical,
+                tokens: record.tokens,
+                chain,
+                history,
+                scope,
+                session: session_hash,
+                ts: record.ts,
+                tag,
+                logged,
+                launch: record.launch,
+            },
+            &self.config,
+        );
     }
 
     /// The bytes of the element at `place` (a tool, a system block, a message or one of its

@@ -30,6 +30,10 @@ pub struct Exchange<'a> {
     pub reported: Option<ReportedRead>,
     /// The response's id (a later `previous_response_id` names it).
     pub response_id: Option<&'a str>,
+    /// The launch (a proxy's process, an agent's) that saw it: a request whose predecessor
+    /// another launch saw continues its session across launches
+    /// ([`Predecessor::earlier_launch`](crate::Predecessor::earlier_launch)).
+    pub launch: Option<&'a str>,
 }
 
 impl<'a> Exchange<'a> {

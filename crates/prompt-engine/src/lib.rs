@@ -75,7 +75,7 @@ pub use canon::{
 pub use cause::{Break, Cause, CauseKind, Change, Place, ToolChange};
 pub use compare::{Verdict, compare};
 pub use diff::{Diff, MAX_CHANGES, diff};
-pub use engine::{Analysis, Engine, EngineConfig, Held, Predecessor};
+pub use engine::{Analysis, Engine, EngineConfig, Held, Predecessor, RequestRecord, launch_hash};
 pub use exchange::{Exchange, ReportedRead};
 pub use headers::{
     CACHE_HEADERS, CREDENTIAL_NAMES, CREDENTIAL_PARTS, SESSION_HEADERS, keep_header,

@@ -3,14 +3,14 @@
 use std::collections::HashMap;
 
 use prompt_core::input::excerpt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::canon::{Canonical, model_in_path};
 use crate::exchange::Exchange;
 use crate::headers::SESSION_HEADERS;
 
 /// Where a session's key came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionSource {
     /// The log line's own `session` key.
@@ -32,7 +32,7 @@ pub enum SessionSource {
 }
 
 /// A session: its key and where it came from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SessionKey {
     /// The key, bounded.
     pub id: String,

@@ -385,6 +385,8 @@ pub struct Auditor<'t> {
     lifetime: super::lifetime::LifetimeStats,
     catalogue: Catalogue,
     volatile: VolatileBlocks,
+    /// The reply id of the request audited last.
+    last_response_id: Option<String>,
 }
 
 impl std::fmt::Debug for Auditor<'_> {
@@ -459,6 +461,7 @@ impl<'t> Auditor<'t> {
             lifetime: super::lifetime::LifetimeStats::new(Default::default()),
             catalogue: Catalogue::builtin().cloned().unwrap_or_default(),
             volatile: VolatileBlocks::default(),
+            last_response_id: None,
         }
     }
 
@@ -485,6 +488,24 @@ impl<'t> Auditor<'t> {
     /// The configuration.
     pub fn config(&self) -> &AuditConfig {
         &self.config
+    }
+
+    /// What the engine keeps of the request audited last (`audit`), to compare later
+    /// requests with it in a later launch ([`prompt_engine::RequestRecord`]).
+    pub fn last_record(&self, audit: &RequestAudit) -> Option<prompt_engine::RequestRecord> {
+        self.engine
+            .last_record(&audit.verdict, self.last_response_id.as_deref())
+    }
+
+    /// Holds a request an earlier launch audited ([`prompt_engine::Engine::restore`]).
+    pub fn restore(
+        &mut self,
+        record: prompt_engine::RequestRecord,
+        tag: u64,
+        logged: bool,
+        body: Option<&str>,
+    ) {
+        self.engine.restore(record, tag, logged, body);
     }
 
     /// Counts a line skipped by the caller (not UTF-8, too long, unreadable).
@@ -586,6 +607,7 @@ impl<'t> Auditor<'t> {
             .as_ref()
             .map(|r| super::logged::read_response(shape, r));
         let response_id = response.as_ref().and_then(|r| r.id.clone());
+        self.last_response_id.clone_from(&response_id);
         let replied = response
             .as_ref()
             .is_some_and(|r| matches!(r.usage, Ok(Some(_))));
@@ -624,6 +646,7 @@ impl<'t> Auditor<'t> {
                 cached: r.usage.cache_read,
             }),
             response_id: response_id.as_deref(),
+            launch: logged.launch.as_deref(),
         };
         // Each element tokenized once as the provider caches it (the token cache keyed by
         // its text), for the engine's counts and the simulator's rules alike.

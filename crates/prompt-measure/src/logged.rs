@@ -56,6 +56,9 @@ pub struct LoggedExchange<'a> {
     /// The reply id the proxy's `--diagnose` asked the provider to compare this request
     /// with (the line's `diagnosed_against`): the logged request is the agent's own.
     pub diagnosed_against: Option<String>,
+    /// The launch that saw it (a proxy's process: the line's `launch`), when the logger
+    /// said: a request continuing a session another launch saw is a resumed one.
+    pub launch: Option<String>,
     /// The usage the provider reported, when the logger kept its counts instead of the
     /// reply (a session store): read as a reply's usage would be, when no response is
     /// given or it reports none.
@@ -223,6 +226,7 @@ pub fn read_line(text: &str) -> Result<LoggedExchange<'_>, LineProblem> {
         ts: line.get("ts").and_then(timestamp),
         session: bounded_string(line.get("session")),
         diagnosed_against: bounded_string(line.get("diagnosed_against")),
+        launch: bounded_string(line.get("launch")),
         ..LoggedExchange::default()
     })
 }

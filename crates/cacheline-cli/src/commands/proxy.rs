@@ -37,6 +37,14 @@ pub(crate) struct ProxyArgs {
     /// name a session (see docs/proxy.md). Off by default.
     #[arg(long)]
     diagnose: bool,
+    /// Carry sessions over between launches in DIR: each request is compared with its
+    /// session's last one even when an earlier launch saw it (see docs/proxy.md). Default:
+    /// $XDG_STATE_HOME/cacheline, else ~/.local/state/cacheline.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_state")]
+    state: Option<PathBuf>,
+    /// Keep no session state: this launch starts empty and leaves nothing behind.
+    #[arg(long)]
+    no_state: bool,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     allow_remote: bool,
@@ -67,6 +75,13 @@ pub(crate) fn run(
         .with_print_verdicts(false);
     if let Some(log) = &args.log {
         config = config.with_log(log);
+    }
+    if !args.no_state {
+        let dir = args
+            .state
+            .clone()
+            .or_else(cacheline_proxy::sessions::default_state_dir);
+        config = config.with_state(dir.map(cacheline_proxy::sessions::StateConfig::in_dir));
     }
     if let Some(path) = &args.catalogue {
         match prompt_measure::catalogue::Catalogue::builtin_with_file(path) {

@@ -37,8 +37,16 @@ pub fn cacheline(args: &[&str]) -> (i32, String, String) {
 
 /// Runs `cacheline ARGS` with `stdin` on its standard input.
 pub fn cacheline_with_stdin(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    // Each run keeps its session state apart: one test's sessions never carry into another's.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let state = std::env::temp_dir().join(format!(
+        "cacheline-cli-state-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let mut child = Command::new(env!("CARGO_BIN_EXE_cacheline"))
         .args(args)
+        .env("XDG_STATE_HOME", &state)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

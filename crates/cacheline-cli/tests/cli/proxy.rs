@@ -25,6 +25,7 @@ fn fresh_log(name: &str) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("proxy.jsonl");
     let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_dir_all(dir.join("state"));
     (dir, log)
 }
 
@@ -63,6 +64,8 @@ fn the_launcher_prints_each_verdict_and_the_audit_of_its_log_agrees() {
         .arg(format!("anthropic={}", upstream().url()))
         .arg("--log")
         .arg(&log)
+        .arg("--state")
+        .arg(dir.join("state"))
         .args(["--", "bash", "-c", CHILD])
         .env("B1", &b1)
         .env("B2", &b2)
@@ -138,6 +141,10 @@ fn with_diagnose_the_upstream_is_asked_for_its_verdict_and_the_audit_shows_it() 
         .arg(format!("anthropic={}", up.url()))
         .arg("--log")
         .arg(&log)
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--state")
+        .arg(dir.join("state"))
         .args(["--", "bash", "-c", CHILD])
         .env("B1", &b1)
         .env("B2", &b2)

@@ -127,6 +127,7 @@ fn proxies_behind_haproxy_keep_each_session_on_one_proxy() {
             cmd.arg("--upstream").arg(format!("{api}={upstream}"));
         }
         cmd.arg("--log").arg(dir.join(format!("proxy-{i}.jsonl")));
+        cmd.arg("--state").arg(dir.join(format!("state-{i}")));
         let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

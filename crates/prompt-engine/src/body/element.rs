@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use crate::raw::{self, Object, offset_in};
 
 /// How an element of a body is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Form {
     /// As sent.
     Exact,
@@ -27,7 +27,7 @@ pub(crate) enum Form {
 }
 
 /// Where a message keeps its content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum ContentKey {
     Content,
     Parts,

@@ -37,7 +37,8 @@ pub struct BodyParts<'a> {
 /// shape. Linear in the body's size; nothing is copied.
 ///
 /// ```
-/// use prompt_engine::{body_parts, ApiKind};
+/// use prompt_core::ApiKind;
+/// use prompt_engine::body_parts;
 /// let body = br#"{"model":"m","instructions":"Be brief.","input":[{"role":"user","content":"hi"}]}"#;
 /// let parts = body_parts(body).unwrap();
 /// assert_eq!(parts.shape, ApiKind::OpenAiResponses);

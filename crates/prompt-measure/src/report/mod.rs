@@ -20,4 +20,4 @@ mod verdict;
 pub use labels::{AGENTS, MetricLabels, agent_label};
 pub use row::{Forwarded, Outcome, RequestReport, RequestRow, VERDICT_BYTES, verdict_line};
 pub use summary::{causes_text, provider_verdicts_text};
-pub use verdict::{provider_clause, verdict_text, writer_clause};
+pub use verdict::{provider_clause, utc, verdict_text, writer_clause};

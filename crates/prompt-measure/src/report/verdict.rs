@@ -13,7 +13,24 @@ use crate::catalogue::WriterFinding;
 pub fn verdict_text(r: &RequestAudit) -> String {
     let v = &r.verdict;
     let Some(p) = &v.predecessor else {
-        return format!("cold_start: the first request of its session ({})", v.lane);
+        return if v.session_seen {
+            format!(
+                "cold_start: shares nothing with the earlier requests of its session, a new conversation ({})",
+                v.lane
+            )
+        } else {
+            format!("cold_start: the first request of its session ({})", v.lane)
+        };
+    };
+    // A predecessor is named by its log line; one an earlier launch saw without this log,
+    // by its time.
+    let named = if p.logged {
+        format!("line {}", p.tag)
+    } else {
+        format!(
+            "the request of {} (an earlier launch)",
+            p.ts.map_or_else(|| "an unknown time".to_owned(), utc)
+        )
     };
     let lane = if p.same_lane {
         String::new()
@@ -22,8 +39,7 @@ pub fn verdict_text(r: &RequestAudit) -> String {
     };
     let mut s = match &v.cause {
         None => format!(
-            "extends line {}{lane}: {} tokens expected from cache",
-            p.tag,
+            "extends {named}{lane}: {} tokens expected from cache",
             thousands(v.expected_cached)
         ),
         Some(cause) => {
@@ -32,7 +48,7 @@ pub fn verdict_text(r: &RequestAudit) -> String {
                 || "the request".to_owned(),
                 |c| format!("{}, byte {}", c.json_path, c.divergence.byte_offset),
             );
-            let mut s = format!("{} at {at} vs line {}{lane}: {cause}", cause.kind(), p.tag);
+            let mut s = format!("{} at {at} vs {named}{lane}: {cause}", cause.kind());
             if let Some(c) = change
                 && v.tokens_lost > 0
             {
@@ -87,6 +103,28 @@ pub fn verdict_text(r: &RequestAudit) -> String {
         s.push_str(&writer_clause(w));
     }
     s
+}
+
+/// A time in seconds since the Unix epoch as `2026-12-05 00:02:00 UTC`.
+pub fn utc(ts: f64) -> String {
+    let secs = ts.floor() as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // The civil date of a day count (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
 }
 
 /// A share as a percentage with one decimal: `12.5%`.
