@@ -1,0 +1,157 @@
+//! # cacheline-import
+//!
+//! Reads the session stores coding agents already keep — Claude Code, Codex CLI, Gemini
+//! CLI, Qwen Code, opencode — read-only, and tells per request, session, project and day
+//! what the prompt cache read, wrote and cost, and where it broke and why: the audit's own
+//! verdict where the store holds the request (Claude Code 2.1.332+), what the usage proves
+//! elsewhere ([`analysis`]). `cacheline import` is this crate on the command line.
+//!
+//! ```no_run
+//! use cacheline_import::{Options, discover, import};
+//! let home = std::path::Path::new("/home/me");
+//! let sources = discover::in_home(home, &[]);
+//! let report = import(&sources, &Options::default(), &mut |_| {});
+//! println!("{}", report.text(5));
+//! ```
+
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod agents;
+pub mod analysis;
+pub mod discover;
+pub mod error;
+pub mod html;
+mod json;
+pub mod lines;
+pub mod report;
+pub mod store;
+pub mod time;
+
+pub use agents::Limits;
+pub use analysis::{Moment, Pricing, RequestRow, SessionReport};
+pub use discover::Source;
+pub use error::ImportError;
+pub use report::{Group, Report, Totals};
+pub use store::{Agent, Skips, StoredRequest, StoredSession};
+
+use agents::ReadContext;
+use prompt_measure::{O200kBase, Tokenizer};
+
+/// What an import reads and how.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options {
+    /// Only requests at or after this time (seconds since the epoch); files last changed
+    /// before it are not opened.
+    pub since: Option<f64>,
+    /// The prices.
+    pub pricing: Pricing,
+    /// The bounds.
+    pub limits: Limits,
+}
+
+/// How far an import is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the files read so far.
+    pub bytes: u64,
+    /// Bytes of every file to read.
+    pub total: u64,
+}
+
+/// Reads `sources` (each once, in order) and judges every session: the report.
+/// A source that cannot be read is noted in [`Report::skipped`], never fatal.
+pub fn import(sources: &[Source], options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
+    let tokenizer: Option<&dyn Tokenizer> = O200kBase::shared().ok().map(|t| t as &dyn Tokenizer);
+    let total = sources.iter().map(|s| s.bytes).fold(0u64, u64::saturating_add);
+    let mut report = Report::default();
+    let mut claude = agents::claude::ClaudeState::default();
+    let mut done = 0u64;
+    let mut seen = std::collections::HashSet::new();
+    for source in sources {
+        done = done.saturating_add(source.bytes);
+        if !seen.insert(source.path.clone()) {
+            continue;
+        }
+        if let (Some(since), Some(modified)) = (options.since, source.modified)
+            && modified < since
+        {
+            progress(Progress { bytes: done, total });
+            continue;
+        }
+        let mut skips = std::mem::take(&mut report.skipped);
+        let mut cx = ReadContext {
+            limits: options.limits,
+            skips: &mut skips,
+            home: source.home.as_deref(),
+        };
+        let read = match source.agent {
+            Agent::ClaudeCode => agents::claude::read(&source.path, &mut cx, &mut claude),
+            Agent::Codex => agents::codex::read(&source.path, &mut cx),
+            Agent::GeminiCli => agents::gemini::read(&source.path, &mut cx),
+            Agent::QwenCode => agents::qwen::read(&source.path, &mut cx),
+            Agent::Opencode => agents::opencode::read(&source.path, &mut cx),
+        };
+        report.skipped = skips;
+        report.files += 1;
+        report.bytes = report.bytes.saturating_add(source.bytes);
+        match read {
+            Ok(sessions) => {
+                for session in sessions {
+                    let mut s = match tokenizer {
+                        Some(t) => analysis::analyse(session, t, &options.pricing),
+                        None => {
+                            let mut session = session;
+                            for r in &mut session.requests {
+                                r.body = None;
+                            }
+                            analysis::analyse(session, &NoTokens, &options.pricing)
+                        }
+                    };
+                    if let Some(since) = options.since {
+                        s.requests.retain(|r| r.secs.is_none_or(|t| t >= since));
+                        if s.requests.is_empty() {
+                            continue;
+                        }
+                        resum(&mut s);
+                    }
+                    report.sessions.push(s);
+                }
+            }
+            Err(e) => report
+                .skipped
+                .source(&source.path, error::chain(&e)),
+        }
+        progress(Progress { bytes: done, total });
+    }
+    report.finish();
+    report
+}
+
+/// A session's sums again, after some requests were left out.
+fn resum(s: &mut SessionReport) {
+    let r = &s.requests;
+    s.input_tokens = r.iter().map(|r| r.input_tokens).fold(0, u64::saturating_add);
+    s.cache_read_tokens = r.iter().map(|r| r.cache_read_tokens).fold(0, u64::saturating_add);
+    s.cache_write_tokens = r.iter().map(|r| r.cache_write_tokens).fold(0, u64::saturating_add);
+    s.output_tokens = r.iter().map(|r| r.output_tokens).fold(0, u64::saturating_add);
+    s.cost = r.iter().map(|r| r.cost).sum();
+    s.lost_cost = r.iter().map(|r| r.lost_cost).sum();
+    s.cost_units = r.iter().map(|r| r.cost_units).sum();
+    s.lost_units = r.iter().map(|r| r.lost_units).sum();
+}
+
+/// Stands in when the tokenizer cannot be built: no request is audited then.
+struct NoTokens;
+
+impl Tokenizer for NoTokens {
+    fn name(&self) -> &str {
+        "none"
+    }
+    fn encode(&self, _text: &str) -> Vec<u32> {
+        Vec::new()
+    }
+}
