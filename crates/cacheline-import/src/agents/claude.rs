@@ -74,6 +74,8 @@ struct Record<'a> {
     #[serde(borrow)]
     cwd: Option<Cow<'a, str>>,
     #[serde(borrow)]
+    entrypoint: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     subtype: Option<Cow<'a, str>>,
     #[serde(borrow)]
     operation: Option<Cow<'a, str>>,
@@ -196,6 +198,11 @@ pub fn read(
             if version != **v {
                 version = prompt_measure::logged::bounded_field(v);
             }
+        }
+        if let Some(e) = &record.entrypoint
+            && rebuild.entrypoint != **e
+        {
+            rebuild.entrypoint = prompt_measure::logged::bounded_field(e);
         }
         if let Some(cwd) = &record.cwd {
             if project.is_empty() {
@@ -346,6 +353,31 @@ pub fn read(
     Ok(sessions)
 }
 
+/// The text the billing fingerprint is taken from: the first message's prompt (its content
+/// if a string, else its first text block that is no `<system-reminder>`, else its last).
+fn prompt_text(message: &str) -> String {
+    let Ok(value) = serde_json::from_str::<Value>(message) else {
+        return String::new();
+    };
+    match &value["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => {
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            texts
+                .iter()
+                .find(|t| !t.starts_with("<system-reminder>"))
+                .or(texts.last())
+                .map(|t| (*t).to_owned())
+                .unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
 /// The most reply ids remembered for deduplication over one import.
 const MAX_SEEN: usize = 4_000_000;
 
@@ -437,11 +469,14 @@ struct Rebuilt {
 const MAX_BASES: usize = 256;
 const MAX_PENDING: usize = 16;
 
-/// Claude Code 2.1.332+'s request records, put back together as the body sent (but for the
-/// billing-header system block, which no record holds).
+/// Claude Code 2.1.332+'s request records, put back together as the body sent: the three
+/// things no record holds filled in — the billing-header system block (recomputed), the
+/// `metadata` (the device id from the home's `~/.claude.json`, empty without it; the
+/// session id), `stream: true`.
 #[derive(Debug)]
 struct Rebuild {
     used: bool,
+    entrypoint: String,
     shapes: HashMap<String, (Vec<Box<RawValue>>, Option<Box<RawValue>>)>,
     texts: Vec<Box<str>>,
     by_hash: HashMap<String, u32>,
@@ -458,6 +493,7 @@ impl Rebuild {
     fn new(cap: usize) -> Self {
         Self {
             used: false,
+            entrypoint: String::new(),
             shapes: HashMap::new(),
             texts: Vec::new(),
             by_hash: HashMap::new(),
@@ -598,6 +634,43 @@ impl Rebuild {
         }
     }
 
+    /// The `x-anthropic-billing-header` system block the CLI puts first on the wire (no
+    /// record holds it): its version, a fingerprint of the first prompt's text (three hex
+    /// digits of SHA-256 over a constant, the text's 5th, 8th and 21st characters, and the
+    /// version) and the entry point the transcript names. Checked on every request of the
+    /// committed Claude Code captures, before and after a compaction.
+    fn billing_block(&self, version: &str, first: Option<&str>) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        let text = first.map(prompt_text).unwrap_or_default();
+        let chars: Vec<char> = text.chars().collect();
+        let mut hashed = String::from("59cf53e54c78");
+        for i in [4, 7, 20] {
+            hashed.push(chars.get(i).copied().unwrap_or('0'));
+        }
+        hashed.push_str(version);
+        let digest = Sha256::digest(hashed.as_bytes());
+        let fingerprint: String = digest
+            .iter()
+            .take(2)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            .chars()
+            .take(3)
+            .collect();
+        let entrypoint = if self.entrypoint.is_empty() {
+            "cli"
+        } else {
+            &self.entrypoint
+        };
+        let header = format!(
+            "x-anthropic-billing-header: cc_version={version}.{fingerprint}; cc_entrypoint={entrypoint};"
+        );
+        Some(format!(
+            r#"{{"type":"text","text":{}}}"#,
+            serde_json::to_string(&header).ok()?
+        ))
+    }
+
     fn take_body(&mut self, request: &str) -> Option<Rebuilt> {
         let i = self.bodies.iter().position(|(id, _)| id == request)?;
         self.bodies.remove(i).map(|(_, b)| b)
@@ -676,7 +749,12 @@ impl Rebuild {
         body.push_str(",\"messages\":[");
         body.push_str(&texts.join(","));
         body.push_str("],\"system\":[");
-        body.push_str(&system.join(","));
+        let version = record.version.as_deref().unwrap_or_default();
+        body.push_str(&self.billing_block(version, texts.first().map(|t| &**t))?);
+        for block in &system {
+            body.push(',');
+            body.push_str(block);
+        }
         body.push(']');
         if let Some(tools) = tools {
             body.push_str(",\"tools\":");
