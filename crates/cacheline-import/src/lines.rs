@@ -40,6 +40,12 @@ impl<R: Read> LineReader<R> {
         self.line
     }
 
+    /// The bytes this reader holds for a line (its buffer's capacity): never much more than
+    /// the cap, whatever the input.
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// The bytes read so far.
     pub fn bytes_read(&self) -> u64 {
         self.bytes
