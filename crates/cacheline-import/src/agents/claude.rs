@@ -266,7 +266,7 @@ pub fn read(
                     rebuild.reply_block(id, message.content);
                 }
                 let model = message.model.as_deref().unwrap_or_default();
-                if model == "<synthetic>" || state.seen.contains(id) {
+                if model == "<synthetic>" {
                     continue;
                 }
                 let Some(usage_raw) = message.usage else { continue };
@@ -279,8 +279,17 @@ pub fn read(
                     );
                     continue;
                 };
+                // A reply is counted once: its id with its counts (a resumed or forked
+                // session file repeats its history's records, counts and all).
+                let key = format!(
+                    "{id} {} {} {} {}",
+                    usage.input_uncached, usage.cache_read, usage.cache_write, usage.output
+                );
+                if state.seen.contains(&key) {
+                    continue;
+                }
                 if state.seen.len() < MAX_SEEN {
-                    state.seen.insert(id.to_owned());
+                    state.seen.insert(key);
                 }
                 let sid = record.session_id.as_deref().unwrap_or_default();
                 let key = match (&subagent, record.is_sidechain) {
