@@ -202,7 +202,11 @@ fn moment(prev: Option<&StoredRequest>, cur: &StoredRequest) -> Moment {
 fn gap_fate(prev: &StoredRequest, cur: &StoredRequest) -> Option<GapFate> {
     let gap = cur.time? - prev.time?;
     let gap = if gap.is_finite() { gap.max(0.0) } else { 0.0 };
-    Some(profile(cur.provider, &cur.model).lifetime().after_gap(gap as u64))
+    Some(
+        profile(cur.provider, &cur.model)
+            .lifetime()
+            .after_gap(gap as u64),
+    )
 }
 
 /// What usage alone proves of `cur` after `prev`: its cause and the tokens lost.
@@ -233,14 +237,37 @@ pub fn infer(prev: Option<&StoredRequest>, cur: &StoredRequest) -> (Option<Cause
     (Some(cause), short)
 }
 
-/// Judges one session: each request rebuilt from the store through a fresh audit of the
-/// session (the proxy's engine and writer catalogue), the others by [`infer`].
-pub fn analyse(
-    session: StoredSession,
-    tokenizer: &dyn Tokenizer,
-    pricing: &Pricing,
-) -> SessionReport {
-    let mut auditor: Option<Auditor<'_>> = None;
+/// The audit exact verdicts come from: one for a whole import (the engine keeps sessions
+/// apart by their session header, and the token cache serves every session's shared
+/// system prompt and tools), built on the first request that needs it.
+pub struct Judge<'t> {
+    tokenizer: &'t dyn Tokenizer,
+    table: PriceTable,
+    auditor: Option<Auditor<'t>>,
+    line: u64,
+}
+
+impl std::fmt::Debug for Judge<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judge").field("line", &self.line).finish()
+    }
+}
+
+impl<'t> Judge<'t> {
+    /// A judge counting tokens with `tokenizer`, pricing with `table`.
+    pub fn new(tokenizer: &'t dyn Tokenizer, table: PriceTable) -> Self {
+        Self {
+            tokenizer,
+            table,
+            auditor: None,
+            line: 0,
+        }
+    }
+}
+
+/// Judges one session: each request rebuilt from the store through the audit (the proxy's
+/// engine and writer catalogue), the others by [`infer`].
+pub fn analyse(session: StoredSession, judge: &mut Judge<'_>, pricing: &Pricing) -> SessionReport {
     let mut rows = Vec::with_capacity(session.requests.len());
     let mut models: Vec<String> = Vec::new();
     let mut prev: Option<&StoredRequest> = None;
@@ -250,9 +277,11 @@ pub fn analyse(
         }
         let mut exact = None;
         if let Some(body) = &req.body {
-            let auditor = auditor.get_or_insert_with(|| {
-                Auditor::new(tokenizer, AuditConfig::default().with_prices(pricing.table))
+            let (tokenizer, table) = (judge.tokenizer, judge.table);
+            let auditor = judge.auditor.get_or_insert_with(|| {
+                Auditor::new(tokenizer, AuditConfig::default().with_prices(table))
             });
+            judge.line += 1;
             let mut exchange = LoggedExchange::of(Cow::Borrowed(body.as_str()));
             exchange.path = Some(path_of(session.agent).to_owned());
             exchange.headers = recorded_headers(
@@ -263,7 +292,7 @@ pub fn analyse(
             exchange.ts = req.time;
             exchange.session = Some(session.session.clone());
             exchange.usage = Some((req.provider, req.usage));
-            if let Ok(audit) = auditor.push_exchange(i as u64 + 1, exchange) {
+            if let Ok(audit) = auditor.push_exchange(judge.line, exchange) {
                 let writer = audit.writer.as_ref().map(|w| match w {
                     WriterFinding::Catalogue(m) => m.name.clone(),
                     WriterFinding::Learned(_) => "a learned volatile block".to_owned(),

@@ -115,7 +115,9 @@ fn walk(root: &Path, out: &mut Vec<PathBuf>) {
     let mut stack = vec![(root.to_owned(), 0usize)];
     let mut entries = 0usize;
     while let Some((dir, depth)) = stack.pop() {
-        let Ok(read) = std::fs::read_dir(&dir) else { continue };
+        let Ok(read) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         let mut names: Vec<PathBuf> = Vec::new();
         for entry in read.flatten() {
             entries += 1;
@@ -127,7 +129,9 @@ fn walk(root: &Path, out: &mut Vec<PathBuf>) {
         names.sort();
         let mut dirs = Vec::new();
         for path in names {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
             if meta.is_dir() {
                 if depth < MAX_DEPTH {
                     dirs.push((path, depth + 1));
@@ -209,8 +213,9 @@ pub fn at_path(path: &Path, agents: &[Agent]) -> Result<Vec<Source>, ImportError
 fn home_of(path: &Path) -> Option<PathBuf> {
     path.ancestors()
         .find(|a| {
-            a.file_name()
-                .is_some_and(|n| [".claude", ".codex", ".gemini", ".qwen", ".local"].contains(&&*n.to_string_lossy()))
+            a.file_name().is_some_and(|n| {
+                [".claude", ".codex", ".gemini", ".qwen", ".local"].contains(&&*n.to_string_lossy())
+            })
         })
         .and_then(Path::parent)
         .map(Path::to_owned)

@@ -72,7 +72,10 @@ pub fn page(report: &Report) -> String {
         if groups.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "<table><tr><th>{title}</th><th>requests</th><th>tokens lost</th><th>lost</th><th>share of the loss</th></tr>");
+        let _ = writeln!(
+            out,
+            "<table><tr><th>{title}</th><th>requests</th><th>tokens lost</th><th>lost</th><th>share of the loss</th></tr>"
+        );
         for g in groups {
             let _ = writeln!(
                 out,
@@ -88,9 +91,19 @@ pub fn page(report: &Report) -> String {
     }
     out.push_str("<div class=\"legend\"><span class=\"cached\">cached</span><span class=\"reprocessed\">re-processed</span><span class=\"new\">new</span></div>\n<div id=\"sessions\">\n");
     let mut ranked: Vec<_> = report.sessions.iter().collect();
-    ranked.sort_by(|a, b| b.lost_units.total_cmp(&a.lost_units).then(a.session.cmp(&b.session)));
+    ranked.sort_by(|a, b| {
+        b.lost_units
+            .total_cmp(&a.lost_units)
+            .then(a.session.cmp(&b.session))
+    });
     for s in ranked.into_iter().take(MAX_SESSIONS) {
-        let widest = s.requests.iter().map(|r| r.input_tokens).max().unwrap_or(0).max(1) as f64;
+        let widest = s
+            .requests
+            .iter()
+            .map(|r| r.input_tokens)
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
         let _ = writeln!(
             out,
             "<section class=\"session\"><h2>{} {} — {} — {} requests, {} lost of {} ({})</h2>",
@@ -103,8 +116,13 @@ pub fn page(report: &Report) -> String {
             pct(s.lost_units, s.cost_units)
         );
         for r in s.requests.iter().take(MAX_ROWS) {
-            let lost = r.tokens_lost.min(r.input_tokens.saturating_sub(r.cache_read_tokens));
-            let fresh = r.input_tokens.saturating_sub(r.cache_read_tokens).saturating_sub(lost);
+            let lost = r
+                .tokens_lost
+                .min(r.input_tokens.saturating_sub(r.cache_read_tokens));
+            let fresh = r
+                .input_tokens
+                .saturating_sub(r.cache_read_tokens)
+                .saturating_sub(lost);
             let w = |n: u64| 100.0 * n as f64 / widest;
             let verdict = match r.cause {
                 None => "extends its predecessor".to_owned(),
@@ -112,8 +130,15 @@ pub fn page(report: &Report) -> String {
                     "{c}{} at {}{}{}",
                     if r.exact { "" } else { " (inferred)" },
                     moment_label(r.at),
-                    if r.tokens_lost > 0 { format!("; {} tokens lost", thousands(r.tokens_lost)) } else { String::new() },
-                    r.writer.as_ref().map(|w| format!(" — {w}")).unwrap_or_default()
+                    if r.tokens_lost > 0 {
+                        format!("; {} tokens lost", thousands(r.tokens_lost))
+                    } else {
+                        String::new()
+                    },
+                    r.writer
+                        .as_ref()
+                        .map(|w| format!(" — {w}"))
+                        .unwrap_or_default()
                 ),
             };
             let _ = writeln!(

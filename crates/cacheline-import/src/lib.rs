@@ -66,11 +66,16 @@ pub struct Progress {
 /// A source that cannot be read is noted in [`Report::skipped`], never fatal.
 pub fn import(sources: &[Source], options: &Options, progress: &mut dyn FnMut(Progress)) -> Report {
     let tokenizer: Option<&dyn Tokenizer> = O200kBase::shared().ok().map(|t| t as &dyn Tokenizer);
-    let total = sources.iter().map(|s| s.bytes).fold(0u64, u64::saturating_add);
+    let total = sources
+        .iter()
+        .map(|s| s.bytes)
+        .fold(0u64, u64::saturating_add);
     let mut report = Report::default();
     let mut claude = agents::claude::ClaudeState::default();
     let mut done = 0u64;
     let mut seen = std::collections::HashSet::new();
+    let no_tokens = NoTokens;
+    let mut judge = analysis::Judge::new(tokenizer.unwrap_or(&no_tokens), options.pricing.table);
     for source in sources {
         done = done.saturating_add(source.bytes);
         if !seen.insert(source.path.clone()) {
@@ -100,17 +105,14 @@ pub fn import(sources: &[Source], options: &Options, progress: &mut dyn FnMut(Pr
         report.bytes = report.bytes.saturating_add(source.bytes);
         match read {
             Ok(sessions) => {
-                for session in sessions {
-                    let mut s = match tokenizer {
-                        Some(t) => analysis::analyse(session, t, &options.pricing),
-                        None => {
-                            let mut session = session;
-                            for r in &mut session.requests {
-                                r.body = None;
-                            }
-                            analysis::analyse(session, &NoTokens, &options.pricing)
+                for mut session in sessions {
+                    if tokenizer.is_none() {
+                        // No tokenizer, no audit: every request is judged from usage.
+                        for r in &mut session.requests {
+                            r.body = None;
                         }
-                    };
+                    }
+                    let mut s = analysis::analyse(session, &mut judge, &options.pricing);
                     if let Some(since) = options.since {
                         s.requests.retain(|r| r.secs.is_none_or(|t| t >= since));
                         if s.requests.is_empty() {
@@ -121,9 +123,7 @@ pub fn import(sources: &[Source], options: &Options, progress: &mut dyn FnMut(Pr
                     report.sessions.push(s);
                 }
             }
-            Err(e) => report
-                .skipped
-                .source(&source.path, error::chain(&e)),
+            Err(e) => report.skipped.source(&source.path, error::chain(&e)),
         }
         progress(Progress { bytes: done, total });
     }
@@ -134,17 +134,29 @@ pub fn import(sources: &[Source], options: &Options, progress: &mut dyn FnMut(Pr
 /// A session's sums again, after some requests were left out.
 fn resum(s: &mut SessionReport) {
     let r = &s.requests;
-    s.input_tokens = r.iter().map(|r| r.input_tokens).fold(0, u64::saturating_add);
-    s.cache_read_tokens = r.iter().map(|r| r.cache_read_tokens).fold(0, u64::saturating_add);
-    s.cache_write_tokens = r.iter().map(|r| r.cache_write_tokens).fold(0, u64::saturating_add);
-    s.output_tokens = r.iter().map(|r| r.output_tokens).fold(0, u64::saturating_add);
+    s.input_tokens = r
+        .iter()
+        .map(|r| r.input_tokens)
+        .fold(0, u64::saturating_add);
+    s.cache_read_tokens = r
+        .iter()
+        .map(|r| r.cache_read_tokens)
+        .fold(0, u64::saturating_add);
+    s.cache_write_tokens = r
+        .iter()
+        .map(|r| r.cache_write_tokens)
+        .fold(0, u64::saturating_add);
+    s.output_tokens = r
+        .iter()
+        .map(|r| r.output_tokens)
+        .fold(0, u64::saturating_add);
     s.cost = r.iter().map(|r| r.cost).sum();
     s.lost_cost = r.iter().map(|r| r.lost_cost).sum();
     s.cost_units = r.iter().map(|r| r.cost_units).sum();
     s.lost_units = r.iter().map(|r| r.lost_units).sum();
 }
 
-/// Stands in when the tokenizer cannot be built: no request is audited then.
+/// Stands in when the tokenizer cannot be built (no request is audited then).
 struct NoTokens;
 
 impl Tokenizer for NoTokens {

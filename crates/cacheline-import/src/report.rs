@@ -152,7 +152,10 @@ impl Report {
                 totals.add(r);
                 agents.entry(agent.clone()).or_default().add(r);
                 projects.entry(s.project.clone()).or_default().add(r);
-                let day = r.secs.map(crate::time::day).unwrap_or_else(|| "unknown".into());
+                let day = r
+                    .secs
+                    .map(crate::time::day)
+                    .unwrap_or_else(|| "unknown".into());
                 days.entry(day).or_default().add(r);
                 if is_break(r) {
                     causes
@@ -243,7 +246,11 @@ impl Report {
             }
         }
         let mut ranked: Vec<&SessionReport> = self.sessions.iter().collect();
-        ranked.sort_by(|a, b| b.lost_units.total_cmp(&a.lost_units).then(a.session.cmp(&b.session)));
+        ranked.sort_by(|a, b| {
+            b.lost_units
+                .total_cmp(&a.lost_units)
+                .then(a.session.cmp(&b.session))
+        });
         if !ranked.is_empty() {
             let _ = writeln!(out, "top sessions (by cost lost):");
         }
@@ -259,11 +266,19 @@ impl Report {
                         r.index,
                         r.cause.unwrap_or("unknown"),
                         if r.exact { "" } else { " (inferred)" },
-                        r.writer.as_ref().map(|w| format!(" — {w}")).unwrap_or_default()
+                        r.writer
+                            .as_ref()
+                            .map(|w| format!(" — {w}"))
+                            .unwrap_or_default()
                     )
                 })
                 .collect();
-            let more = s.requests.iter().filter(|r| is_break(r)).count().saturating_sub(6);
+            let more = s
+                .requests
+                .iter()
+                .filter(|r| is_break(r))
+                .count()
+                .saturating_sub(6);
             let _ = writeln!(
                 out,
                 "  {}. {} {} ({}) {} request(s), {} lost of {} ({}){}{}",
@@ -275,11 +290,23 @@ impl Report {
                 usd(s.lost_cost),
                 usd(s.cost),
                 pct(s.lost_units, s.cost_units),
-                if breaks.is_empty() { String::new() } else { format!("; breaks: {}", breaks.join(", ")) },
-                if more > 0 { format!(" and {more} more") } else { String::new() }
+                if breaks.is_empty() {
+                    String::new()
+                } else {
+                    format!("; breaks: {}", breaks.join(", "))
+                },
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
             );
         }
-        for (title, groups) in [("per day", &self.days), ("per project", &self.projects), ("per agent", &self.agents)] {
+        for (title, groups) in [
+            ("per day", &self.days),
+            ("per project", &self.projects),
+            ("per agent", &self.agents),
+        ] {
             if groups.is_empty() {
                 continue;
             }
@@ -299,8 +326,17 @@ impl Report {
         }
         let s = &self.skipped;
         if s.malformed_total() > 0 {
-            let per: Vec<String> = s.malformed.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-            let _ = writeln!(out, "skipped lines: {} ({})", s.malformed_total(), per.join(", "));
+            let per: Vec<String> = s
+                .malformed
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "skipped lines: {} ({})",
+                s.malformed_total(),
+                per.join(", ")
+            );
             for l in s.lines.iter().take(5) {
                 let _ = writeln!(out, "  {}: {}", l.origin, l.reason);
             }
@@ -316,7 +352,12 @@ impl Report {
             let _ = writeln!(out, "unknown usage fields, {k}: {}", list.join(", "));
         }
         for src in &s.sources {
-            let _ = writeln!(out, "not read: {}: {}", src.origin.path.display(), src.reason);
+            let _ = writeln!(
+                out,
+                "not read: {}: {}",
+                src.origin.path.display(),
+                src.reason
+            );
         }
         out
     }

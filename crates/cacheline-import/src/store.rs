@@ -56,9 +56,9 @@ impl Agent {
     /// ```
     pub fn from_name(name: &str) -> Option<Agent> {
         let name = name.trim().to_ascii_lowercase();
-        Agent::ALL.into_iter().find(|a| {
-            a.name() == name || a.name().split('-').next() == Some(name.as_str())
-        })
+        Agent::ALL
+            .into_iter()
+            .find(|a| a.name() == name || a.name().split('-').next() == Some(name.as_str()))
     }
 }
 
@@ -173,7 +173,11 @@ impl Skips {
         if version.is_empty() {
             agent.name().to_owned()
         } else {
-            format!("{} {}", agent.name(), prompt_measure::logged::bounded_field(version))
+            format!(
+                "{} {}",
+                agent.name(),
+                prompt_measure::logged::bounded_field(version)
+            )
         }
     }
 
@@ -219,7 +223,9 @@ impl Skips {
 
     /// Lines skipped in all.
     pub fn malformed_total(&self) -> u64 {
-        self.malformed.values().fold(0u64, |a, b| a.saturating_add(*b))
+        self.malformed
+            .values()
+            .fold(0u64, |a, b| a.saturating_add(*b))
     }
 
     /// Unknown records in all.

@@ -87,7 +87,9 @@ pub fn day(secs: f64) -> String {
 pub fn iso(secs: f64) -> String {
     let days = day_number(secs);
     let (y, m, d) = civil_from_days(days);
-    let ms_of_day = ((secs - days as f64 * 86_400.0) * 1000.0).round().clamp(0.0, 86_399_999.0) as i64;
+    let ms_of_day = ((secs - days as f64 * 86_400.0) * 1000.0)
+        .round()
+        .clamp(0.0, 86_399_999.0) as i64;
     let (h, rest) = (ms_of_day / 3_600_000, ms_of_day % 3_600_000);
     let (min, rest) = (rest / 60_000, rest % 60_000);
     format!(

@@ -97,7 +97,12 @@ fn imported_usage_equals_the_upstreams_request_by_request() {
         }
         let t = &report.totals;
         let sum = up.iter().fold((0, 0, 0, 0), |a, u| {
-            (a.0 + u.usage.0, a.1 + u.usage.1, a.2 + u.usage.2, a.3 + u.usage.3)
+            (
+                a.0 + u.usage.0,
+                a.1 + u.usage.1,
+                a.2 + u.usage.2,
+                a.3 + u.usage.3,
+            )
         });
         assert_eq!(
             (
@@ -109,8 +114,18 @@ fn imported_usage_equals_the_upstreams_request_by_request() {
             sum,
             "{name}: totals"
         );
-        assert_eq!(report.skipped.malformed_total(), 0, "{name}: {:?}", report.skipped);
-        assert_eq!(report.skipped.unknown_total(), 0, "{name}: {:?}", report.skipped);
+        assert_eq!(
+            report.skipped.malformed_total(),
+            0,
+            "{name}: {:?}",
+            report.skipped
+        );
+        assert_eq!(
+            report.skipped.unknown_total(),
+            0,
+            "{name}: {:?}",
+            report.skipped
+        );
     }
 }
 
@@ -145,7 +160,11 @@ fn breaks_equal_the_audit_of_the_capture() {
             );
             if row.exact {
                 assert_eq!(row.cause, up.cause, "{name}: request {}", row.index);
-                assert_eq!(row.tokens_lost, up.tokens_lost, "{name}: request {}", row.index);
+                assert_eq!(
+                    row.tokens_lost, up.tokens_lost,
+                    "{name}: request {}",
+                    row.index
+                );
             } else {
                 let cause = row.cause.unwrap_or("none");
                 assert!(
@@ -154,7 +173,12 @@ fn breaks_equal_the_audit_of_the_capture() {
                     row.index
                 );
                 if up.cause == Some("cold_start") {
-                    assert_eq!(row.cause, Some("cold_start"), "{name}: request {}", row.index);
+                    assert_eq!(
+                        row.cause,
+                        Some("cold_start"),
+                        "{name}: request {}",
+                        row.index
+                    );
                 }
             }
         }

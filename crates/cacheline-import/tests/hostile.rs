@@ -51,18 +51,34 @@ fn unknown_records_and_fields_are_skipped_and_counted_per_agent_and_version() {
     let (dir, _) = claude_home(&text);
     let report = import_home(dir.path(), &Options::default());
     let s = &report.skipped;
-    assert_eq!(s.unknown_records["claude-code 2.1.197"]["brand-new-record"], 2);
+    assert_eq!(
+        s.unknown_records["claude-code 2.1.197"]["brand-new-record"],
+        2
+    );
     assert_eq!(s.unknown_fields["claude-code 2.1.197"]["quantum_tokens"], 1);
-    assert_eq!(report.totals.requests, 7, "the six requests and the new one");
+    assert_eq!(
+        report.totals.requests, 7,
+        "the six requests and the new one"
+    );
     let text = report.text(3);
-    assert!(text.contains("unknown records, claude-code 2.1.197: brand-new-record 2"), "{text}");
-    assert!(text.contains("unknown usage fields, claude-code 2.1.197: quantum_tokens 1"), "{text}");
+    assert!(
+        text.contains("unknown records, claude-code 2.1.197: brand-new-record 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("unknown usage fields, claude-code 2.1.197: quantum_tokens 1"),
+        "{text}"
+    );
 }
 
 #[test]
 fn malformed_and_cut_lines_are_skipped_with_file_and_line() {
     let mut text = String::new();
-    for (i, line) in std::fs::read_to_string(claude_2_1_197()).unwrap().lines().enumerate() {
+    for (i, line) in std::fs::read_to_string(claude_2_1_197())
+        .unwrap()
+        .lines()
+        .enumerate()
+    {
         text.push_str(line);
         text.push('\n');
         if i == 2 {
@@ -77,7 +93,11 @@ fn malformed_and_cut_lines_are_skipped_with_file_and_line() {
     assert_eq!(report.totals.requests, 6);
     let s = &report.skipped;
     assert_eq!(s.malformed["claude-code 2.1.197"], 3);
-    let lines: Vec<(u64, &str)> = s.lines.iter().map(|l| (l.origin.line, l.reason.as_str())).collect();
+    let lines: Vec<(u64, &str)> = s
+        .lines
+        .iter()
+        .map(|l| (l.origin.line, l.reason.as_str()))
+        .collect();
     assert_eq!(lines.len(), 3);
     assert!(s.lines.iter().all(|l| l.origin.path == file));
     assert_eq!(lines[0].0, 4);
@@ -85,7 +105,10 @@ fn malformed_and_cut_lines_are_skipped_with_file_and_line() {
     assert!(lines[0].1.starts_with("malformed JSON"), "{lines:?}");
     assert!(lines[2].1.starts_with("cut short"), "{lines:?}");
     let text = report.text(3);
-    assert!(text.contains(&format!("{}:4: malformed JSON", file.display())), "{text}");
+    assert!(
+        text.contains(&format!("{}:4: malformed JSON", file.display())),
+        "{text}"
+    );
 }
 
 fn copy_opencode(dir: &Path) -> PathBuf {
@@ -105,7 +128,10 @@ fn listing(dir: &Path) -> Vec<(String, u64)> {
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
-            (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len())
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
         })
         .collect();
     v.sort();
@@ -117,7 +143,9 @@ fn a_locked_database_is_reported_not_fatal_and_not_waited_on_for_long() {
     let dir = tempfile::tempdir().unwrap();
     let db = copy_opencode(dir.path());
     let writer = rusqlite::Connection::open(&db).unwrap();
-    writer.execute_batch("BEGIN EXCLUSIVE; UPDATE session SET title = 'x';").unwrap();
+    writer
+        .execute_batch("BEGIN EXCLUSIVE; UPDATE session SET title = 'x';")
+        .unwrap();
     let options = Options {
         limits: Limits {
             busy_timeout: Duration::from_millis(200),
@@ -131,7 +159,10 @@ fn a_locked_database_is_reported_not_fatal_and_not_waited_on_for_long() {
     assert_eq!(report.totals.requests, 0);
     assert_eq!(report.skipped.sources.len(), 1, "{:?}", report.skipped);
     let reason = &report.skipped.sources[0].reason;
-    assert!(reason.contains("opencode.db") && reason.contains("locked"), "{reason}");
+    assert!(
+        reason.contains("opencode.db") && reason.contains("locked"),
+        "{reason}"
+    );
     writer.execute_batch("ROLLBACK").unwrap();
     // Once the lock is gone, the same database reads whole.
     assert_eq!(import_home(dir.path(), &options).totals.requests, 6);
@@ -166,7 +197,11 @@ fn a_database_in_wal_mode_is_read_with_its_log_and_nothing_is_written_beside_it(
 
 #[test]
 fn a_fixture_home_is_left_as_it_was() {
-    for name in ["opencode-1.18.33", "claude-code-2.1.332", "gemini-cli-0.61.0"] {
+    for name in [
+        "opencode-1.18.33",
+        "claude-code-2.1.332",
+        "gemini-cli-0.61.0",
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         let src = fixtures().join(name).join("home");
@@ -223,7 +258,10 @@ fn a_file_growing_while_read_ends_where_it_was_when_opened() {
     let writer = {
         let (file, stop, original) = (file.clone(), stop.clone(), original.clone());
         std::thread::spawn(move || {
-            let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file)
+                .unwrap();
             let mut appended = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && appended < 16 << 20 {
                 f.write_all(original.as_bytes()).unwrap();
@@ -266,7 +304,11 @@ fn a_huge_line_is_skipped_in_bounded_memory() {
         Some(Line::TooLong(n)) => assert_eq!(n, len),
         other => panic!("{other:?}"),
     }
-    assert!(reader.held() <= limit + (256 << 10), "held {}", reader.held());
+    assert!(
+        reader.held() <= limit + (256 << 10),
+        "held {}",
+        reader.held()
+    );
     match reader.next_line().unwrap() {
         Some(Line::Text(t)) => assert_eq!(t, b"{\"a\":1}"),
         other => panic!("{other:?}"),
@@ -277,7 +319,10 @@ fn a_huge_line_is_skipped_in_bounded_memory() {
 fn a_huge_file_is_read_with_its_long_lines_skipped() {
     let session = std::fs::read_to_string(claude_2_1_197()).unwrap();
     let mut text = String::new();
-    let huge = format!("{{\"type\":\"user\",\"message\":{{\"content\":\"{}\"}}}}\n", "y".repeat(3 << 20));
+    let huge = format!(
+        "{{\"type\":\"user\",\"message\":{{\"content\":\"{}\"}}}}\n",
+        "y".repeat(3 << 20)
+    );
     for _ in 0..4 {
         text.push_str(&huge);
         text.push_str(&session);
@@ -294,7 +339,11 @@ fn a_huge_file_is_read_with_its_long_lines_skipped() {
     // The same six replies four times over: counted once (deduplicated by reply id).
     assert_eq!(report.totals.requests, 6);
     assert_eq!(report.skipped.malformed_total(), 4);
-    assert!(report.skipped.lines[0].reason.contains("over the 1048576 byte cap"));
+    assert!(
+        report.skipped.lines[0]
+            .reason
+            .contains("over the 1048576 byte cap")
+    );
 }
 
 #[cfg(unix)]
@@ -303,7 +352,11 @@ fn a_symbolic_link_loop_is_no_loop() {
     let (dir, _) = claude_home(&std::fs::read_to_string(claude_2_1_197()).unwrap());
     let projects = dir.path().join(".claude/projects");
     std::os::unix::fs::symlink(&projects, projects.join("-p/loop")).unwrap();
-    std::os::unix::fs::symlink(projects.join("-p/self.jsonl"), projects.join("-p/self.jsonl")).unwrap();
+    std::os::unix::fs::symlink(
+        projects.join("-p/self.jsonl"),
+        projects.join("-p/self.jsonl"),
+    )
+    .unwrap();
     let report = import_home(dir.path(), &Options::default());
     assert_eq!(report.totals.requests, 6);
     let found = discover::at_path(dir.path(), &[Agent::ClaudeCode]).unwrap();
@@ -313,7 +366,13 @@ fn a_symbolic_link_loop_is_no_loop() {
 fn fixture_lines() -> Vec<String> {
     [claude_2_1_197(), codex()]
         .iter()
-        .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 

@@ -37,12 +37,13 @@ fn captured() -> Vec<String> {
 }
 
 fn rebuilt(home: &Path) -> Vec<Option<String>> {
-    let file = std::fs::read_dir(home.join(".claude/projects/-tmp-cacheline-capture-claude-code-project"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let file =
+        std::fs::read_dir(home.join(".claude/projects/-tmp-cacheline-capture-claude-code-project"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
     let mut skips = Skips::default();
     let mut cx = ReadContext {
         limits: Limits::default(),
@@ -50,7 +51,11 @@ fn rebuilt(home: &Path) -> Vec<Option<String>> {
         home: Some(home),
     };
     let sessions = claude::read(&file, &mut cx, &mut claude::ClaudeState::default()).unwrap();
-    sessions[0].requests.iter().map(|r| r.body.clone()).collect()
+    sessions[0]
+        .requests
+        .iter()
+        .map(|r| r.body.clone())
+        .collect()
 }
 
 #[test]
@@ -73,8 +78,16 @@ fn a_claude_code_2_1_332_request_is_rebuilt_byte_for_byte() {
     let bodies = rebuilt(&home);
     assert_eq!(bodies.len(), captured.len());
     for (i, (body, wire)) in bodies.iter().zip(&captured).enumerate() {
-        let body = body.as_deref().unwrap_or_else(|| panic!("request {} not rebuilt", i + 1));
-        assert!(body == wire, "request {}: {} vs {} bytes", i + 1, body.len(), wire.len());
+        let body = body
+            .as_deref()
+            .unwrap_or_else(|| panic!("request {} not rebuilt", i + 1));
+        assert!(
+            body == wire,
+            "request {}: {} vs {} bytes",
+            i + 1,
+            body.len(),
+            wire.len()
+        );
     }
 }
 

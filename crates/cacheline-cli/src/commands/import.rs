@@ -88,7 +88,10 @@ pub(crate) fn run(
         ..Options::default()
     };
     let total = sources.iter().map(|s| s.bytes).sum();
-    let bar = progress(total, "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}");
+    let bar = progress(
+        total,
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+    );
     let report = import(&sources, &options, &mut |p| bar.set_position(p.bytes));
     bar.finish_and_clear();
     if let Some(path) = &args.html {

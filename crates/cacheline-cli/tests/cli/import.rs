@@ -50,22 +50,63 @@ fn json(args: &[&str]) -> serde_json::Value {
 fn import_json_follows_the_contract() {
     let dir = merged_home("json");
     let home = dir.join("home");
-    let report = json(&["import", "--home", home.to_str().unwrap_or_default(), "--json"]);
-    let sessions = report["sessions"].as_array().unwrap_or_else(|| panic!("{report}"));
+    let report = json(&[
+        "import",
+        "--home",
+        home.to_str().unwrap_or_default(),
+        "--json",
+    ]);
+    let sessions = report["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"));
     assert_eq!(sessions.len(), 7);
-    let mut agents: Vec<&str> = sessions.iter().filter_map(|s| s["agent"].as_str()).collect();
+    let mut agents: Vec<&str> = sessions
+        .iter()
+        .filter_map(|s| s["agent"].as_str())
+        .collect();
     agents.sort();
     agents.dedup();
-    assert_eq!(agents, ["claude-code", "codex", "gemini-cli", "opencode", "qwen-code"]);
+    assert_eq!(
+        agents,
+        [
+            "claude-code",
+            "codex",
+            "gemini-cli",
+            "opencode",
+            "qwen-code"
+        ]
+    );
     for s in sessions {
-        for key in ["agent", "session", "project", "models", "requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "cost", "lost_cost"] {
+        for key in [
+            "agent",
+            "session",
+            "project",
+            "models",
+            "requests",
+            "input_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "cost",
+            "lost_cost",
+        ] {
             assert!(!s[key].is_null(), "{key} in {s}");
         }
         let requests = s["requests"].as_array().unwrap_or_else(|| panic!("{s}"));
         let mut input = 0;
         for (i, r) in requests.iter().enumerate() {
             assert_eq!(r["index"], i as u64 + 1);
-            for key in ["index", "time", "model", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "tokens_lost", "exact"] {
+            for key in [
+                "index",
+                "time",
+                "model",
+                "input_tokens",
+                "cache_read_tokens",
+                "cache_write_tokens",
+                "output_tokens",
+                "tokens_lost",
+                "exact",
+            ] {
                 assert!(!r[key].is_null(), "{key} in {r}");
             }
             assert!(r["cause"].is_null() || r["cause"].is_string(), "{r}");
@@ -83,7 +124,9 @@ fn import_filters_by_agent_and_day_and_reads_single_files() {
     let dir = merged_home("filters");
     let home = dir.join("home");
     let home = home.to_str().unwrap_or_default();
-    let only = json(&["import", "--home", home, "--agent", "codex", "--agent", "gemini", "--json"]);
+    let only = json(&[
+        "import", "--home", home, "--agent", "codex", "--agent", "gemini", "--json",
+    ]);
     assert_eq!(only["totals"]["sessions"], 2);
     let since = json(&["import", "--home", home, "--since", "2026-12-05", "--json"]);
     for s in since["sessions"].as_array().into_iter().flatten() {
@@ -117,7 +160,10 @@ fn import_html_is_one_self_contained_page_with_the_breaks_marked() {
         page.to_str().unwrap_or_default(),
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("cacheline import: 7 session(s), 42 request(s)"), "{out}");
+    assert!(
+        out.starts_with("cacheline import: 7 session(s), 42 request(s)"),
+        "{out}"
+    );
     // Piped: no progress bar on standard error.
     assert_eq!(err, "");
     let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{e}"));
@@ -136,7 +182,8 @@ fn import_html_is_one_self_contained_page_with_the_breaks_marked() {
 /// right after a block of one command is its output, exactly.
 #[test]
 fn docs_import_md_examples_run_as_shown() {
-    let text = std::fs::read_to_string(root().join("docs/import.md")).unwrap_or_else(|e| panic!("{e}"));
+    let text =
+        std::fs::read_to_string(root().join("docs/import.md")).unwrap_or_else(|e| panic!("{e}"));
     let dir = merged_home("docs");
     copy_dir(&dir.join("home"), &dir.join("backup/home"));
     let home = dir.join("home");
@@ -144,7 +191,10 @@ fn docs_import_md_examples_run_as_shown() {
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         if let Some(lang) = line.trim_start().strip_prefix("```") {
-            let body: Vec<&str> = lines.by_ref().take_while(|l| !l.trim_start().starts_with("```")).collect();
+            let body: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| !l.trim_start().starts_with("```"))
+                .collect();
             blocks.push((lang.trim().to_owned(), body.join("\n")));
         }
     }
@@ -153,8 +203,15 @@ fn docs_import_md_examples_run_as_shown() {
         if lang != "sh" {
             continue;
         }
-        let commands: Vec<&str> = body.lines().map(|l| l.split(" #").next().unwrap_or("").trim()).filter(|l| !l.is_empty()).collect();
-        let expected = blocks.get(i + 1).filter(|(l, _)| l == "text").map(|(_, b)| b);
+        let commands: Vec<&str> = body
+            .lines()
+            .map(|l| l.split(" #").next().unwrap_or("").trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let expected = blocks
+            .get(i + 1)
+            .filter(|(l, _)| l == "text")
+            .map(|(_, b)| b);
         for command in &commands {
             let words: Vec<String> = command
                 .split_whitespace()
@@ -171,9 +228,17 @@ fn docs_import_md_examples_run_as_shown() {
                 .output()
                 .unwrap_or_else(|e| panic!("{e}"));
             let out = String::from_utf8_lossy(&output.stdout);
-            assert!(output.status.success(), "docs/import.md: {command}: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(
+                output.status.success(),
+                "docs/import.md: {command}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
             if let (Some(expected), 1) = (expected, commands.len()) {
-                assert_eq!(out.trim_end(), expected.trim_end(), "docs/import.md: {command}");
+                assert_eq!(
+                    out.trim_end(),
+                    expected.trim_end(),
+                    "docs/import.md: {command}"
+                );
             }
             ran += 1;
         }
@@ -193,7 +258,10 @@ fn docs_import_md_examples_run_as_shown() {
         }
         for key in body.split('"').skip(1).step_by(2) {
             if body.contains(&format!("\"{key}\":")) {
-                assert!(real.contains(&format!("\"{key}\":")), "docs/import.md shows a key {key:?} the JSON lacks");
+                assert!(
+                    real.contains(&format!("\"{key}\":")),
+                    "docs/import.md shows a key {key:?} the JSON lacks"
+                );
                 shown += 1;
             }
         }

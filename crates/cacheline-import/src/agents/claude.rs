@@ -177,7 +177,10 @@ pub fn read(
                     AGENT,
                     &version,
                     Origin::new(path, line_no),
-                    format!("line of {n} bytes over the {} byte cap", cx.limits.max_line_bytes),
+                    format!(
+                        "line of {n} bytes over the {} byte cap",
+                        cx.limits.max_line_bytes
+                    ),
                 );
                 continue;
             }
@@ -261,7 +264,9 @@ pub fn read(
                         continue;
                     }
                 };
-                let Some(id) = message.id.as_deref() else { continue };
+                let Some(id) = message.id.as_deref() else {
+                    continue;
+                };
                 if rebuild.used {
                     rebuild.reply_block(id, message.content);
                 }
@@ -269,7 +274,9 @@ pub fn read(
                 if model == "<synthetic>" {
                     continue;
                 }
-                let Some(usage_raw) = message.usage else { continue };
+                let Some(usage_raw) = message.usage else {
+                    continue;
+                };
                 let Some(usage) = usage_of(usage_raw, cx, &version) else {
                     cx.skips.line(
                         AGENT,
@@ -400,7 +407,9 @@ fn is_prompt(message: &RawValue) -> bool {
     let Ok(m) = serde_json::from_str::<M<'_>>(message.get()) else {
         return false;
     };
-    let Some(content) = m.content else { return false };
+    let Some(content) = m.content else {
+        return false;
+    };
     let text = content.get().trim_start();
     if text.starts_with('"') {
         return true;
@@ -543,7 +552,9 @@ impl Rebuild {
         if self.by_hash.contains_key(hash) || !self.room(text.len()) {
             return;
         }
-        let Ok(i) = u32::try_from(self.texts.len()) else { return };
+        let Ok(i) = u32::try_from(self.texts.len()) else {
+            return;
+        };
         self.texts.push(text);
         self.by_hash.insert(hash.to_owned(), i);
     }
@@ -611,7 +622,9 @@ impl Rebuild {
     }
 
     fn request(&mut self, record: &Record<'_>, session: &str, device: &(String, String)) {
-        let Some(id) = record.id.as_deref() else { return };
+        let Some(id) = record.id.as_deref() else {
+            return;
+        };
         let mut messages: Vec<u32> = match record.base.as_deref() {
             Some(base) => match self.requests.get(base) {
                 Some(m) => m.iter().take(record.keep.unwrap_or(0)).copied().collect(),
@@ -716,9 +729,12 @@ impl Rebuild {
                     let members: Members<'_> = serde_json::from_str(slot).ok()?;
                     *slot = Cow::Owned(with_member(&members.0, "cache_control", value));
                 }
-                [Value::String(s), Value::Number(i), Value::String(c), Value::Number(j)]
-                    if s == "messages" && c == "content" =>
-                {
+                [
+                    Value::String(s),
+                    Value::Number(i),
+                    Value::String(c),
+                    Value::Number(j),
+                ] if s == "messages" && c == "content" => {
                     let slot = texts.get_mut(usize::try_from(i.as_u64()?).ok()?)?;
                     let message: Members<'_> = serde_json::from_str(slot).ok()?;
                     let content = message.0.iter().find(|(k, _)| k == "content")?.1;
@@ -739,7 +755,13 @@ impl Rebuild {
             }
         }
         let params: Members<'_> = serde_json::from_str(record.params?.get()).ok()?;
-        let param = |k: &str| params.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.get());
+        let param = |k: &str| {
+            params
+                .0
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.get())
+        };
         // The CLI writes these keys in this order.
         let user_id = format!(
             r#"{{"device_id":{},"account_uuid":{},"session_id":{}}}"#,
@@ -792,4 +814,3 @@ impl Rebuild {
         Some(Rebuilt { body, betas })
     }
 }
-

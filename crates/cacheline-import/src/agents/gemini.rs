@@ -76,7 +76,10 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                     AGENT,
                     &version,
                     Origin::new(path, line_no),
-                    format!("line of {n} bytes over the {} byte cap", cx.limits.max_line_bytes),
+                    format!(
+                        "line of {n} bytes over the {} byte cap",
+                        cx.limits.max_line_bytes
+                    ),
                 );
                 continue;
             }
@@ -119,7 +122,9 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                 }
             }
             "gemini" => {
-                let Some(tokens) = record.tokens else { continue };
+                let Some(tokens) = record.tokens else {
+                    continue;
+                };
                 let Some(usage) = usage_of(tokens, cx, &version) else {
                     cx.skips.line(
                         AGENT,

@@ -54,7 +54,10 @@ pub struct ReadContext<'a> {
 
 /// Opens `path` for reading up to the size it has now (a file still being written ends
 /// where it ended at this moment).
-pub(crate) fn open_lines(path: &Path, limits: Limits) -> Result<LineReader<std::io::Take<File>>, ImportError> {
+pub(crate) fn open_lines(
+    path: &Path,
+    limits: Limits,
+) -> Result<LineReader<std::io::Take<File>>, ImportError> {
     let io = |source| ImportError::Io {
         path: path.to_owned(),
         line: None,

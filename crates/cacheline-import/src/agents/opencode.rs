@@ -88,7 +88,8 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
     conn.busy_timeout(cx.limits.busy_timeout).map_err(db)?;
     // A store is hostile input: no trusted schema, no writes, bounded recursion.
     conn.pragma_update(None, "query_only", true).map_err(db)?;
-    conn.pragma_update(None, "trusted_schema", false).map_err(db)?;
+    conn.pragma_update(None, "trusted_schema", false)
+        .map_err(db)?;
     let mut statement = conn
         .prepare(
             "SELECT m.session_id, m.time_created, m.data, s.directory, s.version, \
@@ -104,8 +105,16 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
     while let Some(row) = rows.next().map_err(db)? {
         row_no += 1;
         let origin = Origin::new(path, row_no);
-        let session: String = row.get::<_, Option<String>>(0).ok().flatten().unwrap_or_default();
-        let version: String = row.get::<_, Option<String>>(4).ok().flatten().unwrap_or_default();
+        let session: String = row
+            .get::<_, Option<String>>(0)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let version: String = row
+            .get::<_, Option<String>>(4)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         let version = prompt_measure::logged::bounded_field(&version);
         let size: i64 = row.get::<_, Option<i64>>(5).ok().flatten().unwrap_or(0);
         if usize::try_from(size).map_or(true, |s| s > cx.limits.max_line_bytes) {
@@ -113,28 +122,38 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                 AGENT,
                 &version,
                 origin,
-                format!("message data of {size} bytes over the {} byte cap", cx.limits.max_line_bytes),
+                format!(
+                    "message data of {size} bytes over the {} byte cap",
+                    cx.limits.max_line_bytes
+                ),
             );
             continue;
         }
         let text: String = match row.get::<_, Option<String>>(2) {
             Ok(Some(t)) => t,
             _ => {
-                cx.skips
-                    .line(AGENT, &version, origin, "message data is not text".to_owned());
+                cx.skips.line(
+                    AGENT,
+                    &version,
+                    origin,
+                    "message data is not text".to_owned(),
+                );
                 continue;
             }
         };
         let data: Data<'_> = match serde_json::from_str(&text) {
             Ok(d) => d,
             Err(e) => {
-                cx.skips
-                    .line(AGENT, &version, origin, super::malformed(&e));
+                cx.skips.line(AGENT, &version, origin, super::malformed(&e));
                 continue;
             }
         };
         if sessions.last().is_none_or(|s| s.session != session) {
-            let directory: String = row.get::<_, Option<String>>(3).ok().flatten().unwrap_or_default();
+            let directory: String = row
+                .get::<_, Option<String>>(3)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             sessions.push(StoredSession {
                 agent: AGENT,
                 version: version.clone(),

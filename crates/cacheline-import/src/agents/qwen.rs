@@ -77,7 +77,10 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                     AGENT,
                     &version,
                     Origin::new(path, line_no),
-                    format!("line of {n} bytes over the {} byte cap", cx.limits.max_line_bytes),
+                    format!(
+                        "line of {n} bytes over the {} byte cap",
+                        cx.limits.max_line_bytes
+                    ),
                 );
                 continue;
             }
