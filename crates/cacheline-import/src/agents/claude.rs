@@ -197,20 +197,20 @@ pub fn read(
                 continue;
             }
         };
-        if let Some(v) = &record.version {
-            if version != **v {
-                version = prompt_measure::logged::bounded_field(v);
-            }
+        if let Some(v) = &record.version
+            && version != **v
+        {
+            version = prompt_measure::logged::bounded_field(v);
         }
         if let Some(e) = &record.entrypoint
             && rebuild.entrypoint != **e
         {
             rebuild.entrypoint = prompt_measure::logged::bounded_field(e);
         }
-        if let Some(cwd) = &record.cwd {
-            if project.is_empty() {
-                project = prompt_measure::logged::bounded_field(cwd);
-            }
+        if let Some(cwd) = &record.cwd
+            && project.is_empty()
+        {
+            project = prompt_measure::logged::bounded_field(cwd);
         }
         let kind = record.kind.as_deref().unwrap_or("");
         match kind {
@@ -475,6 +475,9 @@ fn device_of(home: &Path) -> (String, String) {
     }
 }
 
+/// A request shape: its system blocks and its tools.
+type Shape = (Vec<Box<RawValue>>, Option<Box<RawValue>>);
+
 /// A request put back together: its body and its `anthropic-beta` header.
 #[derive(Debug)]
 struct Rebuilt {
@@ -495,7 +498,7 @@ const MAX_PENDING: usize = 16;
 struct Rebuild {
     used: bool,
     entrypoint: String,
-    shapes: HashMap<String, (Vec<Box<RawValue>>, Option<Box<RawValue>>)>,
+    shapes: HashMap<String, Shape>,
     texts: Vec<Box<str>>,
     by_hash: HashMap<String, u32>,
     replies: Vec<(String, Vec<Box<RawValue>>, bool)>,
@@ -535,14 +538,14 @@ impl Rebuild {
 
     fn shape(&mut self, hash: &str, shape: &RawValue) {
         #[derive(Deserialize)]
-        struct Shape {
+        struct Stored {
             system: Option<Vec<Box<RawValue>>>,
             tools: Option<Box<RawValue>>,
         }
         if self.shapes.contains_key(hash) || !self.room(shape.get().len()) {
             return;
         }
-        if let Ok(s) = serde_json::from_str::<Shape>(shape.get()) {
+        if let Ok(s) = serde_json::from_str::<Stored>(shape.get()) {
             self.shapes
                 .insert(hash.to_owned(), (s.system.unwrap_or_default(), s.tools));
         }
