@@ -5,7 +5,7 @@
 //! process shows as a `queue-operation` enqueue (before 2.1.332) or an `api-request` with no
 //! `base` (2.1.332+); a compaction as a `system` `compact_boundary`. From 2.1.332 the
 //! `api-request-shape`, `api-request-blob` and `api-request` records rebuild each request
-//! ([`Rebuild`]).
+//! (byte for byte: see `docs/import.md`).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
