@@ -24,7 +24,7 @@ pub struct Limits {
     pub max_line_bytes: usize,
     /// The most bytes of messages held to rebuild one session file's requests (Claude Code
     /// 2.1.332+); past it the file's later requests are read from usage alone (default
-    /// 128 MiB).
+    /// 64 MiB).
     pub max_rebuild_bytes: usize,
     /// How long to wait for a database another program holds locked (default 3 s).
     pub busy_timeout: Duration,
@@ -34,7 +34,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_line_bytes: 32 << 20,
-            max_rebuild_bytes: 128 << 20,
+            max_rebuild_bytes: 64 << 20,
             busy_timeout: Duration::from_secs(3),
         }
     }
