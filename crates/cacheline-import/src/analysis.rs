@@ -389,6 +389,7 @@ mod tests {
             origin: Origin::new(Path::new("f"), 1),
             body: None,
             headers: Vec::new(),
+            reply: None,
         }
     }
 

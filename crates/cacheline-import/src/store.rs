@@ -120,6 +120,10 @@ pub struct StoredRequest {
     /// The headers the rebuilt request was sent with, as far as the store tells them (the
     /// session id, the agent, the betas): what the audit reads beside the body.
     pub headers: Vec<(String, String)>,
+    /// The provider's reply id with its counts, where the store names it (Claude Code): a
+    /// reply another file already holds (a resumed or forked session copies its history) is
+    /// counted once.
+    pub reply: Option<String>,
 }
 
 /// One session as a store records it.
@@ -219,6 +223,35 @@ impl Skips {
                 reason,
             });
         }
+    }
+
+    /// Adds `other`'s counts and listed lines (what another reader skipped).
+    pub fn merge(&mut self, other: Skips) {
+        for (map, theirs) in [
+            (&mut self.unknown_records, other.unknown_records),
+            (&mut self.unknown_fields, other.unknown_fields),
+        ] {
+            for (key, names) in theirs {
+                for (name, n) in names {
+                    let ours = map.entry(key.clone()).or_default();
+                    let name = if ours.contains_key(&name) || ours.len() < MAX_NAMES {
+                        name
+                    } else {
+                        "…".to_owned()
+                    };
+                    let c = ours.entry(name).or_default();
+                    *c = c.saturating_add(n);
+                }
+            }
+        }
+        for (key, n) in other.malformed {
+            let c = self.malformed.entry(key).or_default();
+            *c = c.saturating_add(n);
+        }
+        let room = Self::MAX_LISTED.saturating_sub(self.lines.len());
+        self.lines.extend(other.lines.into_iter().take(room));
+        let room = Self::MAX_LISTED.saturating_sub(self.sources.len());
+        self.sources.extend(other.sources.into_iter().take(room));
     }
 
     /// Lines skipped in all.

@@ -50,7 +50,8 @@ fn rebuilt(home: &Path) -> Vec<Option<String>> {
         skips: &mut skips,
         home: Some(home),
     };
-    let sessions = claude::read(&file, &mut cx, &mut claude::ClaudeState::default()).unwrap();
+    let device = claude::device_of(home);
+    let sessions = claude::read(&file, &mut cx, &device).unwrap();
     sessions[0]
         .requests
         .iter()

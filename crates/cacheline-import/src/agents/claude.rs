@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use prompt_measure::{Provider, Usage};
 use serde::Deserialize;
@@ -121,13 +121,9 @@ struct Message<'a> {
     content: Option<&'a RawValue>,
 }
 
-/// What Claude Code readers share over one import: the replies already counted (a resumed
-/// or forked session file repeats its history's records) and the device id of each home.
-#[derive(Debug, Default)]
-pub struct ClaudeState {
-    seen: HashSet<String>,
-    devices: HashMap<PathBuf, (String, String)>,
-}
+/// The device and account ids a home's `~/.claude.json` names (empty when it cannot be
+/// read): what a rebuilt request's `metadata` carries.
+pub type Device = (String, String);
 
 /// Markers seen since the last request.
 #[derive(Debug, Default)]
@@ -141,7 +137,7 @@ struct Pending {
 pub fn read(
     path: &Path,
     cx: &mut ReadContext<'_>,
-    state: &mut ClaudeState,
+    device: &Device,
 ) -> Result<Sessions, ImportError> {
     let mut lines = open_lines(path, cx.limits)?;
     let subagent = path
@@ -149,14 +145,7 @@ pub fn read(
         .any(|c| c.as_os_str() == "subagents")
         .then(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .flatten();
-    let device = match cx.home {
-        Some(home) => state
-            .devices
-            .entry(home.to_owned())
-            .or_insert_with(|| device_of(home))
-            .clone(),
-        None => (String::new(), String::new()),
-    };
+    let mut seen: HashSet<String> = HashSet::new();
     let mut sessions: Vec<StoredSession> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut version = String::new();
@@ -252,7 +241,7 @@ pub fn read(
                     pending.new_process = true;
                 }
                 let session = record.session_id.as_deref().unwrap_or_default();
-                rebuild.request(&record, session, &device);
+                rebuild.request(&record, session, device);
             }
             "assistant" => {
                 let Some(raw) = record.message else { continue };
@@ -292,14 +281,13 @@ pub fn read(
                     "{id} {} {} {} {}",
                     usage.input_uncached, usage.cache_read, usage.cache_write, usage.output
                 );
-                if state.seen.contains(&key) {
+                if seen.contains(&key) {
                     continue;
                 }
-                if state.seen.len() < MAX_SEEN {
-                    state.seen.insert(key);
-                }
+                seen.insert(key.clone());
+                let reply = Some(key);
                 let sid = record.session_id.as_deref().unwrap_or_default();
-                let key = match (&subagent, record.is_sidechain) {
+                let slot_key = match (&subagent, record.is_sidechain) {
                     (Some(agent), _) => format!("{sid}/{agent}"),
                     (None, Some(true)) => format!("{sid}/sidechain"),
                     _ => sid.to_owned(),
@@ -324,11 +312,11 @@ pub fn read(
                     }
                     None => (None, Vec::new()),
                 };
-                let slot = *index.entry(key.clone()).or_insert_with(|| {
+                let slot = *index.entry(slot_key.clone()).or_insert_with(|| {
                     sessions.push(StoredSession {
                         agent: AGENT,
                         version: String::new(),
-                        session: prompt_measure::logged::bounded_field(&key),
+                        session: prompt_measure::logged::bounded_field(&slot_key),
                         project: String::new(),
                         requests: Vec::new(),
                     });
@@ -345,6 +333,7 @@ pub fn read(
                     origin: Origin::new(path, line_no),
                     body,
                     headers,
+                    reply,
                 };
                 if let Some(s) = sessions.get_mut(slot) {
                     s.requests.push(request);
@@ -394,9 +383,6 @@ fn prompt_text(message: &str) -> String {
     }
 }
 
-/// The most reply ids remembered for deduplication over one import.
-const MAX_SEEN: usize = 4_000_000;
-
 /// Whether a `user` record's message is a prompt (text), not only tool results.
 fn is_prompt(message: &RawValue) -> bool {
     #[derive(Deserialize)]
@@ -439,9 +425,9 @@ fn usage_of(raw: &RawValue, cx: &mut ReadContext<'_>, version: &str) -> Option<U
     any.then_some(usage)
 }
 
-/// The device and account ids `~/.claude.json` holds (what a request's `metadata` names),
-/// empty if it cannot be read.
-fn device_of(home: &Path) -> (String, String) {
+/// The device and account ids `home`'s `~/.claude.json` holds (what a request's `metadata`
+/// names), empty if it cannot be read (at most 64 MiB of it is).
+pub fn device_of(home: &Path) -> Device {
     #[derive(Deserialize)]
     struct Account {
         #[serde(rename = "accountUuid")]

@@ -205,6 +205,7 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                             origin: Origin::new(path, line_no),
                             body: None,
                             headers: Vec::new(),
+                            reply: None,
                         });
                     }
                 }
@@ -242,6 +243,7 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                     origin: Origin::new(path, line_no),
                     body: None,
                     headers: Vec::new(),
+                    reply: None,
                 });
             }
             (k, _) if KNOWN.contains(&k) => {}

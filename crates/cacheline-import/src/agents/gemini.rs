@@ -159,6 +159,7 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                     origin: Origin::new(path, line_no),
                     body: None,
                     headers: Vec::new(),
+                    reply: None,
                 });
             }
             k if KNOWN.contains(&k) => {}

@@ -191,6 +191,7 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                     origin,
                     body: None,
                     headers: Vec::new(),
+                    reply: None,
                 };
                 if is_summary {
                     compaction = true;
