@@ -18,7 +18,7 @@ use prompt_engine::CauseKind;
 use prompt_measure::catalogue::WriterFinding;
 use prompt_measure::lifetime::LifetimePrices;
 use prompt_measure::logged::{LoggedExchange, recorded_headers};
-use prompt_measure::{AuditConfig, Auditor, PriceTable, Provider, Tokenizer, Usage};
+use prompt_measure::{AuditConfig, Auditor, PriceTable, Provider, SimConfig, Tokenizer, Usage};
 use serde::Serialize;
 
 use crate::store::{Agent, StoredRequest, StoredSession};
@@ -279,7 +279,16 @@ pub fn analyse(session: StoredSession, judge: &mut Judge<'_>, pricing: &Pricing)
         if let Some(body) = &req.body {
             let (tokenizer, table) = (judge.tokenizer, judge.table);
             let auditor = judge.auditor.get_or_insert_with(|| {
-                Auditor::new(tokenizer, AuditConfig::default().with_prices(table))
+                // The verdict is the engine's; the audit's simulator (what each backend's
+                // rule would have read) is not reported here, so it keeps the least.
+                let sim = SimConfig::default()
+                    .with_window(2)
+                    .with_window_tokens(1 << 20)
+                    .with_block_capacity(1 << 16);
+                Auditor::new(
+                    tokenizer,
+                    AuditConfig::default().with_prices(table).with_sim(sim),
+                )
             });
             judge.line += 1;
             let mut exchange = LoggedExchange::of(Cow::Borrowed(body.as_str()));
