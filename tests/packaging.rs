@@ -19,6 +19,7 @@ const PUBLISHED: &[&str] = &[
     "prompt-llama",
     "prompt-reference",
     "cacheline-proxy",
+    "cacheline-import",
     "cacheline-cli",
 ];
 

@@ -4,6 +4,8 @@
 
 #[path = "accuracy/mod.rs"]
 pub mod accuracy;
+#[path = "import_history/mod.rs"]
+pub mod import_history;
 #[path = "proxy_bench/mod.rs"]
 pub mod proxy_bench;
 pub mod sessions;

@@ -31,6 +31,8 @@ pub mod docs {
     pub mod fleet {}
     #[doc = include_str!("../../../docs/history.md")]
     pub mod history {}
+    #[doc = include_str!("../../../docs/import.md")]
+    pub mod import {}
     #[doc = include_str!("../../../docs/lifecycle.md")]
     pub mod lifecycle {}
     #[doc = include_str!("../../../docs/live-llama.md")]

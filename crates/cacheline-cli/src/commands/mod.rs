@@ -18,6 +18,7 @@ mod bench_live;
 mod bench_stream;
 mod demo;
 mod evidence;
+mod import;
 mod probe_template;
 mod proxy;
 mod simulate;
@@ -72,6 +73,10 @@ enum Command {
     /// Run a byte-exact local proxy for the Anthropic, OpenAI and Gemini APIs that prints
     /// per request what broke the prompt cache (`-- CMD ARGS…`: run an agent through it).
     Proxy(proxy::ProxyArgs),
+    /// Read the coding agents' own session stores (Claude Code, Codex, Gemini CLI, Qwen
+    /// Code, opencode), read-only: per request, session, project and day, what the prompt
+    /// cache read, wrote and cost, and where and why it broke.
+    Import(import::ImportArgs),
 }
 
 /// Runs the command line `args` (program name first); returns the exit status. Output goes
@@ -103,5 +108,6 @@ fn run(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8,
         Command::BenchLive(args) => bench_live::run(&args, &registry, out, err),
         Command::BenchFleet(args) => bench_fleet::run(&args, &registry, out, err),
         Command::Proxy(args) => proxy::run(&args, out, err),
+        Command::Import(args) => import::run(&args, out, err),
     }
 }

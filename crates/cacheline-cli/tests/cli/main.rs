@@ -11,6 +11,7 @@ mod behaviour;
 mod defects;
 mod demo;
 mod evidence;
+mod import;
 mod lock;
 mod probe_template;
 mod profiles;
