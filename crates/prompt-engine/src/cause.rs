@@ -338,11 +338,7 @@ impl Place {
                     Some(j) => request.content_of(m).get(*j).copied(),
                 }
             }
-            Place::Request
-            | Place::Model
-            | Place::CacheKey
-            | Place::Parameter { .. }
-            | Place::Header { .. } => None,
+            _ => None,
         }
     }
 }

@@ -67,31 +67,26 @@ enum CommandError {
 }
 
 /// The command line that produces this report (the options that change it).
-fn command_of(args: &EvidenceArgs) -> String {
-    let mut cmd = format!(
+fn command_of(a: &EvidenceArgs) -> String {
+    let command = format!(
         "cacheline evidence {} --request {}",
-        args.file.display(),
-        args.request
+        a.file.display(),
+        a.request
     );
-    if args.redact_text {
-        cmd.push_str(" --redact-text");
-    }
-    if let Some(p) = &args.prices {
-        cmd.push_str(&format!(" --prices {}", p.display()));
-    }
-    if args.window != 32 {
-        cmd.push_str(&format!(" --window {}", args.window));
-    }
-    if args.anthropic_min_tokens != 1024 {
-        cmd.push_str(&format!(
-            " --anthropic-min-tokens {}",
-            args.anthropic_min_tokens
-        ));
-    }
-    if args.max_line_bytes != DEFAULT_MAX_LINE_BYTES {
-        cmd.push_str(&format!(" --max-line-bytes {}", args.max_line_bytes));
-    }
-    cmd
+    [
+        a.redact_text.then(|| " --redact-text".to_owned()),
+        a.prices
+            .as_ref()
+            .map(|p| format!(" --prices {}", p.display())),
+        (a.window != 32).then(|| format!(" --window {}", a.window)),
+        (a.anthropic_min_tokens != 1024)
+            .then(|| format!(" --anthropic-min-tokens {}", a.anthropic_min_tokens)),
+        (a.max_line_bytes != DEFAULT_MAX_LINE_BYTES)
+            .then(|| format!(" --max-line-bytes {}", a.max_line_bytes)),
+    ]
+    .into_iter()
+    .flatten()
+    .fold(command, |command, option| command + &option)
 }
 
 pub(crate) fn run(

@@ -10,8 +10,8 @@ use prompt_engine::{Canonical, Cause, Change, Place};
 use super::read::Reread;
 use super::redact::Redactor;
 use super::{
-    AFTER, Around, BEFORE, BlockRow, Blocks, ElementGroup, ElementStatus, FieldFacts, FieldStatus,
-    FirstDivergence, MAX_BLOCKS, MAX_FIELDS, MAX_LABEL, json_name,
+    AFTER, Around, BEFORE, BlockRow, Blocks, FieldFacts, FirstDivergence, MAX_BLOCKS, MAX_FIELDS,
+    MAX_LABEL,
 };
 
 /// Whether a change is in the body: a header is not, nor the request as a whole.
@@ -21,15 +21,15 @@ pub(super) fn in_body(place: &Place) -> bool {
 
 /// `body[offset - BEFORE .. offset]` and `body[offset .. offset + AFTER]`, at character
 /// boundaries.
-fn around(body: &str, offset: usize) -> (String, String) {
+fn around(body: &str, offset: usize) -> (&str, &str) {
     let at = body.floor_char_boundary(offset.min(body.len()));
     let start = body.floor_char_boundary(at.saturating_sub(BEFORE));
     let end = body.floor_char_boundary(at.saturating_add(AFTER).min(body.len()));
-    (body[start..at].to_owned(), body[at..end].to_owned())
+    (&body[start..at], &body[at..end])
 }
 
-/// One request read again: its line, its bytes, the engine's view of them.
-pub(super) type Read<'a, 'r> = (u64, &'a Reread<'r>, &'a Canonical<'a>);
+/// One request read again, and the engine's view of it.
+pub(super) type Read<'a, 'r> = (&'a Reread<'r>, &'a Canonical<'a>);
 
 /// The bytes of both sides around the change `c` names: for a tool, a system block or a
 /// message, the body's bytes at its offset in the later body, and at the same offset into
@@ -37,17 +37,17 @@ pub(super) type Read<'a, 'r> = (u64, &'a Reread<'r>, &'a Canonical<'a>);
 /// the engine's excerpt of it on each side (a header is not in the body: no offset).
 pub(super) fn first_divergence(
     c: &Change,
-    (n, later, later_c): Read<'_, '_>,
+    (later, later_c): Read<'_, '_>,
     earlier: Option<Read<'_, '_>>,
     redactor: &Redactor,
 ) -> FirstDivergence {
     let offset = c.divergence.byte_offset;
     let in_body = in_body(&c.place);
-    let placed = earlier.and_then(|(line, er, ec)| {
+    let placed = earlier.and_then(|(er, ec)| {
         let l = c.place.element_in(later_c)?;
         let e = c.place.element_in(ec)?;
         let at = e.start as usize + offset.checked_sub(l.start as usize)?.min(e.len as usize);
-        Some((line, at, around(&er.masked.text, at)))
+        Some((er.line, at, around(&er.masked.text, at)))
     });
     let side = |line: u64, at: Option<usize>, (before, from): (&str, &str)| Around {
         line,
@@ -56,22 +56,19 @@ pub(super) fn first_divergence(
         from: redactor.excerpt(from),
     };
     let (earlier_side, later_side) = match placed {
-        Some((line, at, (before, from))) => {
-            let (l_before, l_from) = around(&later.masked.text, offset);
-            (
-                side(line, Some(at), (&before, &from)),
-                side(n, Some(offset), (&l_before, &l_from)),
-            )
-        }
+        Some((line, at, bytes)) => (
+            side(line, Some(at), bytes),
+            side(later.line, Some(offset), around(&later.masked.text, offset)),
+        ),
         // Not placed in the bodies: the engine's excerpt of the changed value.
         None => (
             side(
-                earlier.map_or(0, |(line, _, _)| line),
+                earlier.map_or(0, |(r, _)| r.line),
                 None,
                 ("", &c.divergence.excerpt.earlier),
             ),
             side(
-                n,
+                later.line,
                 in_body.then_some(offset),
                 ("", &c.divergence.excerpt.later),
             ),
@@ -89,46 +86,39 @@ fn short(hash: u64) -> String {
     format!("{:08x}", hash >> 32)
 }
 
-/// One group of a request's elements: each one's hash as compared and its label (a tool's
+/// A request's elements by group: each one's hash as compared and its label (a tool's
 /// name, a message's role).
-fn group_of(c: &Canonical<'_>, group: ElementGroup) -> Vec<(u64, String)> {
+fn groups_of(c: &Canonical<'_>) -> [Vec<(u64, String)>; 3] {
     let label = |s: &str| input::excerpt(s, MAX_LABEL).into_owned();
-    match group {
-        ElementGroup::Tools => c
-            .tools
+    [
+        c.tools
             .iter()
             .map(|t| (t.block.hash, label(&t.name)))
             .collect(),
-        ElementGroup::System => c.system.iter().map(|b| (b.hash, String::new())).collect(),
-        ElementGroup::Messages => c
-            .messages
+        c.system.iter().map(|b| (b.hash, String::new())).collect(),
+        c.messages
             .iter()
             .map(|m| (m.block.hash, label(c.role(m))))
             .collect(),
-    }
+    ]
 }
+
+/// The engine's groups of elements, in the provider's cache order.
+const GROUPS: [&str; 3] = ["tools", "system", "messages"];
 
 /// The row of the element a change names: a message by its index in the body's array,
 /// found among the later request's messages, else the earlier's (a message gone).
-fn row_of(
-    place: &Place,
-    earlier: Option<&Canonical<'_>>,
-    later: &Canonical<'_>,
-) -> Option<(ElementGroup, usize)> {
+fn row_of(place: &Place, earlier: &Canonical<'_>, later: &Canonical<'_>) -> Option<String> {
     match place {
-        Place::Tools { index } => Some((ElementGroup::Tools, *index)),
-        Place::System { block } => Some((ElementGroup::System, *block)),
+        Place::Tools { index } => Some(format!("tools[{index}]")),
+        Place::System { block } => Some(format!("system[{block}]")),
         Place::Message { index, .. } => {
             let at = |c: &Canonical<'_>| c.messages.iter().position(|m| m.index as usize == *index);
             at(later)
-                .or_else(|| earlier.and_then(at))
-                .map(|i| (ElementGroup::Messages, i))
+                .or_else(|| at(earlier))
+                .map(|i| format!("messages[{i}]"))
         }
-        Place::Request
-        | Place::Model
-        | Place::CacheKey
-        | Place::Parameter { .. }
-        | Place::Header { .. } => None,
+        _ => None,
     }
 }
 
@@ -142,23 +132,19 @@ pub(super) fn blocks(
 ) -> Blocks {
     let mut rows = Vec::new();
     let mut unlisted = 0;
-    for group in [
-        ElementGroup::Tools,
-        ElementGroup::System,
-        ElementGroup::Messages,
-    ] {
-        let e = earlier.map(|c| group_of(c, group));
-        let l = group_of(later, group);
+    let mut earlier_groups = earlier.map(groups_of);
+    for ((group, l), i) in GROUPS.into_iter().zip(groups_of(later)).zip(0..) {
+        let e = earlier_groups.as_mut().map(|g| std::mem::take(&mut g[i]));
         let len = l.len().max(e.as_ref().map_or(0, Vec::len));
         unlisted += len.saturating_sub(MAX_BLOCKS);
         for i in 0..len.min(MAX_BLOCKS) {
             let (x, y) = (e.as_ref().and_then(|e| e.get(i)), l.get(i));
             let status = match (x, y) {
-                (Some(x), Some(y)) if x.0 == y.0 => ElementStatus::Equal,
-                (Some(_), Some(_)) => ElementStatus::Differs,
-                (None, _) if e.is_none() => ElementStatus::Sent,
-                (None, _) => ElementStatus::Added,
-                (Some(_), None) => ElementStatus::Removed,
+                (Some(x), Some(y)) if x.0 == y.0 => "equal",
+                (Some(_), Some(_)) => "differs",
+                (None, _) if e.is_none() => "sent",
+                (None, _) => "added",
+                (Some(_), None) => "removed",
             };
             rows.push(BlockRow {
                 group,
@@ -174,8 +160,7 @@ pub(super) fn blocks(
         changes
             .iter()
             .filter(|c| c.cause != Cause::SerializationOnly)
-            .find_map(|c| row_of(&c.place, Some(e), later))
-            .map(|(group, i)| format!("{}[{i}]", json_name(&group)))
+            .find_map(|c| row_of(&c.place, e, later))
     });
     Blocks {
         rows,
@@ -202,47 +187,32 @@ pub(super) fn fields(earlier: Option<&str>, later: &str) -> Vec<FieldFacts> {
             })
             .unwrap_or_default()
     };
-    let l = parse(later);
-    let Some(earlier) = earlier else {
-        return l
-            .into_iter()
-            .take(MAX_FIELDS)
-            .map(|(name, _)| FieldFacts {
-                name,
-                status: FieldStatus::Sent,
-            })
-            .collect();
-    };
-    let e = parse(earlier);
-    let mut out: Vec<FieldFacts> = l
-        .iter()
-        .map(|(name, lv)| {
-            let status = match e.iter().find(|(k, _)| k == name) {
-                None => FieldStatus::Added,
-                Some((_, ev)) if ev == lv => FieldStatus::Equal,
-                Some((_, ev)) => {
-                    let open = ev.strip_suffix([']', '}', '"']).unwrap_or(ev);
-                    if ev.len() > 1 && lv.starts_with(open) {
-                        FieldStatus::Extended
-                    } else {
-                        FieldStatus::Changed
-                    }
-                }
-            };
-            FieldFacts {
-                name: name.clone(),
-                status,
+    let (l, e) = (parse(later), earlier.map(parse));
+    let status = |name: &str, lv: &str| match e.as_ref().map(|e| e.iter().find(|(k, _)| k == name))
+    {
+        None => "sent",
+        Some(None) => "added",
+        Some(Some((_, ev))) if ev == lv => "equal",
+        Some(Some((_, ev))) => {
+            let open = ev.strip_suffix([']', '}', '"']).unwrap_or(ev);
+            if ev.len() > 1 && lv.starts_with(open) {
+                "extended"
+            } else {
+                "changed"
             }
+        }
+    };
+    let removed = e
+        .iter()
+        .flatten()
+        .filter(|(k, _)| !l.iter().any(|(n, _)| n == k));
+    l.iter()
+        .map(|(name, lv)| (name, status(name, lv)))
+        .chain(removed.map(|(name, _)| (name, "removed")))
+        .take(MAX_FIELDS)
+        .map(|(name, status)| FieldFacts {
+            name: name.clone(),
+            status,
         })
-        .collect();
-    out.extend(
-        e.iter()
-            .filter(|(k, _)| !l.iter().any(|(n, _)| n == k))
-            .map(|(name, _)| FieldFacts {
-                name: name.clone(),
-                status: FieldStatus::Removed,
-            }),
-    );
-    out.truncate(MAX_FIELDS);
-    out
+        .collect()
 }

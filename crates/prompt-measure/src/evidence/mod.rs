@@ -9,13 +9,8 @@
 //! engine reads it ([`Canonical`]), the user-agent. Nothing is compared a second time: cause,
 //! place, offset, every change and the first element that differs are the engine's; an
 //! element a change names is found by the engine ([`Place::element_in`]).
-//!
-//! | file | what it holds |
-//! |---|---|
-//! | `mod.rs` | the value, its errors and [`collect`] |
-//! | `read.rs` | the audit up to line N, and the two lines read again |
-//! | `elements.rs` | both requests' elements and fields side by side, the bytes around the divergence |
-//! | `redact.rs` | credentials masked in the bodies and scrubbed from every sentence |
+//! Files: `read.rs` (the log read twice), `elements.rs` (both requests side by side),
+//! `redact.rs` (credentials masked and scrubbed).
 
 mod elements;
 mod read;
@@ -25,7 +20,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use prompt_core::input::{self, InputError};
-use prompt_engine::{Canonical, Context, SessionSource};
+use prompt_engine::SessionSource;
 use serde::Serialize;
 
 use crate::audit::{Auditor, Reported, verdict_text};
@@ -47,82 +42,64 @@ const MAX_LABEL: usize = 160;
 /// The longest problem quoted in an error.
 const MAX_PROBLEM: usize = 512;
 
-/// Why no evidence could be collected. Each names the log and the line.
+/// Why no evidence could be collected.
 #[derive(Debug, thiserror::Error)]
 pub enum EvidenceError {
     /// The log could not be opened.
     #[error("{0}")]
     Open(#[from] InputError),
-    /// Reading failed.
-    #[error("{path}:{line}: read error: {source}")]
-    Read {
-        /// The log.
-        path: PathBuf,
-        /// The line being read.
-        line: u64,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The log has fewer lines.
-    #[error("{path}:{line}: no such request: the log has {lines} line(s)")]
-    OutOfRange {
-        /// The log.
-        path: PathBuf,
-        /// The line asked for.
-        line: u64,
-        /// Lines in the log.
-        lines: u64,
-    },
-    /// The line asked for is blank.
-    #[error("{path}:{line}: a blank line, not a request")]
-    Blank {
+    /// A line the evidence needs (the request's, or its predecessor's) cannot be had.
+    #[error("{path}:{line}: {fault}")]
+    Line {
         /// The log.
         path: PathBuf,
         /// The line.
         line: u64,
-    },
-    /// The audit skipped the line asked for (or, on the second reading, its predecessor).
-    #[error("{path}:{line}: the audit skips this line: {problem}")]
-    Skipped {
-        /// The log.
-        path: PathBuf,
-        /// The line.
-        line: u64,
-        /// Why, as the audit says it (bounded).
-        problem: String,
-    },
-    /// The predecessor's line is no longer in the log (it changed between the readings).
-    #[error(
-        "{path}:{line}: the predecessor of line {of} is gone: the log changed while it was read"
-    )]
-    Gone {
-        /// The log.
-        path: PathBuf,
-        /// The predecessor's line.
-        line: u64,
-        /// The request's line.
-        of: u64,
-    },
-    /// A line read again is not the line audited.
-    #[error(
-        "{path}:{line}: the line is not the one audited: the log changed while it was read (give a log nothing rewrites meanwhile)"
-    )]
-    Changed {
-        /// The log.
-        path: PathBuf,
-        /// The line.
-        line: u64,
+        /// What is wrong.
+        fault: LineFault,
     },
 }
 
+/// What is wrong with a line the evidence needs.
+#[derive(Debug, thiserror::Error)]
+pub enum LineFault {
+    /// Reading failed.
+    #[error("read error: {0}")]
+    Read(std::io::Error),
+    /// The log ends before it: it has this many lines.
+    #[error("no such request: the log has {0} line(s)")]
+    OutOfRange(u64),
+    /// A blank line.
+    #[error("a blank line, not a request")]
+    Blank,
+    /// The audit skips it: why, as the audit says it (bounded).
+    #[error("the audit skips this line: {0}")]
+    Skipped(String),
+    /// No longer in the log, read again (it changed between the readings): the predecessor
+    /// of this line.
+    #[error("the predecessor of line {0} is gone: the log changed while it was read")]
+    Gone(u64),
+    /// Read again, it is not the line audited.
+    #[error(
+        "the line is not the one audited: the log changed while it was read (give a log nothing rewrites meanwhile)"
+    )]
+    Changed,
+}
+
 impl EvidenceError {
-    /// The audit's account of why `line` cannot be read, bounded.
-    fn skipped(path: &std::path::Path, line: u64, problem: &dyn std::fmt::Display) -> Self {
-        EvidenceError::Skipped {
+    /// `fault` of line `line` of the log `path`.
+    fn at(path: &std::path::Path, line: u64, fault: LineFault) -> Self {
+        EvidenceError::Line {
             path: path.to_owned(),
             line,
-            problem: input::excerpt(&problem.to_string(), MAX_PROBLEM).into_owned(),
+            fault,
         }
+    }
+
+    /// The audit's account of why `line` cannot be read, bounded.
+    fn skipped(path: &std::path::Path, line: u64, problem: &dyn std::fmt::Display) -> Self {
+        let problem = input::excerpt(&problem.to_string(), MAX_PROBLEM).into_owned();
+        Self::at(path, line, LineFault::Skipped(problem))
     }
 }
 
@@ -223,66 +200,21 @@ pub struct ChangeFacts {
     pub byte_offset: usize,
 }
 
-/// How a top-level field's bytes compare with the earlier request's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FieldStatus {
-    /// The same bytes.
-    Equal,
-    /// The later's bytes start with the earlier's but for its closing bracket.
-    Extended,
-    /// Other bytes.
-    Changed,
-    /// Only the later request has it.
-    Added,
-    /// Only the earlier request has it.
-    Removed,
-    /// No predecessor: nothing to compare with.
-    Sent,
-}
-
 /// A top-level field, compared as bytes.
 #[derive(Debug, Clone, Serialize)]
 pub struct FieldFacts {
     /// Its name.
     pub name: String,
-    /// How it compares.
-    pub status: FieldStatus,
-}
-
-/// The engine's groups of elements, in the provider's cache order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ElementGroup {
-    /// The tools ([`Canonical::tools`]).
-    Tools,
-    /// The system blocks ([`Canonical::system`]).
-    System,
-    /// The messages ([`Canonical::messages`]).
-    Messages,
-}
-
-/// How an element compares with the earlier request's at the same index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ElementStatus {
-    /// The same hash as compared.
-    Equal,
-    /// Another hash.
-    Differs,
-    /// Only the later request has it.
-    Added,
-    /// Only the earlier request has it.
-    Removed,
-    /// No predecessor: nothing to compare with.
-    Sent,
+    /// `equal`, `extended` (the later's bytes start with the earlier's but for its closing
+    /// bracket), `changed`, `added`, `removed`, or `sent` (no predecessor).
+    pub status: &'static str,
 }
 
 /// One element, side by side.
 #[derive(Debug, Clone, Serialize)]
 pub struct BlockRow {
-    /// Its group.
-    pub group: ElementGroup,
+    /// `tools`, `system` or `messages`: the engine's groups, in the provider's cache order.
+    pub group: &'static str,
     /// Its index in its group.
     pub index: usize,
     /// The tool's name or the message's role (the later's, else the earlier's).
@@ -291,8 +223,9 @@ pub struct BlockRow {
     pub earlier: Option<String>,
     /// The later request's.
     pub later: Option<String>,
-    /// How it compares.
-    pub status: ElementStatus,
+    /// `equal`, `differs` (another hash as compared), `added`, `removed`, or `sent` (no
+    /// predecessor).
+    pub status: &'static str,
 }
 
 /// Both requests' elements.
@@ -406,14 +339,6 @@ pub struct Evidence {
     pub(crate) redactor: Redactor,
 }
 
-/// A unit variant's name as the JSON writes it (`differs`, `messages`, `header`).
-pub(crate) fn json_name(value: &impl Serialize) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// The agent and version, as the writer catalogue reads them from the request's headers
 /// (`user-agent`, else codex's `originator`), with the header as sent (bounded).
 fn agent_of(headers: &[(String, String)]) -> Option<AgentFacts> {
@@ -449,18 +374,6 @@ fn redact_cause(cause: &mut prompt_engine::Cause, r: &Redactor) {
     }
 }
 
-/// The engine's view of a request read again, as the audit read it (its path and headers).
-fn canonical_of<'r>(r: &'r read::Reread<'_>, line: u64) -> Result<Canonical<'r>, EvidenceError> {
-    Canonical::read(
-        r.logged.body.as_bytes(),
-        Context {
-            path: r.logged.path.as_deref(),
-            headers: &r.logged.headers,
-        },
-    )
-    .map_err(|e| EvidenceError::skipped(r.log, line, &e))
-}
-
 /// The evidence of `request.line` of the log `open_log` opens (it is opened twice: once to
 /// audit up to the line with `auditor`, a fresh one configured as `cacheline audit`'s, then
 /// to read the line and its predecessor again).
@@ -477,11 +390,9 @@ pub fn collect<R: BufRead>(
         read::Lines::read_again(path, n, pred, auditor.config().max_line_bytes, open_log()?)?;
     let later = texts.reread(n, &held)?;
     let earlier = pred.map(|line| texts.reread(line, &held)).transpose()?;
-    let later_c = canonical_of(&later, n)?;
-    let earlier_c = match (&earlier, pred) {
-        (Some(r), Some(line)) => Some((line, r, canonical_of(r, line)?)),
-        _ => None,
-    };
+    let later_c = later.canonical()?;
+    let earlier_c = earlier.as_ref().map(read::Reread::canonical).transpose()?;
+    let earlier_read = earlier.as_ref().zip(earlier_c.as_ref());
     let redactor = Redactor::new(
         std::iter::once(&later.masked).chain(earlier.as_ref().map(|r| &r.masked)),
         request.redact_text,
@@ -514,28 +425,19 @@ pub fn collect<R: BufRead>(
         .cause
         .as_ref()
         .and_then(|cause| v.changes.iter().find(|c| c.cause == *cause));
-    let earlier_read = earlier_c.as_ref().map(|(line, r, c)| (*line, *r, c));
     let divergence = cause_change
-        .map(|c| elements::first_divergence(c, (n, &later, &later_c), earlier_read, &redactor));
-
-    let side = |line: u64, r: &read::Reread<'_>, tokens: u64, reported: Option<&Reported>| Side {
-        line,
-        path: path_without_query(r.logged.path.as_deref()),
-        ts: r.logged.ts,
-        tokens,
-        usage: reported.map(UsageFacts::of),
-    };
-    let earlier_side = match (&earlier, pred) {
-        (Some(r), Some(line)) => {
-            let facts = held.get(&line);
-            Some(side(
-                line,
-                r,
-                facts.map_or(0, |f| f.tokens),
-                facts.and_then(|f| f.reported.as_ref()),
-            ))
+        .map(|c| elements::first_divergence(c, (&later, &later_c), earlier_read, &redactor));
+    let side = |r: &read::Reread<'_>| {
+        let audited = held.get(&r.line);
+        Side {
+            line: r.line,
+            path: path_without_query(r.logged.path.as_deref()),
+            ts: r.logged.ts,
+            tokens: audited.map_or(0, |a| a.tokens),
+            usage: audited
+                .and_then(|a| a.reported.as_ref())
+                .map(UsageFacts::of),
         }
-        _ => None,
     };
     let changes = v
         .changes
@@ -565,10 +467,10 @@ pub fn collect<R: BufRead>(
             earlier.as_ref().map(|r| r.masked.text.as_str()),
             &later.masked.text,
         ),
-        blocks: elements::blocks(earlier_c.as_ref().map(|(_, _, c)| c), &later_c, &v.changes),
+        blocks: elements::blocks(earlier_c.as_ref(), &later_c, &v.changes),
         gap_secs: v.predecessor.as_ref().and_then(|p| p.gap_secs),
-        earlier: earlier_side,
-        later: side(n, &later, audit.tokens, audit.reported.as_ref()),
+        earlier: earlier.as_ref().map(side),
+        later: side(&later),
         model: v
             .model
             .as_deref()

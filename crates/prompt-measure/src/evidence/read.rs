@@ -7,9 +7,10 @@ use std::io::BufRead;
 use std::path::Path;
 
 use prompt_core::hash::Digest128;
+use prompt_engine::{Canonical, Context};
 
-use super::EvidenceError;
 use super::redact::{Masked, mask_credentials};
+use super::{EvidenceError, LineFault};
 use crate::audit::{Auditor, Line, LineProblem, LineReader, Reported, RequestAudit};
 use crate::logged::{LoggedRequest, read_request};
 
@@ -21,6 +22,18 @@ pub(super) struct Audited {
     pub(super) reported: Option<Reported>,
     /// The line's digest as audited: what is read again must be the same line.
     digest: Digest128,
+}
+
+/// The next line of `lines` (of the log named `path`), with its number.
+fn next_line<'l, R: BufRead>(
+    lines: &'l mut LineReader<R>,
+    path: &Path,
+) -> Result<(u64, Option<Line<'l>>), EvidenceError> {
+    let line = lines.line_number().saturating_add(1);
+    let next = lines
+        .next_line()
+        .map_err(|e| EvidenceError::at(path, line, LineFault::Read(e)))?;
+    Ok((line, next))
 }
 
 /// The audit of line `n` of `log` (named `path`), and what it said of the requests before
@@ -35,18 +48,9 @@ pub(super) fn audit_up_to(
     let mut lines = LineReader::new(log, auditor.config().max_line_bytes);
     let mut recent: VecDeque<(u64, Audited)> = VecDeque::new();
     loop {
-        let line = lines.line_number().saturating_add(1);
-        let next = lines.next_line().map_err(|source| EvidenceError::Read {
-            path: path.to_owned(),
-            line,
-            source,
-        })?;
+        let (line, next) = next_line(&mut lines, path)?;
         let Some(read) = next else {
-            return Err(EvidenceError::OutOfRange {
-                path: path.to_owned(),
-                line: n,
-                lines: line - 1,
-            });
+            return Err(EvidenceError::at(path, n, LineFault::OutOfRange(line - 1)));
         };
         let digest = match &read {
             Line::Text(bytes) => Digest128::of(&[bytes]),
@@ -70,10 +74,7 @@ pub(super) fn audit_up_to(
                 }
             }
             Ok(None) if line == n => {
-                return Err(EvidenceError::Blank {
-                    path: path.to_owned(),
-                    line,
-                });
+                return Err(EvidenceError::at(path, line, LineFault::Blank));
             }
             Err(problem) if line == n => return Err(EvidenceError::skipped(path, line, &problem)),
             Ok(None) | Err(_) => {}
@@ -101,22 +102,16 @@ impl<'p> Lines<'p> {
         let last = predecessor.map_or(of, |p| p.max(of));
         let mut texts = HashMap::new();
         while lines.line_number() < last {
-            let line = lines.line_number().saturating_add(1);
-            let next = lines.next_line().map_err(|source| EvidenceError::Read {
-                path: path.to_owned(),
-                line,
-                source,
-            })?;
-            match next {
-                None => break,
-                Some(Line::Text(_)) if line == of || Some(line) == predecessor => {
+            match next_line(&mut lines, path)? {
+                (_, None) => break,
+                (line, Some(Line::Text(_))) if line == of || Some(line) == predecessor => {
                     let text = String::from_utf8(lines.take_line()).map_err(|e| {
                         let problem = LineProblem::NotUtf8(e.utf8_error().valid_up_to());
                         EvidenceError::skipped(path, line, &problem)
                     })?;
                     texts.insert(line, text);
                 }
-                Some(_) => {}
+                _ => {}
             }
         }
         Ok(Self { path, of, texts })
@@ -129,34 +124,32 @@ impl<'p> Lines<'p> {
         line: u64,
         held: &HashMap<u64, Audited>,
     ) -> Result<Reread<'_>, EvidenceError> {
-        let text = self.texts.get(&line).ok_or_else(|| EvidenceError::Gone {
-            path: self.path.to_owned(),
-            line,
-            of: self.of,
-        })?;
+        let text = self
+            .texts
+            .get(&line)
+            .ok_or_else(|| EvidenceError::at(self.path, line, LineFault::Gone(self.of)))?;
         if held
             .get(&line)
             .is_some_and(|audited| audited.digest != Digest128::of(&[text.as_bytes()]))
         {
-            return Err(EvidenceError::Changed {
-                path: self.path.to_owned(),
-                line,
-            });
+            return Err(EvidenceError::at(self.path, line, LineFault::Changed));
         }
         let logged = read_request(text).map_err(|p| EvidenceError::skipped(self.path, line, &p))?;
         let masked = mask_credentials(&logged.body);
         Ok(Reread {
             log: self.path,
+            line,
             logged,
             masked,
         })
     }
 }
 
-/// A request read again: its logged parts and its body masked.
+/// A request read again: its line, its logged parts and its body masked.
 pub(super) struct Reread<'t> {
     /// The log it was read from.
-    pub(super) log: &'t Path,
+    log: &'t Path,
+    pub(super) line: u64,
     pub(super) logged: LoggedRequest<'t>,
     pub(super) masked: Masked,
 }
@@ -165,6 +158,16 @@ pub(super) struct Reread<'t> {
 const EXCERPT_SEARCH: usize = 512;
 
 impl Reread<'_> {
+    /// The engine's view of the request, as the audit read it (with its path and headers).
+    pub(super) fn canonical(&self) -> Result<Canonical<'_>, EvidenceError> {
+        let context = Context {
+            path: self.logged.path.as_deref(),
+            headers: &self.logged.headers,
+        };
+        Canonical::read(self.logged.body.as_bytes(), context)
+            .map_err(|e| EvidenceError::skipped(self.log, self.line, &e))
+    }
+
     /// `excerpt`, a piece of the body near byte `near`, as the same bytes of the masked body
     /// (credential values starred, byte for byte); when it is not found there, every byte
     /// of it that is not JSON punctuation is starred: an excerpt is never shown unmasked.

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use prompt_core::input::thousands;
 
 use crate::catalogue::WriterFinding;
-use crate::evidence::{Around, BlockRow, Evidence, Redactor, Side, json_name};
+use crate::evidence::{Around, BlockRow, Evidence, Redactor, Side};
 
 /// One section: appends its Markdown to the report.
 type Section = fn(&Evidence, &mut String);
@@ -237,7 +237,7 @@ fn fields(e: &Evidence, out: &mut String) {
         e.line,
         e.fields
             .iter()
-            .map(|f| format!("{} {}", code(&f.name), json_name(&f.status)))
+            .map(|f| format!("{} {}", code(&f.name), f.status))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -246,17 +246,12 @@ fn fields(e: &Evidence, out: &mut String) {
 /// Rows of one status in a row longer than this are folded into one line.
 const FOLD: usize = 3;
 
-/// A row's name, as [`crate::evidence::Blocks::first_difference`] names it: `tools[3]`.
-fn row_name(r: &BlockRow) -> String {
-    format!("{}[{}]", json_name(&r.group), r.index)
-}
-
 fn block_row(r: &BlockRow, first: Option<&str>) -> String {
-    let name = row_name(r);
+    let name = format!("{}[{}]", r.group, r.index);
     let mark = if first == Some(name.as_str()) {
-        "**first difference**".to_owned()
+        "**first difference**"
     } else {
-        json_name(&r.status)
+        r.status
     };
     let label = if r.label.is_empty() {
         String::new()
@@ -296,16 +291,10 @@ fn blocks(e: &Evidence, out: &mut String) {
         let folds = run > FOLD
             && !b.rows[i..i + run]
                 .iter()
-                .any(|x| first == Some(row_name(x).as_str()));
+                .any(|x| first == Some(format!("{}[{}]", x.group, x.index).as_str()));
         if folds {
             let _ = writeln!(out, "{}", block_row(r, first));
-            let _ = writeln!(
-                out,
-                "| … {} more {} | | | {} |",
-                run - 2,
-                json_name(&r.group),
-                json_name(&r.status)
-            );
+            let _ = writeln!(out, "| … {} more {} | | | {} |", run - 2, r.group, r.status);
             let _ = writeln!(out, "{}", block_row(&b.rows[i + run - 1], first));
             i += run;
         } else {
@@ -384,7 +373,10 @@ fn request(e: &Evidence, out: &mut String) {
         e.model.as_deref().map_or_else(|| "—".to_owned(), code),
         code(&e.lane)
     );
-    let source = json_name(&e.session.source);
+    let source = serde_json::to_value(e.session.source)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
     let _ = writeln!(out, "- session: {} (from {source})", code(&e.session.id));
     if let Some(path) = &e.later.path {
         let _ = writeln!(out, "- path: {} (query not shown)", code(path));

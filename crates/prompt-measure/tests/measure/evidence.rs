@@ -6,8 +6,7 @@ use std::path::PathBuf;
 
 use prompt_core::input::InputError;
 use prompt_measure::evidence::{
-    ElementGroup, ElementStatus, Evidence, EvidenceError, EvidenceRequest, FieldStatus, Producer,
-    collect,
+    Evidence, EvidenceError, EvidenceRequest, LineFault, Producer, collect,
 };
 use prompt_measure::report::{evidence_json, evidence_markdown};
 use prompt_measure::{AuditConfig, Auditor, O200kBase};
@@ -127,7 +126,7 @@ fn the_first_difference_is_the_first_element_the_engine_s_changes_name() {
     let e = evidence(&log, 2);
     assert_eq!(e.cause.as_deref(), Some("tools_changed"));
     assert_eq!(e.blocks.first_difference.as_deref(), Some("tools[1]"));
-    let statuses: Vec<(ElementGroup, usize, ElementStatus)> = e
+    let statuses: Vec<(&str, usize, &str)> = e
         .blocks
         .rows
         .iter()
@@ -136,12 +135,12 @@ fn the_first_difference_is_the_first_element_the_engine_s_changes_name() {
     assert_eq!(
         statuses,
         [
-            (ElementGroup::Tools, 0, ElementStatus::Equal),
-            (ElementGroup::Tools, 1, ElementStatus::Differs),
-            (ElementGroup::System, 0, ElementStatus::Equal),
-            (ElementGroup::Messages, 0, ElementStatus::Equal),
-            (ElementGroup::Messages, 1, ElementStatus::Equal),
-            (ElementGroup::Messages, 2, ElementStatus::Added),
+            ("tools", 0, "equal"),
+            ("tools", 1, "differs"),
+            ("system", 0, "equal"),
+            ("messages", 0, "equal"),
+            ("messages", 1, "equal"),
+            ("messages", 2, "added"),
         ]
     );
     let row = &e.blocks.rows[1];
@@ -149,9 +148,9 @@ fn the_first_difference_is_the_first_element_the_engine_s_changes_name() {
     assert_ne!(row.earlier, row.later);
     // The top-level fields, as bytes: the messages grew, the tools changed.
     let field = |name: &str| e.fields.iter().find(|f| f.name == name).map(|f| f.status);
-    assert_eq!(field("tools"), Some(FieldStatus::Changed));
-    assert_eq!(field("messages"), Some(FieldStatus::Extended));
-    assert_eq!(field("model"), Some(FieldStatus::Equal));
+    assert_eq!(field("tools"), Some("changed"));
+    assert_eq!(field("messages"), Some("extended"));
+    assert_eq!(field("model"), Some("equal"));
 }
 
 #[test]
@@ -172,19 +171,39 @@ fn a_request_that_extends_its_predecessor_has_no_first_difference() {
     assert!(!markdown.contains("**first difference**"), "{markdown}");
 }
 
+/// The engine reads a last user message that goes on with more blocks as an extension (a
+/// merged message): its row differs, yet it is no first difference, as the verdict says.
+#[test]
+fn a_last_message_that_goes_on_with_more_blocks_is_no_first_difference() {
+    let line = |ts: u64, blocks: &[&str]| {
+        let content: Vec<_> = blocks
+            .iter()
+            .map(|t| json!({"type": "text", "text": t}))
+            .collect();
+        json!({"ts": ts, "path": "/v1/messages",
+               "headers": {"x-claude-code-session-id": "s-1"},
+               "request": {"model": "claude-sonnet-4-5", "system": "You are terse.",
+                           "messages": [{"role": "user", "content": content}]}})
+        .to_string()
+    };
+    let e = evidence(
+        &log(&[line(1_000, &["hi"]), line(1_010, &["hi", "more"])]),
+        2,
+    );
+    assert_eq!(e.cause, None, "{e:?}");
+    let last = e.blocks.rows.last().map(|r| (r.group, r.status));
+    assert_eq!(last, Some(("messages", "differs")));
+    assert_eq!(e.blocks.first_difference, None);
+}
+
 #[test]
 fn a_cold_start_lists_every_element_and_field_as_sent() {
     let log = log(&[anthropic(1_000, &["read"], &[("user", "hi")])]);
     let e = evidence(&log, 1);
     assert_eq!(e.cause.as_deref(), Some("cold_start"));
     assert!(e.earlier.is_none() && e.divergence.is_none());
-    assert!(
-        e.blocks
-            .rows
-            .iter()
-            .all(|r| r.status == ElementStatus::Sent)
-    );
-    assert!(e.fields.iter().all(|f| f.status == FieldStatus::Sent));
+    assert!(e.blocks.rows.iter().all(|r| r.status == "sent"));
+    assert!(e.fields.iter().all(|f| f.status == "sent"));
     assert_eq!(e.blocks.first_difference, None);
 }
 
@@ -287,7 +306,14 @@ fn a_line_read_again_must_be_the_line_audited() {
     let rewritten = audited.replacen(r#""ts":1010"#, r#""ts":1011"#, 1);
     let result = collect_from(&audited, &rewritten, 2, false);
     assert!(
-        matches!(&result, Err(EvidenceError::Changed { line: 2, .. })),
+        matches!(
+            &result,
+            Err(EvidenceError::Line {
+                line: 2,
+                fault: LineFault::Changed,
+                ..
+            })
+        ),
         "{result:?}"
     );
 }
@@ -315,7 +341,14 @@ fn a_line_past_the_end_blank_or_skipped_is_an_error_naming_the_log_and_the_line(
     // The log emptied before the second reading.
     let gone = collect_from(&log, "", 3, false);
     assert!(
-        matches!(&gone, Err(EvidenceError::Gone { line: 3, of: 3, .. })),
+        matches!(
+            &gone,
+            Err(EvidenceError::Line {
+                line: 3,
+                fault: LineFault::Gone(3),
+                ..
+            })
+        ),
         "{gone:?}"
     );
 }
