@@ -6,9 +6,11 @@
 //! audit`'s); the request's verdict names its predecessor (`predecessor.tag` is its line);
 //! both lines are then read again (each at most the line cap) for what the verdict does not
 //! keep: the bytes around the first divergence, the top-level fields, each element as the
-//! engine reads it ([`Canonical`]), the user-agent. Nothing is compared a second time: cause,
-//! place, offset, every change and the first element that differs are the engine's; an
-//! element a change names is found by the engine ([`Place::element_in`]).
+//! engine reads it ([`prompt_engine::Canonical`]), the user-agent. Nothing is compared a
+//! second time: cause, place, offset, every change and the first element that differs are
+//! the engine's, and the element a change names is found by the engine
+//! ([`prompt_engine::Place::element_in`]).
+//!
 //! Files: `read.rs` (the log read twice), `elements.rs` (both requests side by side),
 //! `redact.rs` (credentials masked and scrubbed).
 
