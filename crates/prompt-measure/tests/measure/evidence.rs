@@ -63,13 +63,18 @@ fn anthropic(ts: u64, tools: &[&str], messages: &[(&str, &str)]) -> String {
     .to_string()
 }
 
+/// The evidence of the second of two requests.
+fn second_of(first: String, second: String) -> Evidence {
+    evidence(&log(&[first, second]), 2)
+}
+
 fn log(lines: &[String]) -> String {
     lines.join("\n") + "\n"
 }
 
 #[test]
 fn an_edited_message_is_placed_by_the_engine_at_its_first_divergent_byte_on_both_sides() {
-    let log = log(&[
+    let e = second_of(
         anthropic(
             1_000,
             &["read"],
@@ -84,8 +89,7 @@ fn an_edited_message_is_placed_by_the_engine_at_its_first_divergent_byte_on_both
                 ("user", "more"),
             ],
         ),
-    ]);
-    let e = evidence(&log, 2);
+    );
     assert_eq!(e.cause.as_deref(), Some("edit_in_place"));
     let path = e.json_path.as_deref().unwrap_or_default();
     assert!(path.starts_with("messages[0]"), "{path}");
@@ -111,7 +115,7 @@ fn an_edited_message_is_placed_by_the_engine_at_its_first_divergent_byte_on_both
 
 #[test]
 fn the_first_difference_is_the_first_element_the_engine_s_changes_name() {
-    let log = log(&[
+    let e = second_of(
         anthropic(
             1_000,
             &["read", "write"],
@@ -122,8 +126,7 @@ fn the_first_difference_is_the_first_element_the_engine_s_changes_name() {
             &["read", "edit"],
             &[("user", "hi"), ("assistant", "ok"), ("user", "more")],
         ),
-    ]);
-    let e = evidence(&log, 2);
+    );
     assert_eq!(e.cause.as_deref(), Some("tools_changed"));
     assert_eq!(e.blocks.first_difference.as_deref(), Some("tools[1]"));
     let statuses: Vec<(&str, usize, &str)> = e
@@ -155,11 +158,10 @@ fn the_first_difference_is_the_first_element_the_engine_s_changes_name() {
 
 #[test]
 fn a_request_that_extends_its_predecessor_has_no_first_difference() {
-    let log = log(&[
+    let e = second_of(
         anthropic(1_000, &["read"], &[("user", "hi")]),
         anthropic(1_010, &["read"], &[("user", "hi"), ("assistant", "ok")]),
-    ]);
-    let e = evidence(&log, 2);
+    );
     assert_eq!(e.cause, None);
     assert!(e.changes.is_empty() && e.divergence.is_none(), "{e:?}");
     assert_eq!(e.blocks.first_difference, None);
@@ -186,10 +188,7 @@ fn a_last_message_that_goes_on_with_more_blocks_is_no_first_difference() {
                            "messages": [{"role": "user", "content": content}]}})
         .to_string()
     };
-    let e = evidence(
-        &log(&[line(1_000, &["hi"]), line(1_010, &["hi", "more"])]),
-        2,
-    );
+    let e = second_of(line(1_000, &["hi"]), line(1_010, &["hi", "more"]));
     assert_eq!(e.cause, None, "{e:?}");
     let last = e.blocks.rows.last().map(|r| (r.group, r.status));
     assert_eq!(last, Some(("messages", "differs")));
@@ -222,7 +221,7 @@ fn a_header_change_is_the_engine_s_excerpt_of_both_values_with_no_body_offset() 
                "request": {"model": "claude-sonnet-4-5", "system": "You are terse.", "messages": messages}})
         .to_string()
     };
-    let e = evidence(&log(&[line("beta-one", false), line("beta-two", true)]), 2);
+    let e = second_of(line("beta-one", false), line("beta-two", true));
     assert_eq!(e.json_path.as_deref(), Some("headers.anthropic-beta"));
     let d = e.divergence.unwrap_or_else(|| panic!("no divergence"));
     assert_eq!(d.byte_offset, None);
@@ -270,11 +269,10 @@ fn no_credential_reaches_the_value_its_debug_print_or_either_printer() {
 
 #[test]
 fn the_json_is_the_value_s_serialization_ending_in_a_newline() {
-    let log = log(&[
+    let e = second_of(
         anthropic(1_000, &["read"], &[("user", "hi")]),
         anthropic(1_010, &["edit"], &[("user", "hi"), ("assistant", "ok")]),
-    ]);
-    let e = evidence(&log, 2);
+    );
     let json = evidence_json(&e).unwrap_or_else(|e| panic!("{e}"));
     assert!(json.ends_with("}\n"));
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
