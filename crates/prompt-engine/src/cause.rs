@@ -6,9 +6,10 @@ use std::fmt;
 use prompt_core::divergence::Divergence;
 use serde::Serialize;
 
-use crate::body::shape::{serialize_shape, shape_name};
-
 use prompt_core::ApiKind;
+
+use crate::body::shape::{serialize_shape, shape_name};
+use crate::canon::{Block, Canonical};
 
 /// How a tool changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -318,6 +319,30 @@ pub enum Place {
         /// The content block, for APIs of content blocks.
         block: Option<usize>,
     },
+}
+
+impl Place {
+    /// The element at this place in `request`: a tool, a system block, a message (found by
+    /// its index in the body's array) or one of its content blocks; `None` for a place that
+    /// names no element or one `request` lacks (content blocks are read from the body, so
+    /// none once it is let go).
+    pub fn element_in(&self, request: &Canonical<'_>) -> Option<Block> {
+        match self {
+            Place::Tools { index } => request.tools.get(*index).map(|t| t.block),
+            Place::System { block } => request.system.get(*block).copied(),
+            Place::Message { index, block } => {
+                let m = request
+                    .messages
+                    .iter()
+                    .find(|m| m.index as usize == *index)?;
+                match block {
+                    None => Some(m.block),
+                    Some(j) => request.content_of(m).get(*j).copied(),
+                }
+            }
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Place {

@@ -807,18 +807,7 @@ impl Engine {
             .find(|s| s.tag == tag)?;
         let c = &stored.canonical;
         let body = c.body()?;
-        let block = match place {
-            Place::Tools { index } => c.tools.get(*index)?.block,
-            Place::System { block } => *c.system.get(*block)?,
-            Place::Message { index, block } => {
-                let m = c.messages.iter().find(|m| m.index as usize == *index)?;
-                match block {
-                    None => m.block,
-                    Some(j) => *c.content_of(m).get(*j)?,
-                }
-            }
-            _ => return None,
-        };
+        let block = place.element_in(c)?;
         Some((block.bytes(body), block.start))
     }
 

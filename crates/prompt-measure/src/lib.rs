@@ -12,6 +12,8 @@
 //!   each request diverged from the best earlier one and why;
 //! - [`lifetime`]: the cache lifetime's economics over the audit's verdicts: tokens and
 //!   money lost to expiry, what the longer lifetime would have cost or saved, keep-warm;
+//! - [`evidence`]: one request's verdict with its proof (the bytes around the first
+//!   divergence, both requests' elements side by side), redacted: `cacheline evidence`;
 //! - [`simulate()`]: whole sessions, composed several ways ([`Arm`]s), through the simulator,
 //!   with costs relative to one of them (`cacheline simulate`).
 //!
@@ -49,6 +51,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod audit;
 pub mod catalogue;
+pub mod evidence;
 pub mod fleet;
 pub mod lifetime;
 pub mod logged;

@@ -11,12 +11,16 @@
 //!   the labels `/metrics` counts it under.
 //! - [`causes_text`], [`provider_verdicts_text`]: summary lines the audit and the proxy
 //!   share. The audit's JSON is the serialization of the values themselves.
+//! - [`evidence_markdown`], [`evidence_json`]: one request's proof
+//!   ([`Evidence`](crate::evidence::Evidence)), `cacheline evidence`'s report.
 
+mod evidence;
 mod labels;
 mod row;
 mod summary;
 mod verdict;
 
+pub use evidence::{evidence_json, evidence_markdown};
 pub use labels::{AGENTS, MetricLabels, agent_label};
 pub use row::{Forwarded, Outcome, RequestReport, RequestRow, VERDICT_BYTES, verdict_line};
 pub use summary::{causes_text, provider_verdicts_text};

@@ -5,6 +5,7 @@ mod audit;
 mod audit_stream;
 mod catalogue;
 mod engine;
+mod evidence;
 mod lifetime;
 mod meter;
 mod provider_verdict;

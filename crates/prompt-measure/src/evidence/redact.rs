@@ -2,15 +2,15 @@
 //! and digits of the excerpts.
 //!
 //! Headers are already reduced by the log reader to those the proxy keeps
-//! (`prompt_wire::engine::keep_header`: session, agent and cache-keying headers, never a
+//! ([`prompt_engine::keep_header`]: session, agent and cache-keying headers, never a
 //! credential); the path is shown without its query (Gemini's `?key=`), as the proxy
 //! drops it. In the bodies, the string value of every field the capture's rule names a
-//! credential (`prompt_wire::engine::names_credential`: `api_key`, `x-api-key`,
+//! credential ([`prompt_engine::names_credential`]: `api_key`, `x-api-key`,
 //! `access_token`…) is masked with `*` byte for byte, so that offsets stay those of the
 //! bytes as sent, before any excerpt is cut; and the values so found are scrubbed from
 //! every sentence the engine wrote (its own excerpts) and, last, from the whole report.
 
-use prompt_registry::wire::engine::names_credential;
+use prompt_engine::names_credential;
 
 /// Credential values remembered per body (a body naming more is masked all the same).
 const MAX_SECRETS: usize = 256;
@@ -24,13 +24,13 @@ const MAX_FRAGMENTED_SECRETS: usize = 32;
 
 /// The mask of one body: its bytes with credential values starred, and those values.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Masked {
+pub(super) struct Masked {
     /// The body, each credential value's bytes replaced by `*` (same length).
-    pub(crate) text: String,
+    pub(super) text: String,
     /// The values hidden (their JSON text), at most [`MAX_SECRETS`].
-    pub(crate) secrets: Vec<String>,
+    pub(super) secrets: Vec<String>,
     /// Values hidden in all.
-    pub(crate) hidden: usize,
+    pub(super) hidden: usize,
 }
 
 /// The end of the JSON string whose content starts at `start`: the index of its closing
@@ -56,7 +56,7 @@ fn skip_space(b: &[u8], mut i: usize) -> usize {
 
 /// Masks the string value of every object key that names a credential, anywhere in `body`
 /// (one pass, linear; a body that is not JSON is masked as far as it reads as JSON).
-pub(crate) fn mask_credentials(body: &str) -> Masked {
+pub(super) fn mask_credentials(body: &str) -> Masked {
     let b = body.as_bytes();
     let mut out = b.to_vec();
     let mut masked = Masked::default();
@@ -99,16 +99,26 @@ pub(crate) fn mask_credentials(body: &str) -> Masked {
 
 /// The report's redaction: the credential values of both bodies, and whether excerpts
 /// keep their letters and digits.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Redactor {
     secrets: Vec<String>,
     /// Letters and digits of excerpts replaced (`--redact-text`).
-    pub(crate) text: bool,
+    text: bool,
+}
+
+/// Counts the values, never shows them: a debug print of the report is no leak.
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("secrets", &self.secrets.len())
+            .field("text", &self.text)
+            .finish()
+    }
 }
 
 impl Redactor {
     /// A redactor of the values `masks` hid; `text`: `--redact-text`.
-    pub(crate) fn new<'m>(masks: impl IntoIterator<Item = &'m Masked>, text: bool) -> Self {
+    pub(super) fn new<'m>(masks: impl IntoIterator<Item = &'m Masked>, text: bool) -> Self {
         let mut secrets: Vec<String> = masks
             .into_iter()
             .flat_map(|m| m.secrets.iter().cloned())
@@ -122,7 +132,7 @@ impl Redactor {
 
     /// `text` without any credential value, whole or as a fragment of at least
     /// [`MIN_FRAGMENT`] bytes (an excerpt cut inside one).
-    pub(crate) fn scrub(&self, text: &str) -> String {
+    pub(super) fn scrub(&self, text: &str) -> String {
         let mut out = text.to_owned();
         for (i, secret) in self.secrets.iter().enumerate() {
             if out.contains(secret.as_str()) {
@@ -154,7 +164,7 @@ impl Redactor {
 
     /// An excerpt as shown: scrubbed, and with `--redact-text` its letters as `x` and
     /// digits as `0`, JSON's punctuation and escapes kept.
-    pub(crate) fn excerpt(&self, text: &str) -> String {
+    pub(super) fn excerpt(&self, text: &str) -> String {
         let text = self.scrub(text);
         if !self.text {
             return text;

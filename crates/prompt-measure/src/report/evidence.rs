@@ -1,20 +1,23 @@
-//! The Markdown report: a list of sections, each a small function of the [`Evidence`]
-//! (readable in a GitHub issue: headings, lists, tables; excerpts as escaped inline code).
+//! The evidence of one request ([`Evidence`]) printed: as Markdown, a list of sections,
+//! each a small function of the value (readable in a GitHub issue: headings, lists, tables;
+//! excerpts as escaped inline code), and as JSON, the value's serialization. Both are
+//! scrubbed once more, whole, of the credential values the bodies held.
 //!
-//! To add a section (the agent's writer, the provider's own verdict): a field of
-//! [`Evidence`], a function here, and its place in [`SECTIONS`].
+//! To add a section: a field of [`Evidence`], a function here, and its place in
+//! [`SECTIONS`].
 
 use std::fmt::Write as _;
 
-use prompt_measure::audit::thousands;
+use prompt_core::input::thousands;
 
-use super::{Around, BlockRow, Evidence, Side};
+use crate::catalogue::WriterFinding;
+use crate::evidence::{Around, BlockRow, Evidence, Redactor, Side};
 
 /// One section: appends its Markdown to the report.
-pub(crate) type Section = fn(&Evidence, &mut String);
+type Section = fn(&Evidence, &mut String);
 
 /// The sections, in order.
-pub(crate) const SECTIONS: &[Section] = &[
+const SECTIONS: &[Section] = &[
     title,
     verdict,
     divergence,
@@ -29,13 +32,38 @@ pub(crate) const SECTIONS: &[Section] = &[
     produced_by,
 ];
 
-/// The whole report.
-pub(crate) fn markdown(e: &Evidence) -> String {
+/// The report as Markdown.
+pub fn evidence_markdown(e: &Evidence) -> String {
     let mut out = String::new();
     for section in SECTIONS {
         section(e, &mut out);
     }
-    out
+    e.redactor.scrub_whole(&out)
+}
+
+/// The report as JSON (pretty, one trailing newline): the value's serialization, every
+/// string scrubbed once more.
+pub fn evidence_json(e: &Evidence) -> Result<String, serde_json::Error> {
+    let json = scrub_value(serde_json::to_value(e)?, &e.redactor);
+    let mut json = serde_json::to_string_pretty(&json)?;
+    json.push('\n');
+    Ok(json)
+}
+
+/// `value` with every string scrubbed of the credential values: the last safety net over
+/// the JSON as written.
+fn scrub_value(value: serde_json::Value, r: &Redactor) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(r.scrub_whole(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| scrub_value(v, r)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, v)| (r.scrub_whole(&k), scrub_value(v, r)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// Inline code that no content can break out of: a table's `|` is escaped (as JSON
@@ -375,7 +403,6 @@ fn agent(e: &Evidence, out: &mut String) {
 }
 
 fn writer(e: &Evidence, out: &mut String) {
-    use prompt_measure::catalogue::WriterFinding;
     let _ = writeln!(out, "### Writer\n");
     match &e.writer {
         Some(WriterFinding::Catalogue(m)) => {
@@ -426,7 +453,7 @@ fn provider(e: &Evidence, out: &mut String) {
     let _ = writeln!(out, "### The provider's verdict\n");
     match &e.provider_verdict {
         Some(p) => {
-            let clause = prompt_measure::report::provider_clause(p);
+            let clause = super::provider_clause(p);
             let clause = clause.trim_start_matches("; ");
             let _ = writeln!(out, "- {clause}\n");
         }
