@@ -42,7 +42,7 @@ impl Verdict {
 /// [`Cause::TailDropped`](crate::Cause::TailDropped)) or without its per-request tail
 /// (`prompt_wire`'s `Body::stable_body`). Anthropic bodies are compared block by
 /// block ignoring `cache_control`, since breakpoints move between requests. Each body is
-/// at most [`MAX_AUDIT_BODY_BYTES`]; the work is linear in their size.
+/// at most [`MAX_AUDIT_BODY_BYTES`](crate::MAX_AUDIT_BODY_BYTES); the work is linear in their size.
 ///
 /// ```
 /// use prompt_engine::{compare, Cause};

@@ -119,7 +119,7 @@ pub struct Analysis {
     pub session: SessionKey,
     /// The earlier request it is compared with; `None` for a cold start.
     pub predecessor: Option<Predecessor>,
-    /// Every change from the predecessor (at most [`MAX_CHANGES`]).
+    /// Every change from the predecessor (at most [`MAX_CHANGES`](crate::MAX_CHANGES)).
     pub changes: Vec<Change>,
     /// The verdict: the first change that loses tokens, a timing or provider finding, a
     /// cold start; `None` when the request extends its predecessor and read what it should.

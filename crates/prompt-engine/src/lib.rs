@@ -32,7 +32,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `body` | the body reader: any API's body read once into slices ([`body_parts`], [`ApiKind`]) |
+//! | `body` | the body reader: any API's body read once into slices ([`body_parts`], [`ApiKind`](prompt_core::ApiKind)) |
 //! | [`headers`] | the one header policy: hop-by-hop, recorded, credential |
 //! | `canon` | a body as the provider caches it ([`Canonical`]) |
 //! | `cause` | the one closed list of causes ([`Cause`], [`CauseKind`]) |

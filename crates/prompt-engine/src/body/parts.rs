@@ -30,9 +30,9 @@ pub struct BodyParts<'a> {
     pub messages: Vec<&'a str>,
 }
 
-/// Reads one request body of any shape [`compare`] knows into its parts, with the checks
+/// Reads one request body of any shape [`compare`](crate::compare) knows into its parts, with the checks
 /// `compare` makes of each body (one JSON object of unique keys, at most
-/// [`MAX_AUDIT_BODY_BYTES`], whose strings decode; tools and messages objects); an error
+/// [`MAX_AUDIT_BODY_BYTES`](crate::MAX_AUDIT_BODY_BYTES), whose strings decode; tools and messages objects); an error
 /// names the body [`Which::Request`]. Messages are read whole only while they may tell the
 /// shape. Linear in the body's size; nothing is copied.
 ///

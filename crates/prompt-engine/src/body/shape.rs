@@ -30,7 +30,7 @@ pub fn serialize_shape<S: serde::Serializer>(api: &ApiKind, s: S) -> Result<S::O
     })
 }
 
-/// Which of the two bodies (or the one body read by [`body_parts`]).
+/// Which of the two bodies (or the one body read by [`body_parts`](crate::body_parts)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Which {
@@ -38,7 +38,7 @@ pub enum Which {
     Earlier,
     /// The later body.
     Later,
-    /// A body read alone ([`body_parts`]).
+    /// A body read alone ([`body_parts`](crate::body_parts)).
     Request,
 }
 
@@ -64,7 +64,7 @@ pub(crate) struct Evidence {
 pub(crate) enum Reading {
     /// A comparison: every message is also read as compared, for its hash.
     Compare,
-    /// Its parts alone ([`body_parts`]): as sent, in order.
+    /// Its parts alone ([`body_parts`](crate::body_parts)): as sent, in order.
     Parts,
 }
 
