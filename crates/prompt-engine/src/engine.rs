@@ -130,6 +130,9 @@ pub struct Analysis {
     /// Earlier requests of its session were held, yet none is its predecessor: it shares no
     /// element with any of them (a new conversation in a known session).
     pub session_seen: bool,
+    /// How its tokens lost were counted, for [`Analysis::settle`].
+    #[serde(skip)]
+    loss: Option<LossBasis>,
     /// Its tokens, by the caller's counter.
     pub tokens: u64,
     /// Tokens it shares with the predecessor from the start.
@@ -187,6 +190,78 @@ fn shares_any(a: &Canonical<'_>, b: &Canonical<'_>) -> bool {
     let seen: std::collections::HashSet<u64, BuildHasherDefault<FxHasher>> =
         a.chain_blocks().map(|b| b.hash).collect();
     b.chain_blocks().any(|block| seen.contains(&block.hash))
+}
+
+/// What a break's tokens lost were counted from: what an append-only continuation of the
+/// predecessor would have read, by the request's own provider rule, and where this request
+/// stops sharing.
+#[derive(Debug, Clone, PartialEq)]
+struct LossBasis {
+    profile: Profile,
+    /// What the rule reads of an append-only continuation.
+    ideal: u64,
+    /// Tokens of the whole elements shared.
+    common_tokens: u64,
+    /// The request's tokens.
+    total: u64,
+    /// The first changed element's bytes before the change, in the request's body: its
+    /// start and the change's byte (`None`: the change is the request's model, key or a
+    /// parameter, or Anthropic's breakpoints decide).
+    partial: Option<(usize, usize)>,
+}
+
+impl Analysis {
+    /// Where the first changed element starts and where the change is, in the request's
+    /// body: the bytes still shared inside it, which a caller with a tokenizer counts for
+    /// [`Analysis::settle`]. `None` when nothing inside an element is shared, or the rule
+    /// reads whole blocks (Anthropic's breakpoints).
+    pub fn partial_span(&self) -> Option<(usize, usize)> {
+        self.loss.as_ref()?.partial
+    }
+
+    /// Settles a break's tokens lost with the tokens of the changed element before the change
+    /// (`shared_inside`, counted over [`Analysis::partial_span`]): where the provider's rule
+    /// stops reading — token by token (llama.cpp), in steps (OpenAI), units (DeepSeek) or
+    /// blocks (vLLM) — not where the element starts.
+    pub fn settle(&mut self, shared_inside: u64) {
+        let Some(loss) = &self.loss else {
+            return;
+        };
+        let shared = loss.common_tokens.saturating_add(shared_inside);
+        let read = loss.profile.readable(shared, loss.total);
+        self.tokens_lost = loss.ideal.saturating_sub(read);
+    }
+}
+
+/// What an append-only continuation of `pred` would read by `profile`'s rule: for
+/// Anthropic, the tokens up to its last cache write (its last breakpoint), if over the
+/// minimum; elsewhere all of it, as finely as the provider reads.
+fn ideal_read(profile: &Profile, pred: &Stored) -> u64 {
+    let total: u64 = pred.tokens.iter().map(|&t| u64::from(t)).sum();
+    if profile.lookback_blocks().is_some() {
+        let last = pred
+            .canonical
+            .breakpoints
+            .iter()
+            .max()
+            .map_or(0, |&p| p as usize);
+        let written = sum(&pred.tokens, last);
+        let minimum = u64::from(profile.min_cache_tokens().unwrap_or(0));
+        return if written < minimum { 0 } else { written };
+    }
+    profile.readable(total, total.saturating_add(1))
+}
+
+/// The chain element a change is in (a message for a change inside one of its blocks).
+fn chain_element(place: &Place, c: &Canonical<'_>) -> Option<Block> {
+    match place {
+        Place::Message { index, .. } => Place::Message {
+            index: *index,
+            block: None,
+        }
+        .element_in(c),
+        other => other.element_in(c),
+    }
 }
 
 /// Whether a request is a new conversation: nothing the model wrote is in it.
@@ -642,6 +717,7 @@ impl Engine {
             cause: Some(Cause::ColdStart),
             new_conversation,
             session_seen: self.index.scopes_of_session.contains_key(&session_hash),
+            loss: None,
             tokens: total,
             common_tokens: 0,
             tokens_lost: 0,
@@ -657,11 +733,6 @@ impl Engine {
         {
             let found = diff(&pred.canonical, &canonical);
             let common_tokens: u64 = tokens[..found.common.min(tokens.len())]
-                .iter()
-                .map(|&t| u64::from(t))
-                .sum();
-            let pred_total: u64 = pred.tokens.iter().map(|&t| u64::from(t)).sum();
-            let pred_common: u64 = pred.tokens[..found.common.min(pred.tokens.len())]
                 .iter()
                 .map(|&t| u64::from(t))
                 .sum();
@@ -695,7 +766,32 @@ impl Engine {
                     Some(Cause::ColdStart)
                 }
                 Some(change) => {
-                    analysis.tokens_lost = pred_total.saturating_sub(pred_common);
+                    // Lost: what the provider's rule reads of an append-only continuation,
+                    // less what it reads of this request (nothing, for a change of the
+                    // model, key or a parameter the cache is keyed by).
+                    let ideal = ideal_read(&profile, pred);
+                    let keyed = chain_element(&change.place, &canonical).is_none();
+                    let read = match expected {
+                        _ if keyed => 0,
+                        Expected::Tokens(t)
+                        | Expected::BreakpointMoved { read: t }
+                        | Expected::LookbackExceeded { read: t } => t,
+                        Expected::BelowMinimum => 0,
+                    };
+                    analysis.tokens_lost = ideal.saturating_sub(read);
+                    let partial = chain_element(&change.place, &canonical)
+                        .filter(|_| profile.lookback_blocks().is_none())
+                        .map(|b| (b.start as usize, change.divergence.byte_offset))
+                        .filter(|(start, at)| at > start);
+                    if !keyed {
+                        analysis.loss = Some(LossBasis {
+                            profile: profile.clone(),
+                            ideal,
+                            common_tokens,
+                            total,
+                            partial,
+                        });
+                    }
                     Some(change.cause.clone())
                 }
                 None => timing_and_usage(&mut analysis, &profile, pred, expected, gap_secs),
@@ -891,7 +987,8 @@ fn expected_read(
         return if common > 0 && shared < minimum {
             Expected::BelowMinimum
         } else {
-            Expected::Tokens(shared)
+            // As finely as the provider reads (OpenAI's 128-token steps, vLLM's blocks).
+            Expected::Tokens(profile.readable(shared, sum(tokens, tokens.len())))
         };
     };
     // Anthropic reads at a breakpoint of this request an entry the predecessor wrote at

@@ -652,7 +652,7 @@ impl<'t> Auditor<'t> {
         // its text), for the engine's counts and the simulator's rules alike.
         let mut segments: Vec<Segment> = Vec::new();
         let cache = &mut self.cache;
-        let verdict = self
+        let mut verdict = self
             .engine
             .analyze_read(canonical, &exchange, line, &mut |c, b| {
                 let segment = cache.segment_keyed(b.hash, || c.sent_text(b));
@@ -660,6 +660,17 @@ impl<'t> Auditor<'t> {
                 segments.push(segment);
                 n
             });
+        // A break's tokens lost end where the provider's rule stops reading: inside the
+        // changed element, after the tokens still shared there.
+        if let Some((start, at)) = verdict.partial_span() {
+            let body: &str = &logged.request;
+            let start = body.floor_char_boundary(start.min(body.len()));
+            let at = body.floor_char_boundary(at.min(body.len()));
+            if at > start {
+                let shared = self.cache.tokenizer().encode(&body[start..at]).len();
+                verdict.settle(shared as u64);
+            }
+        }
         let lead = verdict.lead;
         let breakpoints = if verdict.breakpoints.is_empty() {
             // Where the library would place them: after the tools and system, and at the end.

@@ -368,6 +368,21 @@ pub enum Extension {
     Retention,
 }
 
+/// How finely a provider reads a cached prefix (above its minimum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// Every token of the shared prefix (llama.cpp's slot, SGLang's radix tree, Gemini).
+    Tokens,
+    /// The minimum, then whole steps of this many tokens (OpenAI: 128 after 1,024).
+    Steps(u32),
+    /// Whole units of this many tokens (DeepSeek: 64).
+    Units(u32),
+    /// Whole blocks of this many tokens, the request's last token always recomputed (vLLM:
+    /// 16).
+    Blocks(u32),
+}
+
 /// Which models of a row the provider answers cache diagnostics for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -457,6 +472,8 @@ pub struct Facts {
     pub first_system: PrefixRole,
     /// The shortest prefix the provider caches, in tokens (`None`: not documented).
     pub min_cache_tokens: Option<u32>,
+    /// How finely a cached prefix is read: token by token, or in steps, units or blocks.
+    pub granularity: Granularity,
     /// How long an entry lives by default.
     pub lifetime: Lifetime,
     /// The longer lifetime one may ask for.
@@ -870,6 +887,46 @@ impl Profile {
     /// The shortest prefix the provider caches, in tokens.
     pub fn min_cache_tokens(&self) -> Option<u32> {
         self.facts.min_cache_tokens
+    }
+
+    /// How finely the provider reads a cached prefix.
+    pub fn granularity(&self) -> Granularity {
+        self.facts.granularity
+    }
+
+    /// Of a prefix of `shared` tokens a request of `total` tokens shares with what is cached,
+    /// the tokens the provider reads: none below its minimum, then as finely as it reads
+    /// ([`Granularity`]). Anthropic's breakpoints are the engine's to apply, not this.
+    ///
+    /// ```
+    /// use prompt_core::ApiKind;
+    /// use prompt_core::profile::Profile;
+    /// let openai = Profile::lookup(ApiKind::OpenAi, "gpt-4.1", None);
+    /// assert_eq!(openai.readable(1000, 5000), 0);
+    /// assert_eq!(openai.readable(1300, 5000), 1280);
+    /// let llama = Profile::lookup(ApiKind::LlamaCpp, "", None);
+    /// assert_eq!(llama.readable(1300, 5000), 1300);
+    /// ```
+    pub fn readable(&self, shared: u64, total: u64) -> u64 {
+        let minimum = u64::from(self.facts.min_cache_tokens.unwrap_or(0));
+        if shared == 0 || shared < minimum {
+            return 0;
+        }
+        match self.facts.granularity {
+            Granularity::Tokens => shared,
+            Granularity::Steps(step) => {
+                let step = u64::from(step.max(1));
+                minimum + (shared - minimum) / step * step
+            }
+            Granularity::Units(unit) => {
+                let unit = u64::from(unit.max(1));
+                shared / unit * unit
+            }
+            Granularity::Blocks(block) => {
+                let block = u64::from(block.max(1));
+                shared.min(total.saturating_sub(1)) / block * block
+            }
+        }
     }
 
     /// How many blocks before a breakpoint the provider looks for an earlier cache entry

@@ -2,7 +2,8 @@
 //! table in `docs/wire.md` is this one (`the_profile_table_in_docs_wire_md_is_the_table`).
 
 use super::{
-    CacheDiagnostics, Extension, Facts, LaterSystem, Lifetime, OPENAI_IN_MEMORY, Provider,
+    CacheDiagnostics, Extension, Facts, Granularity, LaterSystem, Lifetime, OPENAI_IN_MEMORY,
+    Provider,
 };
 use crate::delivery::{PrefixRole, UpdateRole};
 
@@ -18,6 +19,7 @@ const fn claude(family: &'static str, min: u32, source: &'static str) -> Facts {
         updates: UpdateRole::UserReminder,
         first_system: PrefixRole::System,
         min_cache_tokens: Some(min),
+        granularity: Granularity::Tokens,
         lifetime: ANTHROPIC_LIFETIME,
         extension: Extension::Ttl,
         signatures_required: false,
@@ -35,6 +37,7 @@ const fn gemini(family: &'static str, min: Option<u32>, signatures: bool) -> Fac
         updates: UpdateRole::UserReminder,
         first_system: PrefixRole::System,
         min_cache_tokens: min,
+        granularity: Granularity::Tokens,
         lifetime: Lifetime::Undocumented,
         extension: Extension::None,
         signatures_required: signatures,
@@ -61,6 +64,7 @@ const fn openai(
         updates: UpdateRole::System,
         first_system: PrefixRole::System,
         min_cache_tokens: Some(1024),
+        granularity: Granularity::Steps(128),
         lifetime: OPENAI_IN_MEMORY,
         extension: Extension::Retention,
         signatures_required: false,
@@ -70,7 +74,7 @@ const fn openai(
 }
 
 /// A self-hosted engine speaking Chat Completions through a chat template.
-const fn engine(provider: Provider, source: &'static str) -> Facts {
+const fn engine(provider: Provider, granularity: Granularity, source: &'static str) -> Facts {
     Facts {
         provider: Some(provider),
         family: "",
@@ -78,6 +82,7 @@ const fn engine(provider: Provider, source: &'static str) -> Facts {
         updates: UpdateRole::System,
         first_system: PrefixRole::System,
         min_cache_tokens: None,
+        granularity,
         lifetime: Lifetime::UntilEvicted,
         extension: Extension::None,
         signatures_required: false,
@@ -109,6 +114,7 @@ pub static PROFILES: &[Facts] = &[
         updates: UpdateRole::UserReminder,
         first_system: PrefixRole::System,
         min_cache_tokens: Some(64),
+        granularity: Granularity::Units(64),
         lifetime: Lifetime::Undocumented,
         extension: Extension::None,
         signatures_required: false,
@@ -122,6 +128,7 @@ pub static PROFILES: &[Facts] = &[
         updates: UpdateRole::System,
         first_system: PrefixRole::System,
         min_cache_tokens: Some(1024),
+        granularity: Granularity::Tokens,
         lifetime: ANTHROPIC_LIFETIME,
         extension: Extension::Ttl,
         signatures_required: false,
@@ -190,6 +197,7 @@ pub static PROFILES: &[Facts] = &[
         updates: UpdateRole::UserReminder,
         first_system: PrefixRole::System,
         min_cache_tokens: None,
+        granularity: Granularity::Tokens,
         lifetime: ANTHROPIC_LIFETIME,
         extension: Extension::Ttl,
         signatures_required: false,
@@ -202,14 +210,17 @@ pub static PROFILES: &[Facts] = &[
     gemini("", None, false),
     engine(
         Provider::LlamaCpp,
+        Granularity::Tokens,
         "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md (cache_prompt: the slot's longest common prefix); a later system message per template: docs/templates.md (`cacheline probe-template`)",
     ),
     engine(
         Provider::Vllm,
+        Granularity::Blocks(16),
         "https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html (16-token blocks, evicted by LRU); the chat template renders a later system message, no hoisting (issue 19)",
     ),
     engine(
         Provider::Sglang,
+        Granularity::Tokens,
         "https://docs.sglang.ai/ (RadixAttention prefix cache, evicted by LRU); the chat template renders a later system message, no hoisting (issue 19)",
     ),
     Facts {
@@ -219,6 +230,7 @@ pub static PROFILES: &[Facts] = &[
         updates: UpdateRole::UserReminder,
         first_system: PrefixRole::System,
         min_cache_tokens: None,
+        granularity: Granularity::Tokens,
         lifetime: Lifetime::Idle { seconds: 300 },
         extension: Extension::None,
         signatures_required: false,
@@ -236,6 +248,7 @@ pub static SAFE_DEFAULT: Facts = Facts {
     updates: UpdateRole::UserReminder,
     first_system: PrefixRole::System,
     min_cache_tokens: None,
+    granularity: Granularity::Tokens,
     lifetime: Lifetime::Undocumented,
     extension: Extension::None,
     signatures_required: false,
