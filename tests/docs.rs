@@ -654,3 +654,51 @@ fn the_audit_guide_s_log_lines_report_the_usage_it_says() {
         }
     }
 }
+
+/// A table's header row is printed once: no document repeats it above its separator
+/// (docs/wire.md once printed the `ClientError` table's header twice, a blank line apart),
+/// and no table is split by a blank line into a second one without a header.
+#[test]
+fn no_table_in_the_docs_prints_its_header_row_twice_or_is_split() {
+    let is_separator = |l: &str| {
+        let l = l.trim();
+        l.starts_with("|-") && l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+    };
+    let mut found = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+        let lines: Vec<&str> = text.lines().collect();
+        let mut in_code = false;
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            }
+            if in_code || i < 2 {
+                continue;
+            }
+            let at = format!("{}:{}", doc.display(), i + 1);
+            if is_separator(line) {
+                let header = lines[i - 1];
+                let before = lines[..i - 1]
+                    .iter()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .copied();
+                if before == Some(header) {
+                    found.push(format!("{at}: the header row {header:?} twice"));
+                }
+            }
+            // A row after a blank line that follows a table: the table is split.
+            if line.starts_with('|')
+                && lines[i - 1].trim().is_empty()
+                && lines[i - 2].starts_with('|')
+                && !lines.get(i + 1).is_some_and(|next| is_separator(next))
+            {
+                found.push(format!(
+                    "{at}: a table row after a blank line, without a header"
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
