@@ -1,6 +1,9 @@
 //! New prompt tokens per request, counted by the server's own chat template and tokenizer:
-//! the least any prefix cache must evaluate for it, to set beside what the engine reports it
-//! re-processed (`UsageFigures::reprocessed` of `prompt-wire`, `timings.prompt_n`).
+//! what a cache holding the previous request's prompt must still evaluate, to set beside what
+//! the engine reports it re-processed (`UsageFigures::reprocessed` of `prompt-wire`,
+//! `timings.prompt_n`). A llama.cpp slot also holds the tokens it generated for the previous
+//! reply, so when the history carries that reply as generated it re-processes fewer (the
+//! agent_loop example's continuation: 89 new, 62 re-processed).
 
 use prompt_core::ApiKind;
 
