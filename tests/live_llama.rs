@@ -101,6 +101,7 @@ pub(crate) fn spawn_instance(
         .args(args)
         .env_remove("CACHELINE_LLAMA_PORT")
         .env_remove(URL_ENV)
+        .env_remove(LOG_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr);

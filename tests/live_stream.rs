@@ -13,13 +13,13 @@
 use std::error::Error;
 
 use prompt_client::{Client, Endpoint, RetryPolicy};
-use prompt_llama::{ChatOptions, LlamaClient};
+use prompt_llama::{ChatOptions, LlamaClient, NewTokens, TokenCount};
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
 use prompt_registry::wire::{Next, Reply, WireOptions, read_reply};
 use prompt_registry::{ApiKind, Conversation};
 use serde_json::Value;
 
-use crate::live_llama::{TURNS, say, server};
+use crate::live_llama::{SLACK, TURNS, say, server};
 use crate::live_wire::{
     Sender, Sent, Setup, assert_reprocesses_only_new_tokens, endpoint, print_table,
 };
@@ -52,19 +52,33 @@ fn async_client(llama: &LlamaClient) -> (tokio::runtime::Runtime, Client) {
     (runtime, client)
 }
 
-/// Composes `next`, streams its reply through the client, which records it; returns the
-/// reply and the body's stable part.
+/// Composes `next`, counts its new tokens by the server's tokenizer (`NewTokens`), streams
+/// its reply through the client, which records it; returns the reply, the body's stable part
+/// and the count.
 fn stream_next(
     runtime: &tokio::runtime::Runtime,
     client: &Client,
+    counter: (&LlamaClient, &mut NewTokens),
     conversation: &mut Conversation,
     next: Next,
-) -> Result<(Reply, Vec<u8>), Box<dyn Error>> {
+) -> Result<(Reply, Vec<u8>, TokenCount), Box<dyn Error>> {
     let body = conversation.compose(next)?;
     let (bytes, stable) = (body.to_bytes(), body.stable_body());
+    let (llama, new_tokens) = counter;
+    let count = new_tokens.count(llama, &bytes, &stable)?;
     let stream = client.stream_body(conversation, bytes)?;
-    let reply = runtime.block_on(stream.finish())?;
-    Ok((reply, stable))
+    let (reply, timing) = runtime.block_on(stream.finish_timed())?;
+    // The client's clock: the response before the first token, the first token before the
+    // end (a reply of only empty deltas has no first token).
+    let (response, total) = (timing.response, timing.total);
+    assert!(response.is_some() && total.is_some(), "{timing:?}");
+    assert!(
+        timing
+            .first_token
+            .is_none_or(|t| response <= Some(t) && Some(t) <= total),
+        "{timing:?}"
+    );
+    Ok((reply, stable, count))
 }
 
 /// The compact script's first [`TURNS`] turns through `api`'s endpoint, every reply
@@ -81,6 +95,8 @@ fn stream_reprocesses_only_new_tokens(api: ApiKind, test: &str) {
     let sender = Sender::new(&llama, api);
     let mut labels = RequestLabels::default();
     let mut sent: Vec<Sent> = Vec::new();
+    let mut new_tokens = NewTokens::new(api);
+    let mut counted: Vec<TokenCount> = Vec::new();
     ScenarioSize::Compact
         .play_live(
             &mut conversation,
@@ -88,7 +104,13 @@ fn stream_reprocesses_only_new_tokens(api: ApiKind, test: &str) {
             &mut |step, conversation, next| {
                 let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
                 let before = sender.log_offset();
-                let (reply, stable) = stream_next(&runtime, &client, conversation, next)?;
+                let counter = (&llama, &mut new_tokens);
+                let (reply, stable, count) =
+                    stream_next(&runtime, &client, counter, conversation, next)?;
+                let figures = reply.figures()?.ok_or("no usage in the reply")?;
+                counted.push(count);
+                // `NewTokens` counts what the server's usage says it received.
+                assert_eq!(count.prompt, figures.prompt, "{api:?} {label}");
                 sent.push(sender.measure(label, &reply, before, &stable));
                 Ok::<(), Box<dyn Error>>(())
             },
@@ -99,6 +121,16 @@ fn stream_reprocesses_only_new_tokens(api: ApiKind, test: &str) {
         &sent,
     );
     assert_reprocesses_only_new_tokens(api, &sent);
+    // The same bound with the new tokens `prompt_llama::NewTokens` counted.
+    for (s, count) in sent.iter().zip(&counted).skip(1) {
+        assert!(
+            s.reprocessed <= count.new + SLACK,
+            "{api:?} request {}: re-processed {}, NewTokens counted {} new",
+            s.label,
+            s.reprocessed,
+            count.new
+        );
+    }
 }
 
 #[test]

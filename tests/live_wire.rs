@@ -4,7 +4,7 @@
 //! `/v1/chat/completions`, `/v1/responses` and Anthropic-shaped `/v1/messages`.
 //!
 //! For every request after the first, the tokens the server re-processed (what each API's
-//! usage reports, read by the usage meter) stay within the new tokens + 4, the new tokens
+//! usage reports, read into `UsageFigures`) stay within the new tokens + 4, the new tokens
 //! being the request's tokens beyond the previous body's stable part (counted by the
 //! server's own token counters). The API's cached counter agrees with llama.cpp's timings:
 //! `timings.cache_n` in a Chat Completions reply; the server log's "prompt eval" count
@@ -16,7 +16,6 @@ use std::process::Command;
 
 use prompt_core::ApiKind;
 use prompt_llama::LlamaClient;
-use prompt_measure::meter::Usage;
 use prompt_reference::components::ToolsField;
 use prompt_reference::scenario::{self, RequestLabels, ScenarioSize};
 use prompt_registry::snapshot::RestoreMode;
@@ -39,7 +38,7 @@ pub(crate) struct Sent {
     /// The body's tokens, by the server's count.
     total: u64,
     /// Tokens the server re-processed, as the API's usage reports them.
-    reprocessed: u64,
+    pub(crate) reprocessed: u64,
     /// Tokens served from the cache, as the API's usage reports them.
     cached: u64,
     /// `timings.cache_n` (Chat Completions only).
@@ -260,20 +259,17 @@ impl<'a> Sender<'a> {
                 None => break None,
             }
         };
-        let usage = reply
-            .usage
-            .as_ref()
+        // The engine's own figures, read from whichever API's usage the reply carries.
+        let figures = reply
+            .figures()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
             .unwrap_or_else(|| panic!("{path}: no usage in the reply"));
-        // The wire's usage report and the meter name providers by one identity.
-        let provider = usage.provider;
-        let json: Value = serde_json::from_str(&usage.json).unwrap_or_else(|e| panic!("{e}"));
-        let metered = Usage::from_provider(provider, &json).unwrap_or_else(|e| panic!("{e}"));
         Sent {
             label,
             epoch: None,
-            total: metered.input(),
-            reprocessed: metered.input_uncached + metered.cache_write,
-            cached: metered.cache_read,
+            total: figures.prompt,
+            reprocessed: figures.reprocessed,
+            cached: figures.cached,
             timings_cache_n: None,
             logged_prompt_n: logged,
             stable: count_tokens(self.client, self.api, stable_body)

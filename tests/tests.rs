@@ -6,6 +6,7 @@ mod credentials;
 mod docs;
 mod layout;
 mod live_fleet;
+mod live_instances;
 mod live_llama;
 mod live_stream;
 mod live_wire;

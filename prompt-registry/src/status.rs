@@ -176,6 +176,9 @@ pub struct ComponentStatus {
     pub constant: bool,
     /// For tail components, whether updates persist in history; `null` in the prefix.
     pub persist: Option<Persist>,
+    /// The text a tail writer delivers once when it returns `None` after having had text
+    /// (its `cleared`); `null` when it declares none (its last text then stands).
+    pub cleared: Option<String>,
     /// Why it landed there, in words.
     pub reason: String,
     /// Which rule decided, machine-readable.
@@ -200,6 +203,7 @@ impl StatusReport {
                     stability: c.stability().as_str(),
                     constant: c.stability() == Stability::Static,
                     persist: (r.placement == Placement::Tail).then(|| c.persist_mode()),
+                    cleared: c.cleared_text().map(str::to_owned),
                     reason: r.reason.to_string(),
                     rule: r.reason,
                     source: c.source().to_string(),
@@ -266,10 +270,11 @@ impl fmt::Display for StatusReport {
             "DECLARED",
             "STABILITY",
             "PERSIST",
+            "CLEARED",
             "SOURCE",
             "WHY",
         ];
-        let mut rows: Vec<[String; 7]> = Vec::new();
+        let mut rows: Vec<[String; 8]> = Vec::new();
         let mut sorted: Vec<&ComponentStatus> = p.components.iter().collect();
         sorted.sort_by_key(|c| (c.placement == Placement::Tail, c.id.clone()));
         for c in sorted {
@@ -279,6 +284,9 @@ impl fmt::Display for StatusReport {
                 c.declared.map_or_else(|| "-".to_owned(), |d| d.to_string()),
                 c.stability.to_owned(),
                 c.persist.map_or_else(|| "-".to_owned(), |d| d.to_string()),
+                c.cleared
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), |t| format!("{t:?}")),
                 c.source.clone(),
                 c.reason.clone(),
             ]);

@@ -5,12 +5,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_core::Stream;
 use prompt_core::ApiKind;
-use prompt_wire::stream::{StreamEvent, StreamReader};
+use prompt_wire::stream::{StreamError, StreamEvent, StreamReader};
 use prompt_wire::{Conversation, MAX_REPLY_BYTES, Next, Reply};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
@@ -132,6 +132,9 @@ impl Client {
             state: State::Opening(Box::pin(opening)),
             attempts: 0,
             reply: None,
+            clock: Clock::default(),
+            received: 0,
+            text: String::new(),
         })
     }
 
@@ -176,14 +179,19 @@ impl Client {
                         max: MAX_REPLY_BYTES,
                     });
                 }
-                Err(source) if self.retry.allows(attempts) && !source.is_builder() => {
+                Err((_, source)) if self.retry.allows(attempts) && !source.is_builder() => {
                     wait = Some(self.retry.backoff(attempts, None));
                 }
-                Err(source) => {
-                    return Err(ClientError::Transport {
+                Err((received, source)) => {
+                    // The response began: its body broke off.
+                    return Err(ClientError::Cut {
                         url: request.url.clone(),
                         attempts,
-                        source,
+                        events: 0,
+                        received,
+                        text: String::new(),
+                        missing: None,
+                        source: Some(source),
                     });
                 }
             }
@@ -313,11 +321,12 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(seconds))
 }
 
-/// The body, or `None` when it goes over `max` bytes (then read no further).
+/// The body, or `None` when it goes over `max` bytes (then read no further); on an error,
+/// the bytes received before it.
 async fn read_capped(
     mut response: reqwest::Response,
     max: usize,
-) -> Result<Option<Vec<u8>>, reqwest::Error> {
+) -> Result<Option<Vec<u8>>, (u64, reqwest::Error)> {
     if response
         .content_length()
         .is_some_and(|len| len > max as u64)
@@ -325,7 +334,7 @@ async fn read_capped(
         return Ok(None);
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
+    while let Some(chunk) = response.chunk().await.map_err(|e| (body.len() as u64, e))? {
         if body.len().saturating_add(chunk.len()) > max {
             return Ok(None);
         }
@@ -385,6 +394,45 @@ pub struct ReplyStream<'c> {
     state: State,
     attempts: u32,
     reply: Option<Reply>,
+    clock: Clock,
+    /// Bytes of the current attempt's body read so far.
+    received: u64,
+    /// The text shown so far (the current attempt's text deltas).
+    text: String,
+}
+
+/// When the stream's milestones came, from the first poll.
+#[derive(Debug, Default, Clone, Copy)]
+struct Clock {
+    started: Option<Instant>,
+    response: Option<Duration>,
+    first_token: Option<Duration>,
+    ended: Option<Duration>,
+}
+
+impl Clock {
+    fn since_start(&self) -> Option<Duration> {
+        self.started.map(|s| s.elapsed())
+    }
+}
+
+/// What the client measured of a streamed reply, each from the moment the request was first
+/// sent (the stream's first poll; retries included, as the user waits through them).
+///
+/// `first_token` is the time to first token as a caller sees it: the engine's prompt
+/// processing, its first decode step and the network. The engine's own share is
+/// [`UsageFigures::prompt_ms`](prompt_wire::UsageFigures::prompt_ms) where the engine
+/// reports it (llama.cpp).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamTiming {
+    /// Until the response's success status came.
+    pub response: Option<Duration>,
+    /// Until the first event carrying the reply's content: text, reasoning, or a tool
+    /// call's start (an empty delta does not count).
+    pub first_token: Option<Duration>,
+    /// Until the stream ended (recorded, failed or cut).
+    pub total: Option<Duration>,
 }
 
 impl std::fmt::Debug for ReplyStream<'_> {
@@ -424,6 +472,37 @@ impl ReplyStream<'_> {
         self.attempts
     }
 
+    /// What the client has measured so far: the time to the response, to the first token,
+    /// and (once ended) to the end.
+    pub fn timing(&self) -> StreamTiming {
+        StreamTiming {
+            response: self.clock.response,
+            first_token: self.clock.first_token,
+            total: self.clock.ended,
+        }
+    }
+
+    /// [`ReplyStream::finish`], with what the client measured ([`StreamTiming`]).
+    pub async fn finish_timed(mut self) -> Result<(Reply, StreamTiming), ClientError> {
+        while let Some(event) = self.next_event().await {
+            event?;
+        }
+        let timing = self.timing();
+        self.reply
+            .ok_or(ClientError::Spent)
+            .map(|reply| (reply, timing))
+    }
+
+    /// Bytes of the response's body received so far (of the last attempt).
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The reply's text shown so far (its text deltas joined).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Whether nothing has been shown yet, so the request may be sent again.
     fn may_retry(&self) -> bool {
         self.reader.events_read() == 0 && self.retry.allows(self.attempts)
@@ -432,6 +511,8 @@ impl ReplyStream<'_> {
     /// Sends the request again, on a fresh reader.
     fn reopen(&mut self) {
         self.reader = self.conversation.wire().stream_reader();
+        self.received = 0;
+        self.text.clear();
         let wait = Some(self.retry.backoff(self.attempts, None));
         let opening = open(
             self.http.clone(),
@@ -443,9 +524,11 @@ impl ReplyStream<'_> {
         self.state = State::Opening(Box::pin(opening));
     }
 
-    /// Ends the stream: records the reply, or gives the error.
+    /// Ends the stream: records the reply, or gives the error (a body that ended before
+    /// the reply's last event: [`ClientError::Cut`]).
     fn end(&mut self) -> Option<Result<StreamEvent, ClientError>> {
         self.state = State::Done;
+        self.clock.ended = self.clock.since_start();
         let api = self.reader.api();
         let reader = std::mem::replace(&mut self.reader, StreamReader::new(api));
         match self.conversation.finish_stream(reader) {
@@ -453,13 +536,63 @@ impl ReplyStream<'_> {
                 self.reply = Some(reply);
                 None
             }
+            Err(StreamError::CutOff {
+                events, missing, ..
+            }) => Some(Err(self.cut(events, Some(missing), None))),
             Err(e) => Some(Err(e.into())),
         }
     }
 
+    /// The body broke off (`source`) after `events` events, before `missing`.
+    fn cut(
+        &mut self,
+        events: u64,
+        missing: Option<&'static str>,
+        source: Option<reqwest::Error>,
+    ) -> ClientError {
+        ClientError::Cut {
+            url: self.request.url.clone(),
+            attempts: self.attempts,
+            events,
+            received: self.received,
+            text: std::mem::take(&mut self.text),
+            missing,
+            source,
+        }
+    }
+
+    /// The connection broke while the body was read: the reply is cut where the reader is.
+    fn broke(&mut self, source: reqwest::Error) -> ClientError {
+        let api = self.reader.api();
+        let reader = std::mem::replace(&mut self.reader, StreamReader::new(api));
+        let events = reader.events_read();
+        let missing = match reader.into_reply() {
+            Err(StreamError::CutOff { missing, .. }) => Some(missing),
+            _ => None,
+        };
+        self.cut(events, missing, Some(source))
+    }
+
     fn fail(&mut self, error: ClientError) -> Poll<Option<Result<StreamEvent, ClientError>>> {
         self.state = State::Done;
+        self.clock.ended = self.clock.since_start();
         Poll::Ready(Some(Err(error)))
+    }
+
+    /// Notes what an event shows before it is handed out.
+    fn shown(&mut self, event: &StreamEvent) {
+        let content = match event {
+            StreamEvent::TextDelta { text } => {
+                self.text.push_str(text);
+                !text.is_empty()
+            }
+            StreamEvent::ReasoningDelta { text } => !text.is_empty(),
+            StreamEvent::ToolCallStarted { .. } => true,
+            _ => false,
+        };
+        if content && self.clock.first_token.is_none() {
+            self.clock.first_token = self.clock.since_start();
+        }
     }
 }
 
@@ -468,8 +601,12 @@ impl Stream for ReplyStream<'_> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.clock.started.is_none() {
+            this.clock.started = Some(Instant::now());
+        }
         loop {
             if let Some(event) = this.reader.next_event() {
+                this.shown(&event);
                 return Poll::Ready(Some(Ok(event)));
             }
             match &mut this.state {
@@ -479,12 +616,14 @@ impl Stream for ReplyStream<'_> {
                     Poll::Ready(Err(e)) => return this.fail(e),
                     Poll::Ready(Ok(opened)) => {
                         this.attempts = opened.attempts;
+                        this.clock.response = this.clock.since_start();
                         this.state = State::Reading(Box::pin(opened.response.bytes_stream()));
                     }
                 },
                 State::Failed(error) => {
                     let error = error.take();
                     this.state = State::Done;
+                    this.clock.ended = this.clock.since_start();
                     if let Some(error) = error {
                         return Poll::Ready(Some(Err(error)));
                     }
@@ -493,6 +632,7 @@ impl Stream for ReplyStream<'_> {
                 State::Reading(chunks) => match chunks.as_mut().poll_next(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Some(Ok(bytes))) => {
+                        this.received = this.received.saturating_add(bytes.len() as u64);
                         if let Err(e) = this.reader.feed(&bytes) {
                             // The events read before the error are shown first.
                             this.state = State::Failed(Some(e.into()));
@@ -507,11 +647,8 @@ impl Stream for ReplyStream<'_> {
                             this.reopen();
                             continue;
                         }
-                        let error = ClientError::Transport {
-                            url: this.request.url.clone(),
-                            attempts: this.attempts,
-                            source,
-                        };
+                        // The response began: its body broke off.
+                        let error = this.broke(source);
                         return this.fail(error);
                     }
                     Poll::Ready(None) => {

@@ -36,7 +36,9 @@ pub enum ClientError {
         /// The header's name (at most 64 bytes of it).
         name: String,
     },
-    /// No response: the connection failed, timed out, or the body broke off.
+    /// No response: the connection failed or timed out before the response's status came.
+    /// The request may or may not have reached the server; nothing was shown and nothing
+    /// recorded: send it again with [`Next::resend`](prompt_wire::Next::resend).
     #[error("{url}: no response after {attempts} attempt(s): {}", prompt_core::input::chain(.source))]
     Transport {
         /// The URL.
@@ -46,6 +48,36 @@ pub enum ClientError {
         /// reqwest's error.
         #[source]
         source: reqwest::Error,
+    },
+    /// The response began (a success status came, and maybe events were shown) and its body
+    /// broke off, or ended, before the reply's last event: the answer was cut. Nothing was
+    /// recorded; what was shown of it is [`text`](ClientError::Cut::text). The server
+    /// processed (and cached) the prompt: [`Next::resend`](prompt_wire::Next::resend) sends
+    /// the same bytes again and costs little more than the generation; the partial text
+    /// shown should be replaced by the new reply's.
+    #[error(
+        "{url}: the reply was cut off after {events} event(s) and {received} byte(s) of its body{}; nothing was recorded (send it again with Next::resend)",
+        cut_detail(.missing, .source)
+    )]
+    Cut {
+        /// The URL.
+        url: String,
+        /// Requests sent.
+        attempts: u32,
+        /// The server-sent events read before the cut (0 for a whole reply, which has none).
+        events: u64,
+        /// The bytes of the response's body received before the cut.
+        received: u64,
+        /// The reply's text shown before the cut (its
+        /// [`TextDelta`](prompt_wire::stream::StreamEvent::TextDelta)s joined).
+        text: String,
+        /// The API's last event, which never came (`data: [DONE]`, `message_stop`,
+        /// `response.completed`, a chunk with a `finishReason`); `None` for a whole reply.
+        missing: Option<&'static str>,
+        /// Why the body ended: the transport's error when the connection broke; `None` when
+        /// the server closed it cleanly before the reply's end.
+        #[source]
+        source: Option<reqwest::Error>,
     },
     /// The server answered with an error status.
     #[error("{url}: HTTP {status} after {attempts} attempt(s): {excerpt}")]
@@ -67,8 +99,9 @@ pub enum ClientError {
         /// The limit.
         max: usize,
     },
-    /// The streamed reply failed or was refused ([`StreamError`]: cut off, a provider's
-    /// error event, malformed, over a limit, or a reply the session refuses).
+    /// The streamed reply failed or was refused ([`StreamError`]: a provider's error event,
+    /// malformed, over a limit, or a reply the session refuses; a reply cut off is
+    /// [`ClientError::Cut`]).
     #[error(transparent)]
     Stream(#[from] StreamError),
     /// [`ReplyStream::finish`](crate::ReplyStream::finish) on a stream that has already
@@ -78,4 +111,21 @@ pub enum ClientError {
     /// The whole reply was refused or could not be recorded ([`WireError`]).
     #[error(transparent)]
     Record(#[from] WireError),
+}
+
+/// `, before message_stop: connection reset` — what never came and why the body ended.
+fn cut_detail(missing: &Option<&'static str>, source: &Option<reqwest::Error>) -> String {
+    let mut out = String::new();
+    if let Some(missing) = missing {
+        out.push_str(", before ");
+        out.push_str(missing);
+    }
+    match source {
+        Some(source) => {
+            out.push_str(": ");
+            out.push_str(&prompt_core::input::chain(source));
+        }
+        None => out.push_str(": the server closed the connection"),
+    }
+    out
 }

@@ -18,7 +18,12 @@
 //!   `x-api-key` and `anthropic-version` (Anthropic), `x-goog-api-key` and the model in the
 //!   path (Gemini), the conversation's routing header, `content-type: application/json`.
 //! - A request is sent again only while nothing of its reply has been shown
-//!   ([`RetryPolicy`]).
+//!   ([`RetryPolicy`]). A reply whose body breaks off after it began is
+//!   [`ClientError::Cut`] (what was shown, where it stopped), apart from
+//!   [`ClientError::Transport`] (no response at all).
+//! - What the client measures of a stream ([`StreamTiming`]: time to the response, to the
+//!   first token, to the end; [`ReplyStream::finish_timed`]); the engine's own figures are
+//!   in the reply's usage ([`Reply::figures`](prompt_wire::Reply::figures)).
 //! - [`ScriptedServer`]: a loopback server answering with scripted responses, for an
 //!   agent's tests offline (and the example below).
 //!
@@ -96,7 +101,7 @@ mod error;
 mod retry;
 mod scripted;
 
-pub use client::{Client, ReplyStream};
+pub use client::{Client, ReplyStream, StreamTiming};
 pub use endpoint::{
     ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_VERSION, Endpoint, GEMINI_BASE_URL, OPENAI_BASE_URL,
 };

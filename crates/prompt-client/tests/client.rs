@@ -272,7 +272,7 @@ async fn after_the_first_event_an_error_is_not_retried_nothing_is_recorded_and_t
     let mut stream = client.stream(&mut chat, hi()).unwrap();
     let error = events(&mut stream).await.unwrap_err();
     assert!(
-        matches!(error, ClientError::Transport { attempts: 1, .. }),
+        matches!(error, ClientError::Cut { attempts: 1, .. }),
         "{error}"
     );
     assert!(stream.next_event().await.is_none(), "the stream has ended");
@@ -285,6 +285,160 @@ async fn after_the_first_event_an_error_is_not_retried_nothing_is_recorded_and_t
     assert_eq!(chat.session().history().len(), 2);
     let sent = server.requests();
     assert_eq!(sent[0].body, sent[1].body, "the same request again");
+}
+
+/// A reply cut after text has streamed is `ClientError::Cut`, with the text shown, the
+/// events and bytes received and what never came, and the connection's error under it; a
+/// server that is not there is `Transport`. The app tells "send it again" from "the answer
+/// was cut".
+#[tokio::test]
+async fn a_reply_cut_after_text_streamed_is_a_cut_error_with_what_was_received_not_a_transport_error()
+ {
+    let api = ApiKind::OpenAi;
+    let text = concat!(
+        r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"The answer"},"finish_reason":null}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"index":0,"delta":{"content":" is 42"},"finish_reason":null}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"index":0,"delta":{"content":" because"},"finish_reason":"stop"}]}"#,
+        "\n\n",
+        "data: [DONE]\n\n"
+    );
+    // Two events whole, then 10 bytes of the third, and the connection closes mid-chunk.
+    let third = text.match_indices("data: ").nth(2).unwrap().0;
+    let cut_at = third + 10;
+    let server =
+        ScriptedServer::start(vec![ScriptedResponse::sse(text).cut_after(cut_at)]).unwrap();
+    let mut chat = conversation(api, false);
+    let mut stream = client(&server, 3).stream(&mut chat, hi()).unwrap();
+    let mut shown = String::new();
+    let error = loop {
+        match stream.next_event().await {
+            Some(Ok(StreamEvent::TextDelta { text })) => shown.push_str(&text),
+            Some(Ok(_)) => {}
+            Some(Err(error)) => break error,
+            None => panic!("the stream ended without its error"),
+        }
+    };
+    assert_eq!(shown, "The answer is 42");
+    match &error {
+        ClientError::Cut {
+            attempts,
+            events,
+            received,
+            text,
+            missing,
+            source,
+            ..
+        } => {
+            assert_eq!(*attempts, 1, "not retried once text was shown");
+            assert_eq!(*events, 2);
+            assert_eq!(*received, cut_at as u64);
+            assert_eq!(text, "The answer is 42");
+            assert_eq!(*missing, Some("data: [DONE]"));
+            assert!(source.is_some(), "the connection's error is the cause");
+        }
+        other => panic!("not a cut: {other}"),
+    }
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("cut off after 2 event(s) and {cut_at} byte(s)"))
+            && message.contains("before data: [DONE]")
+            && message.contains("Next::resend"),
+        "{message}"
+    );
+    assert!(std::error::Error::source(&error).is_some(), "{message}");
+    assert!(stream.timing().first_token.is_some() && stream.timing().total.is_some());
+    drop(stream);
+    assert_eq!(chat.session().history().len(), 1, "nothing recorded");
+
+    // A body that ends cleanly before its last event is cut too, with no transport error.
+    let server = ScriptedServer::start(vec![ScriptedResponse::sse(&text[..third])]).unwrap();
+    let mut chat = conversation(api, false);
+    let error = client(&server, 0)
+        .stream(&mut chat, hi())
+        .unwrap()
+        .finish()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ClientError::Cut { events: 2, source: None, missing: Some("data: [DONE]"), text, .. } if text == "The answer is 42"),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("the server closed the connection"),
+        "{error}"
+    );
+
+    // A whole reply whose body breaks off: cut, with the bytes received, no events.
+    let whole = whole_chat("A whole answer that is cut.");
+    let server = ScriptedServer::start(vec![ScriptedResponse::json(whole).cut_after(30)]).unwrap();
+    let mut chat = conversation(api, true);
+    let error = client(&server, 0).send(&mut chat, hi()).await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            ClientError::Cut {
+                events: 0,
+                received: 30,
+                missing: None,
+                source: Some(_),
+                ..
+            }
+        ),
+        "{error}"
+    );
+
+    // No server at all: no response began, a transport error.
+    let url = server.url().to_owned();
+    drop(server);
+    let client = Client::new(Endpoint::new(format!("{url}/v1")))
+        .unwrap()
+        .retry(fast_retries(0));
+    let mut chat = conversation(api, false);
+    let error = client
+        .stream(&mut chat, hi())
+        .unwrap()
+        .finish()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ClientError::Transport { .. }), "{error}");
+}
+
+/// The client's clock: the time to the response, to the first token (the first event with
+/// content, not an empty delta) and to the end, with the pieces `pause` apart.
+#[tokio::test]
+async fn a_stream_s_timing_counts_to_the_first_token_and_to_its_end() {
+    let api = ApiKind::OpenAi;
+    let pause = Duration::from_millis(60);
+    let body = concat!(
+        r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}"#,
+        "\n\n",
+        "data: [DONE]\n\n"
+    );
+    let first = body.find("\n\n").unwrap() + 2;
+    let server =
+        ScriptedServer::start(vec![ScriptedResponse::sse(body).in_pieces(first, pause)]).unwrap();
+    let mut chat = conversation(api, false);
+    let stream = client(&server, 0).stream(&mut chat, hi()).unwrap();
+    let (reply, timing) = stream.finish_timed().await.unwrap();
+    assert_eq!(reply.text, "Hi!");
+    let response = timing.response.unwrap();
+    let first_token = timing.first_token.unwrap();
+    let total = timing.total.unwrap();
+    // The empty first delta is not a token: the first comes one pause after it.
+    assert!(first_token >= pause, "{timing:?}");
+    assert!(
+        response <= first_token && first_token <= total,
+        "{timing:?}"
+    );
+    assert!(total >= 2 * pause, "{timing:?}");
 }
 
 #[tokio::test]

@@ -13,7 +13,10 @@
 //! - [`probe`]: does the model follow a system-prompt update, depending on where it is put.
 //!
 //! The server URL comes from [`locate_server`]: `CACHELINE_LLAMA_URL`, else the file that
-//! `scripts/llama-server.sh start` writes. See `docs/live-llama.md`.
+//! `scripts/llama-server.sh start` writes; [`ServerUrl`] reads that file again after a
+//! restart. [`NewTokens`] counts each request's new tokens by the server's own tokenizer,
+//! to set beside what it re-processed (the reply's `UsageFigures`, read by `prompt-wire`).
+//! See `docs/live-llama.md`.
 //!
 //! Every error names the endpoint it was talking to; here nothing listens there:
 //!
@@ -54,10 +57,12 @@ pub mod bench;
 mod client;
 pub mod fleet;
 pub mod probe;
+mod tokens;
 
 pub use client::{
     ChatOptions, ChatReply, LiveError, LlamaClient, MAX_RESPONSE_BYTES, Timings, Usage,
 };
+pub use tokens::{NewTokens, TokenCount};
 
 /// Environment variable holding the server's base URL.
 pub const URL_ENV: &str = "CACHELINE_LLAMA_URL";
@@ -81,14 +86,38 @@ pub fn default_url_file() -> Option<PathBuf> {
     Some(cache.join("llama-server.url"))
 }
 
+/// Environment variable naming the server's log instead of the one beside the URL file.
+pub const LOG_ENV: &str = "CACHELINE_LLAMA_LOG";
+
+/// The URL file `scripts/llama-server.sh` uses: `CACHELINE_LLAMA_URL_FILE`, else
+/// [`default_url_file`].
+pub fn url_file() -> Option<PathBuf> {
+    match std::env::var_os(URL_FILE_ENV).filter(|v| !v.is_empty()) {
+        Some(path) => Some(PathBuf::from(path)),
+        None => default_url_file(),
+    }
+}
+
 /// Where `scripts/llama-server.sh start` writes the server's log: `CACHELINE_LLAMA_LOG`,
-/// else `logs/llama-server.log` beside [`default_url_file`].
+/// else beside the URL file ([`url_file`]), its `.url` replaced by `.log` (the previous
+/// run's in `.log.1`), as the pid file is, so that each instance's files are its own.
 pub fn default_log_file() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("CACHELINE_LLAMA_LOG").filter(|v| !v.is_empty()) {
+    if let Some(path) = std::env::var_os(LOG_ENV).filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(path));
     }
-    let url_file = default_url_file()?;
-    Some(url_file.parent()?.join("logs").join("llama-server.log"))
+    Some(instance_file(&url_file()?, "log"))
+}
+
+/// The file of the instance whose URL file is `url_file`, with extension `ext` (`pid`,
+/// `log`): `name.url` → `name.ext`, as `scripts/llama-server.sh` names them.
+pub fn instance_file(url_file: &std::path::Path, ext: &str) -> PathBuf {
+    if url_file.extension().is_some_and(|e| e == "url") {
+        return url_file.with_extension(ext);
+    }
+    let mut name = url_file.as_os_str().to_owned();
+    name.push(".");
+    name.push(ext);
+    PathBuf::from(name)
 }
 
 /// The most a URL file is read: a URL is far shorter; anything longer is not one.
@@ -109,6 +138,110 @@ pub fn read_url_file(path: &std::path::Path) -> std::io::Result<String> {
         ));
     }
     Ok(text)
+}
+
+/// Where the server is, read again whenever asked: `scripts/llama-server.sh start` writes a
+/// restarted server's new URL (a new free port) into the same URL file, so an agent that
+/// keeps running across a server restart reads it again ([`ServerUrl::refresh`]) instead of
+/// keeping the URL it read at start.
+///
+/// ```
+/// use prompt_llama::ServerUrl;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let file = std::env::temp_dir().join(format!("prompt-llama-restart-{}.url", std::process::id()));
+/// std::fs::write(&file, "http://127.0.0.1:8080\n")?;
+/// let mut server = ServerUrl::file(&file);
+/// assert_eq!(server.refresh()?.as_deref(), Some("http://127.0.0.1:8080")); // the first read
+/// assert_eq!(server.refresh()?, None); // unchanged
+/// std::fs::write(&file, "http://127.0.0.1:8123\n")?; // the server restarted on another port
+/// assert_eq!(server.refresh()?.as_deref(), Some("http://127.0.0.1:8123"));
+/// assert_eq!(server.url()?, "http://127.0.0.1:8123");
+/// std::fs::remove_file(&file)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerUrl {
+    from: UrlFrom,
+    last: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum UrlFrom {
+    Env(String),
+    File(PathBuf),
+}
+
+impl ServerUrl {
+    /// `CACHELINE_LLAMA_URL` when it is set (a fixed URL), else the URL file
+    /// (`CACHELINE_LLAMA_URL_FILE`, else [`default_url_file`]), which need not exist yet.
+    pub fn locate() -> Result<Self, LiveError> {
+        if let Some(url) = std::env::var(URL_ENV).ok().filter(|u| !u.trim().is_empty()) {
+            return Ok(Self {
+                from: UrlFrom::Env(url.trim().to_owned()),
+                last: None,
+            });
+        }
+        let file = url_file().ok_or_else(|| LiveError::UrlFile {
+            path: PathBuf::from("llama-server.url"),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{URL_ENV} is unset and HOME is unknown"),
+            ),
+        })?;
+        Ok(Self::file(file))
+    }
+
+    /// The URL in `path`, a URL file as `scripts/llama-server.sh` writes it.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self {
+            from: UrlFrom::File(path.into()),
+            last: None,
+        }
+    }
+
+    /// Where the URL comes from: `CACHELINE_LLAMA_URL` or the file's path.
+    pub fn source(&self) -> String {
+        match &self.from {
+            UrlFrom::Env(_) => URL_ENV.to_owned(),
+            UrlFrom::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// The URL now: the file read again (a missing or empty file is
+    /// [`LiveError::UrlFile`], naming it: no server is running).
+    pub fn url(&mut self) -> Result<String, LiveError> {
+        let url = match &self.from {
+            UrlFrom::Env(url) => url.clone(),
+            UrlFrom::File(path) => {
+                let text = read_url_file(path).map_err(|source| LiveError::UrlFile {
+                    path: path.clone(),
+                    source,
+                })?;
+                let url = text.trim();
+                if url.is_empty() {
+                    return Err(LiveError::UrlFile {
+                        path: path.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            "empty: no server is running (scripts/llama-server.sh start)",
+                        ),
+                    });
+                }
+                url.to_owned()
+            }
+        };
+        self.last = Some(url.clone());
+        Ok(url)
+    }
+
+    /// Reads the URL again; `Some(url)` when it differs from the one read last (the first
+    /// read included): the server restarted, and a client made for the old URL is stale.
+    pub fn refresh(&mut self) -> Result<Option<String>, LiveError> {
+        let before = self.last.take();
+        let now = self.url()?;
+        Ok((before.as_deref() != Some(now.as_str())).then_some(now))
+    }
 }
 
 /// Where the server is, or why none is configured.
@@ -137,11 +270,7 @@ pub fn locate_server() -> Result<ServerLocation, LiveError> {
             source: URL_ENV.to_owned(),
         });
     }
-    let file = match std::env::var_os(URL_FILE_ENV).filter(|v| !v.is_empty()) {
-        Some(path) => Some(PathBuf::from(path)),
-        None => default_url_file(),
-    };
-    let Some(file) = file else {
+    let Some(file) = url_file() else {
         return Ok(ServerLocation::Absent {
             reason: format!("{URL_ENV} is unset and HOME is unknown"),
         });
@@ -167,6 +296,25 @@ pub fn locate_server() -> Result<ServerLocation, LiveError> {
 #[cfg(test)]
 mod url_file_tests {
     use super::*;
+
+    /// As `scripts/llama-server.sh` names them: `NAME.url` → `NAME.pid`, `NAME.log`; a URL
+    /// file named otherwise gets the extension appended.
+    #[test]
+    fn each_instance_file_sits_beside_its_url_file() {
+        let url = std::path::Path::new("/tmp/agent-a/llama.url");
+        assert_eq!(
+            instance_file(url, "log"),
+            PathBuf::from("/tmp/agent-a/llama.log")
+        );
+        assert_eq!(
+            instance_file(url, "pid"),
+            PathBuf::from("/tmp/agent-a/llama.pid")
+        );
+        assert_eq!(
+            instance_file(std::path::Path::new("/tmp/b/server"), "log"),
+            PathBuf::from("/tmp/b/server.log")
+        );
+    }
 
     #[test]
     fn a_url_file_is_read_up_to_its_limit_and_a_longer_one_is_refused() {

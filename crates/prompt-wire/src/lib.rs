@@ -14,7 +14,8 @@
 //! - [`Wire::record_reply`] reads the provider's reply and records the assistant message
 //!   the next request must carry, byte-for-byte (thinking blocks with their signatures,
 //!   Responses output items, Gemini parts); it returns the tool calls to run and the raw
-//!   usage object for the meter.
+//!   usage object for the meter; [`UsageFigures`] reads that usage, of any API, into the
+//!   engine's own figures (prompt tokens re-processed, cached, generated).
 //! - [`stream`] reads a streamed reply as its bytes come, sans-IO: events to show at once,
 //!   and at the end the message recorded and the `Reply` that `record_reply` gives for the
 //!   whole reply the stream amounts to, byte-for-byte.
@@ -85,6 +86,7 @@ mod options;
 mod raw;
 mod reply;
 pub mod stream;
+mod usage;
 mod wire;
 
 pub use conversation::{
@@ -108,6 +110,7 @@ pub use prompt_engine::{
 #[allow(deprecated)]
 pub use reply::UsageProvider;
 pub use reply::{MAX_REPLY_BYTES, Reply, ToolCall, UsageReport, read_reply};
+pub use usage::{UsageError, UsageFigures};
 pub use wire::{
     ANTHROPIC_LOOKBACK_BLOCKS, Block, Body, CACHE_DIAGNOSIS_BETA, MAX_KEPT_CACHE_KEY, ResumePoint,
     Wire, prompt_cache_key,

@@ -250,6 +250,114 @@ fn a_restart_with_an_edited_system_prompt_restores_strict_keeps_the_prefix_and_a
     }
 }
 
+/// A session whose instructions were edited ("You are Jan." then "You are Jan, and terse.",
+/// appended), saved: the document and the bytes of the last request.
+fn edited_and_saved(style: &DeliveryStyle) -> (Session, SessionSnapshot, Vec<u8>) {
+    let mut s = start(style, "You are Jan.");
+    three_turns(&mut s);
+    assert_ne!(
+        s.set_system_prompt("You are Jan, and terse."),
+        SystemPromptChange::Unchanged
+    );
+    let last = s
+        .turn(todo(&["b"]), "one more")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .stable_bytes();
+    s.record_assistant(&reply("done"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let snapshot: SessionSnapshot =
+        serde_json::from_str(&s.save().to_json()).unwrap_or_else(|e| panic!("{e}"));
+    (s, snapshot, last)
+}
+
+/// docs/lifecycle.md, "Restoring with and without instructions": restored with no
+/// `with_system_prompt`, the session keeps the current prompt it saved (here the edit) and
+/// appends nothing; its next body is the one the saved session would send.
+#[test]
+fn restoring_without_instructions_keeps_the_saved_current_prompt_and_appends_nothing() {
+    for style in STYLES {
+        let style = style();
+        let (mut saved, snapshot, last) = edited_and_saved(&style);
+        let no_prompt = SessionOptions::new()
+            .with_delivery(style.clone())
+            .with_session_id("thread-1");
+        let Restored {
+            session: mut restored,
+            changes,
+            system_prompt,
+            ..
+        } = Session::restore(
+            &snapshot,
+            components(),
+            &policy(),
+            SessionContext::default(),
+            no_prompt,
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        assert!(changes.is_none(), "{style:?}");
+        assert_eq!(system_prompt, None, "{style:?}: nothing appended");
+        assert_eq!(
+            restored.system_prompt().as_deref(),
+            Some("You are Jan, and terse."),
+            "{style:?}: the saved current prompt"
+        );
+        let next = restored
+            .turn(todo(&["b"]), "after the restart")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let expected = saved
+            .turn(todo(&["b"]), "after the restart")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(next.to_bytes(), expected.to_bytes(), "{style:?}");
+        assert_eq!(next.extends(&last), PrefixCheck::Prefix, "{style:?}");
+        assert_eq!(
+            count(&next.to_bytes(), "You are Jan, and terse."),
+            1,
+            "{style:?}"
+        );
+    }
+}
+
+/// docs/lifecycle.md, "Restoring with and without instructions": restored with the text the
+/// session started with, after an edit, the session takes it as the current instructions
+/// and appends it as a new edit (the app must pass the text its user last saved).
+#[test]
+fn restoring_with_the_old_instructions_after_an_edit_appends_them_as_a_new_edit() {
+    for style in STYLES {
+        let style = style();
+        let (_, snapshot, last) = edited_and_saved(&style);
+        let Restored {
+            session: mut restored,
+            changes,
+            system_prompt,
+            ..
+        } = Session::restore(
+            &snapshot,
+            components(),
+            &policy(),
+            SessionContext::default(),
+            options(&style, "You are Jan."),
+            RestoreMode::Strict,
+        )
+        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        assert!(changes.is_none(), "{style:?}: the prefix is kept");
+        assert!(
+            matches!(
+                system_prompt,
+                Some(SystemPromptChange::Appended(_) | SystemPromptChange::Deferred)
+            ),
+            "{style:?}: {system_prompt:?}"
+        );
+        assert_eq!(restored.system_prompt().as_deref(), Some("You are Jan."));
+        let next = restored
+            .turn(todo(&["b"]), "after the restart")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(next.extends(&last), PrefixCheck::Prefix, "{style:?}");
+        // Once frozen at the head, once appended again after the edit.
+        assert_eq!(count(&next.to_bytes(), "You are Jan."), 2, "{style:?}");
+    }
+}
+
 #[test]
 fn regenerate_sends_the_last_request_again_byte_for_byte_on_a_branch() {
     for style in STYLES {

@@ -6,11 +6,10 @@
 
 use std::error::Error;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use prompt_client::{Client, Endpoint, RetryPolicy};
-use prompt_llama::LlamaClient;
-use prompt_measure::meter::Usage;
+use prompt_client::{Client, Endpoint, RetryPolicy, StreamTiming};
+use prompt_llama::{LlamaClient, NewTokens};
 use prompt_reference::scenario::{self, RequestLabels};
 use prompt_registry::wire::{Next, Reply};
 use prompt_registry::{ApiKind, Conversation, PromptPolicy, Registry};
@@ -72,18 +71,9 @@ fn stream_one(
     client: &Client,
     conversation: &mut Conversation,
     body: Vec<u8>,
-) -> Result<(Reply, Duration), Box<dyn Error>> {
-    let started = Instant::now();
-    let mut stream = client.stream_body(conversation, body)?;
-    runtime.block_on(async {
-        let mut first = None;
-        while let Some(event) = stream.next_event().await {
-            event?;
-            first.get_or_insert_with(|| started.elapsed());
-        }
-        let reply = stream.finish().await?;
-        Ok((reply, first.unwrap_or_else(|| started.elapsed())))
-    })
+) -> Result<(Reply, StreamTiming), Box<dyn Error>> {
+    let stream = client.stream_body(conversation, body)?;
+    Ok(runtime.block_on(stream.finish_timed())?)
 }
 
 /// Plays `turns` turns of the script through `api`'s endpoint on `llama`'s server.
@@ -103,9 +93,8 @@ pub(crate) fn measure(
     let client = Client::new(endpoint)?.retry(RetryPolicy::NONE);
     let options = scenario::llama_cpp_wire_options(api, max_tokens, true);
     let mut conversation = SIZE.conversation(registry, policy, api, options)?;
-    let generation = llama.generation_prompt_tokens()?;
     let mut labels = RequestLabels::default();
-    let mut previous_stable = 0u64;
+    let mut new_tokens = NewTokens::new(api);
     let mut requests = Vec::new();
     SIZE.play_live(
         &mut conversation,
@@ -114,27 +103,23 @@ pub(crate) fn measure(
             let label = labels.next(step.turn, matches!(next, Next::Continuation { .. }));
             let body = conversation.compose(next)?;
             let (bytes, stable) = (body.to_bytes(), body.stable_body());
-            let started = Instant::now();
-            let (reply, ttft) = stream_one(&runtime, &client, conversation, bytes)?;
-            let total_ms = started.elapsed().as_secs_f64() * 1000.0;
-            let usage = reply
-                .usage
-                .as_ref()
+            // Counted before it is sent: the server's tokenizer, not its slot.
+            let count = new_tokens.count(llama, &bytes, &stable)?;
+            let (reply, timing) = stream_one(&runtime, &client, conversation, bytes)?;
+            let figures = reply
+                .figures()?
                 .ok_or_else(|| format!("request {label}: the stream carried no usage"))?;
-            let json: serde_json::Value = serde_json::from_str(&usage.json)?;
-            let (_, usage) = Usage::detect(&json)?;
-            let tokens = usage.input();
+            let ms = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64() * 1000.0;
             requests.push(StreamedRequest {
                 label,
-                tokens,
-                reprocessed: usage.input_uncached.saturating_add(usage.cache_write),
-                cached: usage.cache_read,
-                new: tokens.saturating_sub(previous_stable),
-                ttft_ms: ttft.as_secs_f64() * 1000.0,
-                total_ms,
+                tokens: figures.prompt,
+                reprocessed: figures.reprocessed,
+                cached: figures.cached,
+                new: count.new,
+                ttft_ms: ms(timing.first_token.or(timing.total)),
+                total_ms: ms(timing.total),
                 recorded_bytes: reply.message.len(),
             });
-            previous_stable = llama.count_tokens(api, &stable)?.saturating_sub(generation);
             Ok::<(), Box<dyn Error>>(())
         },
     )?;
@@ -191,6 +176,6 @@ pub(crate) fn write_tables(
     }
     writeln!(
         out,
-        "tokens, re-processed, cached = the API's usage read from the stream; new = tokens beyond the previous body's stable part (the server's own counters); TTFT = client wall time to the first event; recorded B = the assistant message recorded from the stream."
+        "tokens, re-processed, cached = the API's usage read from the stream; new = tokens beyond the previous body's stable part (the server's own counters); TTFT = client wall time to the first token (the first event with content); recorded B = the assistant message recorded from the stream."
     )
 }

@@ -67,6 +67,10 @@ fn status_json_lists_every_reference_component_with_resolved_placement() {
         } else {
             assert!(one_of(&row["persist"], &["history", "ephemeral"]), "{row}");
         }
+        assert!(
+            row["cleared"].is_null() || row["cleared"].is_string(),
+            "{row}"
+        );
         assert!(row["reason"].is_string(), "{row}");
         assert!(
             one_of(
