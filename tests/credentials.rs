@@ -50,3 +50,29 @@ fn the_credential_rule_is_the_capture_scripts_rule() {
         assert!(!names_credential(name), "{name}");
     }
 }
+
+/// The relay the agent tests put before a real upstream (`scripts/agents/relay.py`) drops the
+/// hop-by-hop headers of the one header policy (`prompt_registry::wire::engine::headers`),
+/// and besides them only `host` and `content-length`, which it sets itself.
+#[test]
+fn the_relay_drops_the_header_policy_s_hop_by_hop_headers() {
+    use prompt_registry::wire::engine::headers::{HOP_BY_HOP, HeaderRole, role_of};
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scripts/agents/relay.py"
+    ))
+    .unwrap();
+    let start = script.find("HOP = {").unwrap();
+    let rest = &script[start..];
+    let end = rest.find('}').unwrap();
+    let listed: Vec<&str> = rest[..end].split('"').skip(1).step_by(2).collect();
+    for h in HOP_BY_HOP {
+        assert!(listed.contains(&h), "relay.py does not drop {h}");
+    }
+    for h in &listed {
+        assert!(
+            role_of(h) == HeaderRole::HopByHop || matches!(*h, "host" | "content-length"),
+            "relay.py drops {h}, which the header policy forwards"
+        );
+    }
+}
