@@ -52,8 +52,11 @@ const SYSTEM: &str = "You are a terse assistant for the cacheline project. Answe
 const HOSTILE: &str = "<img src=x onerror=\"document.title='pwned'\"><b>bold</b>";
 
 fn chat(system: &str, turns: usize) -> String {
+    // Project notes after the instructions: the prompt is over OpenAI's 1,024-token minimum,
+    // so a changed system prompt loses what OpenAI would have read.
+    let notes = "Project notes: the cache keeps the longest unchanged prefix. ".repeat(120);
     let mut messages = vec![
-        serde_json::json!({"role": "system", "content": system}),
+        serde_json::json!({"role": "system", "content": format!("{system}\n\n{notes}")}),
         serde_json::json!({"role": "user", "content": "List the files in src."}),
     ];
     for i in 1..turns {

@@ -219,6 +219,12 @@ impl Analysis {
         self.loss.as_ref()?.partial
     }
 
+    /// Whether a break lost nothing because its provider caches nothing of the
+    /// predecessor: under its minimum (or, for Anthropic, no breakpoint wrote an entry).
+    pub fn nothing_cached(&self) -> bool {
+        self.loss.as_ref().is_some_and(|l| l.ideal == 0)
+    }
+
     /// Settles a break's tokens lost with the tokens of the changed element before the change
     /// (`shared_inside`, counted over [`Analysis::partial_span`]): where the provider's rule
     /// stops reading — token by token (llama.cpp), in steps (OpenAI), units (DeepSeek) or

@@ -49,13 +49,14 @@ pub fn verdict_text(r: &RequestAudit) -> String {
                 |c| format!("{}, byte {}", c.json_path, c.divergence.byte_offset),
             );
             let mut s = format!("{} at {at} vs {named}{lane}: {cause}", cause.kind());
-            if let Some(c) = change
-                && v.tokens_lost > 0
-            {
+            if let Some(c) = change {
                 s.push_str(&format!(
                     "; {:?} → {:?}",
                     c.divergence.excerpt.earlier, c.divergence.excerpt.later
                 ));
+                if v.nothing_cached() {
+                    s.push_str("; nothing lost: the provider caches no prefix this short");
+                }
             }
             if let (Some(short), Some(read)) = (v.shortfall, v.reported) {
                 // The provider's tokens and the audit's tokenizer's differ: compared as
