@@ -51,6 +51,11 @@ impl<R: Read> LineReader<R> {
         self.bytes
     }
 
+    /// The text of the line last returned (empty after a line over the cap).
+    pub fn text(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// The next line; `None` at the end.
     pub fn next_line(&mut self) -> std::io::Result<Option<Line<'_>>> {
         self.buf.clear();

@@ -126,6 +126,26 @@ pub struct StoredRequest {
     pub reply: Option<String>,
 }
 
+impl StoredRequest {
+    /// A request of `provider` with `usage`, read at `origin`: no time or model yet, no
+    /// marker set, nothing rebuilt.
+    pub(crate) fn counted(provider: Provider, usage: Usage, origin: Origin) -> Self {
+        Self {
+            time: None,
+            model: String::new(),
+            provider,
+            usage,
+            new_process: false,
+            after_compaction: false,
+            new_prompt: false,
+            origin,
+            body: None,
+            headers: Vec::new(),
+            reply: None,
+        }
+    }
+}
+
 /// One session as a store records it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredSession {

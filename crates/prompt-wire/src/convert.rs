@@ -458,6 +458,96 @@ fn responses_part(part: &RawValue, index: usize) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Anthropic Messages and Gemini generateContent: user-side content as blocks (parts).
+
+/// How an API of content blocks (Anthropic) or parts (Gemini) writes user-side content: a
+/// system or user message, a tool result's content.
+struct Blocks {
+    /// A text block.
+    text: fn(&str) -> Part,
+    /// The opening of an inline image, up to its media type (then `,"data":`, the data and
+    /// `}}`).
+    inline_image: &'static str,
+    /// The opening of an image by URL, up to the URL (then `}}`).
+    image_url: &'static str,
+    /// Any other part, `i`th of its message.
+    other: fn(&RawValue, usize) -> Result<Part, String>,
+}
+
+impl Blocks {
+    /// User-side content parts (OpenAI's `text` and `image_url`, any other carried) as blocks.
+    fn user_parts(&self, items: &[&RawValue]) -> Result<Vec<Part>, String> {
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let object = Object::of(item).map_err(|p| format!("content part {i} is {p}"))?;
+            match object.str("type").as_deref() {
+                Some("text") => {
+                    let text = object
+                        .str("text")
+                        .ok_or_else(|| format!("text part {i} has no string \"text\""))?;
+                    if !text.is_empty() {
+                        out.push((self.text)(&text));
+                    }
+                }
+                Some("image_url") => {
+                    let (url, _) =
+                        image_url(&object).ok_or_else(|| format!("image part {i} has no URL"))?;
+                    let mut block = String::new();
+                    match data_url(&url) {
+                        Some((media, data)) => {
+                            block.push_str(self.inline_image);
+                            push_quoted(&mut block, media);
+                            block.push_str(r#","data":"#);
+                            push_quoted(&mut block, data);
+                        }
+                        None => {
+                            block.push_str(self.image_url);
+                            push_quoted(&mut block, &url);
+                        }
+                    }
+                    block.push_str("}}");
+                    out.push(Part::new(block));
+                }
+                _ => out.push((self.other)(item, i)?),
+            }
+        }
+        Ok(out)
+    }
+
+    /// A user-side message's content as blocks (none for no text).
+    fn content(&self, content: Content<'_>) -> Result<Vec<Part>, String> {
+        match content {
+            Content::Absent => Ok(Vec::new()),
+            Content::Text(text) if text.is_empty() => Ok(Vec::new()),
+            Content::Text(text) => Ok(vec![(self.text)(&text)]),
+            Content::Parts(items) => self.user_parts(&items),
+        }
+    }
+
+    /// A message of `role` `system` (or `developer`) or `user`; any other role is unknown.
+    fn user_side(&self, object: &Object<'_>, role: &str) -> Result<Converted, String> {
+        match role {
+            "system" | "developer" => {
+                let content = content_of(object, "content")?.0;
+                let text = match &content {
+                    Content::Absent => String::new(),
+                    Content::Text(text) => text.to_string(),
+                    Content::Parts(items) => text_of_parts(items),
+                };
+                let mut converted = Converted::new(Role::User, self.content(content)?);
+                converted.system_text = Some(text);
+                Ok(converted)
+            }
+            "user" => Ok(Converted::new(
+                Role::User,
+                self.content(content_of(object, "content")?.0)?,
+            )),
+            other => Err(unknown_role(other)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Anthropic Messages: content blocks.
 
 const THINKING: [&str; 2] = ["thinking", "redacted_thinking"];
@@ -488,71 +578,16 @@ fn anthropic_verbatim(block: &RawValue, index: usize) -> Result<Part, String> {
     })
 }
 
-/// User-side content (a user message, a tool result's content) as Anthropic blocks.
-fn anthropic_user_blocks(items: &[&RawValue]) -> Result<Vec<Part>, String> {
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let object = Object::of(item).map_err(|p| format!("content part {i} is {p}"))?;
-        match object.str("type").as_deref() {
-            Some("text") => {
-                let text = object
-                    .str("text")
-                    .ok_or_else(|| format!("text part {i} has no string \"text\""))?;
-                if !text.is_empty() {
-                    out.push(anthropic_text(&text));
-                }
-            }
-            Some("image_url") => {
-                let (url, _) =
-                    image_url(&object).ok_or_else(|| format!("image part {i} has no URL"))?;
-                let mut block = String::from(r#"{"type":"image","source":"#);
-                match data_url(&url) {
-                    Some((media, data)) => {
-                        block.push_str(r#"{"type":"base64","media_type":"#);
-                        push_quoted(&mut block, media);
-                        block.push_str(r#","data":"#);
-                        push_quoted(&mut block, data);
-                    }
-                    None => {
-                        block.push_str(r#"{"type":"url","url":"#);
-                        push_quoted(&mut block, &url);
-                    }
-                }
-                block.push_str("}}");
-                out.push(Part::new(block));
-            }
-            _ => out.push(anthropic_verbatim(item, i)?),
-        }
-    }
-    Ok(out)
-}
-
-fn anthropic_content(content: Content<'_>) -> Result<Vec<Part>, String> {
-    match content {
-        Content::Absent => Ok(Vec::new()),
-        Content::Text(text) if text.is_empty() => Ok(Vec::new()),
-        Content::Text(text) => Ok(vec![anthropic_text(&text)]),
-        Content::Parts(items) => anthropic_user_blocks(&items),
-    }
-}
+/// Anthropic's user-side blocks.
+const ANTHROPIC: Blocks = Blocks {
+    text: anthropic_text,
+    inline_image: r#"{"type":"image","source":{"type":"base64","media_type":"#,
+    image_url: r#"{"type":"image","source":{"type":"url","url":"#,
+    other: anthropic_verbatim,
+};
 
 fn anthropic(object: &Object<'_>, role: &str) -> Result<Converted, String> {
     match role {
-        "system" | "developer" => {
-            let content = content_of(object, "content")?.0;
-            let text = match &content {
-                Content::Absent => String::new(),
-                Content::Text(text) => text.to_string(),
-                Content::Parts(items) => text_of_parts(items),
-            };
-            let mut converted = Converted::new(Role::User, anthropic_content(content)?);
-            converted.system_text = Some(text);
-            Ok(converted)
-        }
-        "user" => Ok(Converted::new(
-            Role::User,
-            anthropic_content(content_of(object, "content")?.0)?,
-        )),
         "assistant" => {
             let mut blocks = Vec::new();
             let mut present: HashSet<String> = HashSet::new();
@@ -609,7 +644,7 @@ fn anthropic(object: &Object<'_>, role: &str) -> Result<Converted, String> {
                 }
                 (Content::Parts(items), _) => {
                     out.push_str(r#","content":["#);
-                    for (i, block) in anthropic_user_blocks(&items)?.iter().enumerate() {
+                    for (i, block) in ANTHROPIC.user_parts(&items)?.iter().enumerate() {
                         if i > 0 {
                             out.push(',');
                         }
@@ -624,7 +659,7 @@ fn anthropic(object: &Object<'_>, role: &str) -> Result<Converted, String> {
             out.push('}');
             Ok(Converted::new(Role::User, vec![Part::new(out)]))
         }
-        other => Err(unknown_role(other)),
+        other => ANTHROPIC.user_side(object, other),
     }
 }
 
@@ -638,52 +673,13 @@ fn gemini_text(text: &str) -> Part {
     Part::new(out)
 }
 
-fn gemini_user_parts(items: &[&RawValue]) -> Result<Vec<Part>, String> {
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let object = Object::of(item).map_err(|p| format!("content part {i} is {p}"))?;
-        match object.str("type").as_deref() {
-            Some("text") => {
-                let text = object
-                    .str("text")
-                    .ok_or_else(|| format!("text part {i} has no string \"text\""))?;
-                if !text.is_empty() {
-                    out.push(gemini_text(&text));
-                }
-            }
-            Some("image_url") => {
-                let (url, _) =
-                    image_url(&object).ok_or_else(|| format!("image part {i} has no URL"))?;
-                let mut part = String::new();
-                match data_url(&url) {
-                    Some((media, data)) => {
-                        part.push_str(r#"{"inlineData":{"mimeType":"#);
-                        push_quoted(&mut part, media);
-                        part.push_str(r#","data":"#);
-                        push_quoted(&mut part, data);
-                    }
-                    None => {
-                        part.push_str(r#"{"fileData":{"fileUri":"#);
-                        push_quoted(&mut part, &url);
-                    }
-                }
-                part.push_str("}}");
-                out.push(Part::new(part));
-            }
-            _ => out.push(Part::new(item.get())),
-        }
-    }
-    Ok(out)
-}
-
-fn gemini_content(content: Content<'_>) -> Result<Vec<Part>, String> {
-    match content {
-        Content::Absent => Ok(Vec::new()),
-        Content::Text(text) if text.is_empty() => Ok(Vec::new()),
-        Content::Text(text) => Ok(vec![gemini_text(&text)]),
-        Content::Parts(items) => gemini_user_parts(&items),
-    }
-}
+/// Gemini's user-side parts.
+const GEMINI: Blocks = Blocks {
+    text: gemini_text,
+    inline_image: r#"{"inlineData":{"mimeType":"#,
+    image_url: r#"{"fileData":{"fileUri":"#,
+    other: |item, _| Ok(Part::new(item.get())),
+};
 
 fn gemini(
     object: &Object<'_>,
@@ -691,21 +687,6 @@ fn gemini(
     answered: &dyn Fn(&str) -> Option<Call>,
 ) -> Result<Converted, String> {
     match role {
-        "system" | "developer" => {
-            let content = content_of(object, "content")?.0;
-            let text = match &content {
-                Content::Absent => String::new(),
-                Content::Text(text) => text.to_string(),
-                Content::Parts(items) => text_of_parts(items),
-            };
-            let mut converted = Converted::new(Role::User, gemini_content(content)?);
-            converted.system_text = Some(text);
-            Ok(converted)
-        }
-        "user" => Ok(Converted::new(
-            Role::User,
-            gemini_content(content_of(object, "content")?.0)?,
-        )),
         "assistant" => {
             let calls = tool_calls(object)?;
             if let Some(given) = object.get("parts") {
@@ -781,7 +762,7 @@ fn gemini(
             out.push_str("}}}");
             Ok(Converted::new(Role::User, vec![Part::new(out)]))
         }
-        other => Err(unknown_role(other)),
+        other => GEMINI.user_side(object, other),
     }
 }
 

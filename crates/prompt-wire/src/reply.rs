@@ -225,6 +225,57 @@ fn raw_value<'a>(ctx: &Ctx, text: &'a str, at: &str) -> Result<&'a RawValue, Wir
     serde_json::from_str(text).map_err(|e| ctx.bad(at, format!("not JSON ({e})")))
 }
 
+/// Reads the array `text` holds (`at` names it): each element, an object, is handed to
+/// `each` with its index and its place (`at[i]`).
+fn each_object<'a>(
+    ctx: &Ctx,
+    text: &'a str,
+    at: &str,
+    mut each: impl FnMut(usize, &str, Object<'a>) -> Result<(), WireError>,
+) -> Result<(), WireError> {
+    for (i, item) in ctx
+        .array(raw_value(ctx, text, at)?, at)?
+        .into_iter()
+        .enumerate()
+    {
+        let at = format!("{at}[{i}]");
+        each(i, &at, ctx.object(item, &at)?)?;
+    }
+    Ok(())
+}
+
+impl Reply {
+    /// A reply read from a whole body or a stream's end: no id nor diagnostics yet.
+    fn read(
+        message: String,
+        tool_calls: Vec<ToolCall>,
+        text: String,
+        stop_reason: Option<String>,
+        usage: Option<UsageReport>,
+    ) -> Self {
+        Self {
+            message,
+            tool_calls,
+            text,
+            stop_reason,
+            usage,
+            id: None,
+            diagnostics: None,
+        }
+    }
+}
+
+/// The history's message of a reply whose own form is kept under `key` (Responses'
+/// `output`, Gemini's `parts`): no content, its tool calls in the OpenAI shape, then `raw`.
+fn kept_message(tool_calls: &[ToolCall], key: &str, raw: &str) -> String {
+    let mut message = String::from(r#"{"role":"assistant","content":null"#);
+    push_tool_calls(&mut message, tool_calls);
+    message.push_str(&format!(r#","{key}":"#));
+    message.push_str(raw);
+    message.push('}');
+    message
+}
+
 /// `,"tool_calls":[…]` in the OpenAI shape, for the session's bookkeeping of open calls.
 fn push_tool_calls(out: &mut String, calls: &[ToolCall]) {
     if calls.is_empty() {
@@ -235,15 +286,21 @@ fn push_tool_calls(out: &mut String, calls: &[ToolCall]) {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(r#"{"id":"#);
-        push_quoted(out, &call.id);
-        out.push_str(r#","type":"function","function":{"name":"#);
-        push_quoted(out, &call.name);
-        out.push_str(r#","arguments":"#);
-        push_quoted(out, &call.arguments);
-        out.push_str("}}");
+        push_openai_call(out, &call.id, &call.name, &call.arguments);
     }
     out.push(']');
+}
+
+/// One tool call in the OpenAI shape: `{"id":…,"type":"function","function":{"name":…,
+/// "arguments":…}}` (the session's bookkeeping, and a streamed OpenAI message).
+pub(crate) fn push_openai_call(out: &mut String, id: &str, name: &str, arguments: &str) {
+    out.push_str(r#"{"id":"#);
+    push_quoted(out, id);
+    out.push_str(r#","type":"function","function":{"name":"#);
+    push_quoted(out, name);
+    out.push_str(r#","arguments":"#);
+    push_quoted(out, arguments);
+    out.push_str("}}");
 }
 
 fn chat(ctx: &Ctx, top: &Object<'_>, api: ApiKind) -> Result<Reply, WireError> {
@@ -319,15 +376,13 @@ pub(crate) fn chat_reply(
         Some(c) => raw::string_of(c).map(Cow::into_owned).unwrap_or_default(),
         None => String::new(),
     };
-    Ok(Reply {
-        message: raw_message.to_owned(),
+    Ok(Reply::read(
+        raw_message.to_owned(),
         tool_calls,
         text,
         stop_reason,
         usage,
-        id: None,
-        diagnostics: None,
-    })
+    ))
 }
 
 fn responses(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
@@ -363,21 +418,18 @@ pub(crate) fn responses_reply(
     stop_reason: Option<String>,
     usage: Option<UsageReport>,
 ) -> Result<Reply, WireError> {
-    let items = ctx.array(raw_value(ctx, output, "output")?, "output")?;
     let mut tool_calls = Vec::new();
     let mut text = String::new();
-    for (i, item) in items.iter().enumerate() {
-        let at = format!("output[{i}]");
-        let item = ctx.object(item, &at)?;
+    each_object(ctx, output, "output", |_, at, item| {
         match item.str("type").as_deref() {
             Some("function_call") => tool_calls.push(ToolCall {
-                id: ctx.string(&item, "call_id", &at)?.into_owned(),
-                name: ctx.string(&item, "name", &at)?.into_owned(),
-                arguments: ctx.string(&item, "arguments", &at)?.into_owned(),
+                id: ctx.string(&item, "call_id", at)?.into_owned(),
+                name: ctx.string(&item, "name", at)?.into_owned(),
+                arguments: ctx.string(&item, "arguments", at)?.into_owned(),
             }),
             Some("message") => {
                 let Some(content) = item.get("content") else {
-                    continue;
+                    return Ok(());
                 };
                 for (j, part) in ctx
                     .array(content, &format!("{at}.content"))?
@@ -394,21 +446,10 @@ pub(crate) fn responses_reply(
             }
             _ => {}
         }
-    }
-    let mut message = String::from(r#"{"role":"assistant","content":null"#);
-    push_tool_calls(&mut message, &tool_calls);
-    message.push_str(r#","output":"#);
-    message.push_str(output);
-    message.push('}');
-    Ok(Reply {
-        message,
-        tool_calls,
-        text,
-        stop_reason,
-        usage,
-        id: None,
-        diagnostics: None,
-    })
+        Ok(())
+    })?;
+    let message = kept_message(&tool_calls, "output", output);
+    Ok(Reply::read(message, tool_calls, text, stop_reason, usage))
 }
 
 fn anthropic(ctx: &Ctx, top: &Object<'_>) -> Result<Reply, WireError> {
@@ -437,20 +478,17 @@ pub(crate) fn anthropic_reply(
     stop_reason: Option<String>,
     usage: Option<UsageReport>,
 ) -> Result<Reply, WireError> {
-    let blocks = ctx.array(raw_value(ctx, content, "content")?, "content")?;
     let mut tool_calls = Vec::new();
     let mut text = String::new();
-    for (i, block) in blocks.iter().enumerate() {
-        let at = format!("content[{i}]");
-        let block = ctx.object(block, &at)?;
+    each_object(ctx, content, "content", |_, at, block| {
         match block.str("type").as_deref() {
             Some("tool_use") => {
                 let input = block
                     .get("input")
                     .ok_or_else(|| ctx.bad(format!("{at}.input"), "missing"))?;
                 tool_calls.push(ToolCall {
-                    id: ctx.string(&block, "id", &at)?.into_owned(),
-                    name: ctx.string(&block, "name", &at)?.into_owned(),
+                    id: ctx.string(&block, "id", at)?.into_owned(),
+                    name: ctx.string(&block, "name", at)?.into_owned(),
                     arguments: input.get().to_owned(),
                 });
             }
@@ -462,20 +500,13 @@ pub(crate) fn anthropic_reply(
             None => return Err(ctx.bad(format!("{at}.type"), "missing or not a string")),
             Some(_) => {}
         }
-    }
+        Ok(())
+    })?;
     let mut message = String::from(r#"{"role":"assistant","content":"#);
     message.push_str(content);
     push_tool_calls(&mut message, &tool_calls);
     message.push('}');
-    Ok(Reply {
-        message,
-        tool_calls,
-        text,
-        stop_reason,
-        usage,
-        id: None,
-        diagnostics: None,
-    })
+    Ok(Reply::read(message, tool_calls, text, stop_reason, usage))
 }
 
 fn gemini(ctx: &Ctx, top: &Object<'_>, salt: u64) -> Result<Reply, WireError> {
@@ -533,14 +564,10 @@ pub(crate) fn gemini_reply(
     usage: Option<UsageReport>,
     salt: u64,
 ) -> Result<Reply, WireError> {
-    let at = "candidates[0].content.parts";
-    let items = ctx.array(raw_value(ctx, parts, at)?, at)?;
     let digest = Digest128::of(&[parts.as_bytes(), &salt.to_le_bytes()]).to_string();
     let mut tool_calls = Vec::new();
     let mut text = String::new();
-    for (i, part) in items.iter().enumerate() {
-        let at = format!("candidates[0].content.parts[{i}]");
-        let part = ctx.object(part, &at)?;
+    each_object(ctx, parts, "candidates[0].content.parts", |i, at, part| {
         if let Some(call) = part.get("functionCall") {
             let at = format!("{at}.functionCall");
             let call = ctx.object(call, &at)?;
@@ -559,19 +586,8 @@ pub(crate) fn gemini_reply(
         {
             text.push_str(&t);
         }
-    }
-    let mut message = String::from(r#"{"role":"assistant","content":null"#);
-    push_tool_calls(&mut message, &tool_calls);
-    message.push_str(r#","parts":"#);
-    message.push_str(parts);
-    message.push('}');
-    Ok(Reply {
-        message,
-        tool_calls,
-        text,
-        stop_reason: finish,
-        usage,
-        id: None,
-        diagnostics: None,
-    })
+        Ok(())
+    })?;
+    let message = kept_message(&tool_calls, "parts", parts);
+    Ok(Reply::read(message, tool_calls, text, finish, usage))
 }

@@ -16,11 +16,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{ReadContext, Sessions, malformed, open_lines};
+use super::{JsonLines, ReadContext, Sessions, SessionsById, keep_first, keep_last, name_of};
 use crate::error::ImportError;
 use crate::json::{Members, hash, with_member};
-use crate::lines::Line;
-use crate::store::{Agent, Origin, StoredRequest, StoredSession};
+use crate::store::{Agent, StoredRequest};
 use crate::time::parse_iso;
 
 const AGENT: Agent = Agent::ClaudeCode;
@@ -45,12 +44,16 @@ const KNOWN: &[&str] = &[
     "api-request",
 ];
 
-/// Usage fields passed over knowingly (the counts read are the four of [`Usage`]).
-const USAGE_KNOWN: &[&str] = &[
+/// The usage counts read: the four of [`Usage`] (input uncached, written, read, output).
+const USAGE_READ: [&str; 4] = [
     "input_tokens",
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
     "output_tokens",
+];
+
+/// Usage fields passed over knowingly.
+const USAGE_KNOWN: &[&str] = &[
     "server_tool_use",
     "service_tier",
     "cache_creation",
@@ -139,68 +142,25 @@ pub fn read(
     cx: &mut ReadContext<'_>,
     device: &Device,
 ) -> Result<Sessions, ImportError> {
-    let mut lines = open_lines(path, cx.limits)?;
+    let mut lines = JsonLines::open(path, AGENT, cx.limits)?;
     let subagent = path
         .components()
         .any(|c| c.as_os_str() == "subagents")
         .then(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .flatten();
     let mut seen: HashSet<String> = HashSet::new();
-    let mut sessions: Vec<StoredSession> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut sessions = SessionsById::default();
     let mut version = String::new();
     let mut project = String::new();
     let mut pending = Pending::default();
     let mut rebuild = Rebuild::new(cx.limits.max_rebuild_bytes);
-    loop {
-        let line_no = lines.line_number() + 1;
-        let read = lines.next_line().map_err(|source| ImportError::Io {
-            path: path.to_owned(),
-            line: Some(line_no),
-            source,
-        })?;
-        let Some(read) = read else { break };
-        let text = match read {
-            Line::TooLong(n) => {
-                cx.skips.line(
-                    AGENT,
-                    &version,
-                    Origin::new(path, line_no),
-                    format!(
-                        "line of {n} bytes over the {} byte cap",
-                        cx.limits.max_line_bytes
-                    ),
-                );
-                continue;
-            }
-            Line::Text(t) => t,
-        };
-        if text.iter().all(u8::is_ascii_whitespace) {
+    while let Some((at, text)) = lines.next_text(cx, &version)? {
+        let Some(record) = cx.record::<Record<'_>>(at, &version, text) else {
             continue;
-        }
-        let record: Record<'_> = match serde_json::from_slice(text) {
-            Ok(r) => r,
-            Err(e) => {
-                cx.skips
-                    .line(AGENT, &version, Origin::new(path, line_no), malformed(&e));
-                continue;
-            }
         };
-        if let Some(v) = &record.version
-            && version != **v
-        {
-            version = prompt_measure::logged::bounded_field(v);
-        }
-        if let Some(e) = &record.entrypoint
-            && rebuild.entrypoint != **e
-        {
-            rebuild.entrypoint = prompt_measure::logged::bounded_field(e);
-        }
-        if let Some(cwd) = &record.cwd
-            && project.is_empty()
-        {
-            project = prompt_measure::logged::bounded_field(cwd);
-        }
+        keep_last(&mut version, record.version.as_deref());
+        keep_last(&mut rebuild.entrypoint, record.entrypoint.as_deref());
+        keep_first(&mut project, record.cwd.as_deref());
         let kind = record.kind.as_deref().unwrap_or("");
         match kind {
             "queue-operation" => {
@@ -245,13 +205,10 @@ pub fn read(
             }
             "assistant" => {
                 let Some(raw) = record.message else { continue };
-                let message: Message<'_> = match serde_json::from_str(raw.get()) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        cx.skips
-                            .line(AGENT, &version, Origin::new(path, line_no), malformed(&e));
-                        continue;
-                    }
+                let Some(message) =
+                    cx.parsed(at, &version, serde_json::from_str::<Message<'_>>(raw.get()))
+                else {
+                    continue;
                 };
                 let Some(id) = message.id.as_deref() else {
                     continue;
@@ -267,12 +224,7 @@ pub fn read(
                     continue;
                 };
                 let Some(usage) = usage_of(usage_raw, cx, &version) else {
-                    cx.skips.line(
-                        AGENT,
-                        &version,
-                        Origin::new(path, line_no),
-                        "usage without counts".to_owned(),
-                    );
+                    cx.skip(at, &version, "usage without counts");
                     continue;
                 };
                 // A reply is counted once: its id with its counts (a resumed or forked
@@ -312,50 +264,27 @@ pub fn read(
                     }
                     None => (None, Vec::new()),
                 };
-                let slot = *index.entry(slot_key.clone()).or_insert_with(|| {
-                    sessions.push(StoredSession {
-                        agent: AGENT,
-                        version: String::new(),
-                        session: prompt_measure::logged::bounded_field(&slot_key),
-                        project: String::new(),
-                        requests: Vec::new(),
-                    });
-                    sessions.len() - 1
-                });
                 let request = StoredRequest {
                     time: record.timestamp.as_deref().and_then(parse_iso),
                     model: prompt_measure::logged::bounded_field(model),
-                    provider: Provider::Anthropic,
-                    usage,
                     new_process: std::mem::take(&mut pending.new_process),
                     after_compaction: std::mem::take(&mut pending.compaction),
                     new_prompt: std::mem::take(&mut pending.prompt),
-                    origin: Origin::new(path, line_no),
                     body,
                     headers,
                     reply,
+                    ..StoredRequest::counted(Provider::Anthropic, usage, at.origin())
                 };
-                if let Some(s) = sessions.get_mut(slot) {
-                    s.requests.push(request);
-                }
+                sessions.push(AGENT, &slot_key, request);
             }
             k if KNOWN.contains(&k) => {}
             other => cx.skips.unknown_record(AGENT, &version, other),
         }
     }
-    let project = if project.is_empty() {
-        path.parent()
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    } else {
-        project
-    };
-    for s in &mut sessions {
-        s.version.clone_from(&version);
-        s.project.clone_from(&project);
+    if project.is_empty() {
+        project = name_of(path.parent());
     }
-    Ok(sessions)
+    Ok(sessions.finish(&version, &project))
 }
 
 /// The text the billing fingerprint is taken from: the first message's prompt (its content
@@ -405,24 +334,13 @@ fn is_prompt(message: &RawValue) -> bool {
 
 /// The four counts of a Claude usage object; the fields it does not know are counted.
 fn usage_of(raw: &RawValue, cx: &mut ReadContext<'_>, version: &str) -> Option<Usage> {
-    let members: Members<'_> = serde_json::from_str(raw.get()).ok()?;
-    let mut usage = Usage::default();
-    let mut any = false;
-    for (key, value) in &members.0 {
-        let n = || value.get().trim().parse::<u64>().unwrap_or(0);
-        match key.as_str() {
-            "input_tokens" => {
-                usage.input_uncached = n();
-                any = true;
-            }
-            "cache_creation_input_tokens" => usage.cache_write = n(),
-            "cache_read_input_tokens" => usage.cache_read = n(),
-            "output_tokens" => usage.output = n(),
-            k if USAGE_KNOWN.contains(&k) => {}
-            other => cx.skips.unknown_field(AGENT, version, other),
-        }
-    }
-    any.then_some(usage)
+    let [input, write, read, output] = cx.counts(raw, USAGE_READ, USAGE_KNOWN, AGENT, version)?;
+    Some(Usage {
+        input_uncached: input?,
+        cache_read: read.unwrap_or(0),
+        cache_write: write.unwrap_or(0),
+        output: output.unwrap_or(0),
+    })
 }
 
 /// The device and account ids `home`'s `~/.claude.json` holds (what a request's `metadata`

@@ -13,10 +13,8 @@ use prompt_measure::{Provider, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ReadContext, Sessions, malformed, open_lines};
+use super::{JsonLines, ReadContext, Sessions, keep_first, keep_last};
 use crate::error::ImportError;
-use crate::json::Members;
-use crate::lines::Line;
 use crate::store::{Agent, Origin, StoredRequest, StoredSession};
 use crate::time::parse_iso;
 
@@ -32,14 +30,16 @@ const KNOWN: &[&str] = &[
     "compacted",
 ];
 
-const USAGE_KNOWN: &[&str] = &[
+/// The usage counts read: the prompt (cached included), cached, written and output.
+const USAGE_READ: [&str; 4] = [
     "input_tokens",
     "cached_input_tokens",
     "cache_write_input_tokens",
     "output_tokens",
-    "reasoning_output_tokens",
-    "total_tokens",
 ];
+
+/// Usage fields passed over knowingly.
+const USAGE_KNOWN: &[&str] = &["reasoning_output_tokens", "total_tokens"];
 
 #[derive(Deserialize)]
 struct Record<'a> {
@@ -87,18 +87,28 @@ struct Pending {
 }
 
 impl Pending {
-    fn take(&mut self) -> (bool, bool, bool) {
-        (
-            std::mem::take(&mut self.new_process),
-            std::mem::take(&mut self.compaction),
-            std::mem::take(&mut self.prompt),
-        )
+    /// A request with the markers seen since the last one (which it clears).
+    fn request(
+        &mut self,
+        time: Option<f64>,
+        model: &str,
+        usage: Usage,
+        origin: Origin,
+    ) -> StoredRequest {
+        StoredRequest {
+            time,
+            model: model.to_owned(),
+            new_process: std::mem::take(&mut self.new_process),
+            after_compaction: std::mem::take(&mut self.compaction),
+            new_prompt: std::mem::take(&mut self.prompt),
+            ..StoredRequest::counted(Provider::OpenAi, usage, origin)
+        }
     }
 }
 
 /// Reads one rollout file.
 pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportError> {
-    let mut lines = open_lines(path, cx.limits)?;
+    let mut lines = JsonLines::open(path, AGENT, cx.limits)?;
     let mut version = String::new();
     let mut session = String::new();
     let mut project = String::new();
@@ -106,32 +116,7 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
     let mut records = Vec::new();
     let mut counts = Vec::new();
     let mut pending = [Pending::default(), Pending::default()];
-    loop {
-        let line_no = lines.line_number() + 1;
-        let read = lines.next_line().map_err(|source| ImportError::Io {
-            path: path.to_owned(),
-            line: Some(line_no),
-            source,
-        })?;
-        let Some(read) = read else { break };
-        let text = match read {
-            Line::TooLong(n) => {
-                cx.skips.line(
-                    AGENT,
-                    &version,
-                    Origin::new(path, line_no),
-                    format!(
-                        "line of {n} bytes over the {} byte cap",
-                        cx.limits.max_line_bytes
-                    ),
-                );
-                continue;
-            }
-            Line::Text(t) => t,
-        };
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    while let Some((at, text)) = lines.next_text(cx, &version)? {
         let parsed = serde_json::from_slice::<Record<'_>>(text).and_then(|r| {
             let p = match r.payload {
                 Some(p) => Some(serde_json::from_str::<Payload<'_>>(p.get())?),
@@ -139,13 +124,8 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
             };
             Ok((r, p))
         });
-        let (record, payload) = match parsed {
-            Ok(r) => r,
-            Err(e) => {
-                cx.skips
-                    .line(AGENT, &version, Origin::new(path, line_no), malformed(&e));
-                continue;
-            }
+        let Some((record, payload)) = cx.parsed(at, &version, parsed) else {
+            continue;
         };
         let kind = record.kind.as_deref().unwrap_or("");
         let sub = payload
@@ -161,25 +141,13 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
         };
         match (kind, payload) {
             ("session_meta", Some(p)) => {
-                if let Some(v) = p.cli_version.as_deref() {
-                    version = prompt_measure::logged::bounded_field(v);
-                }
-                if let Some(id) = p.id.as_deref().or(p.session_id.as_deref()) {
-                    session = prompt_measure::logged::bounded_field(id);
-                }
-                if let Some(cwd) = p.cwd.as_deref() {
-                    project = prompt_measure::logged::bounded_field(cwd);
-                }
+                keep_last(&mut version, p.cli_version.as_deref());
+                keep_last(&mut session, p.id.as_deref().or(p.session_id.as_deref()));
+                keep_last(&mut project, p.cwd.as_deref());
             }
             ("turn_context", Some(p)) => {
-                if let Some(m) = p.model.as_deref() {
-                    model = prompt_measure::logged::bounded_field(m);
-                }
-                if project.is_empty()
-                    && let Some(cwd) = p.cwd.as_deref()
-                {
-                    project = prompt_measure::logged::bounded_field(cwd);
-                }
+                keep_last(&mut model, p.model.as_deref());
+                keep_first(&mut project, p.cwd.as_deref());
             }
             ("compacted", _) => mark(&mut pending, |p| p.compaction = true),
             ("event_msg", Some(p)) => match sub {
@@ -193,20 +161,8 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                         .and_then(|i| i.last_token_usage)
                         .and_then(|u| usage_of(u, cx, &version));
                     if let Some(usage) = usage {
-                        let (new_process, after_compaction, new_prompt) = pending[1].take();
-                        counts.push(StoredRequest {
-                            time: record.timestamp.as_deref().and_then(parse_iso),
-                            model: model.clone(),
-                            provider: Provider::OpenAi,
-                            usage,
-                            new_process,
-                            after_compaction,
-                            new_prompt,
-                            origin: Origin::new(path, line_no),
-                            body: None,
-                            headers: Vec::new(),
-                            reply: None,
-                        });
+                        let time = record.timestamp.as_deref().and_then(parse_iso);
+                        counts.push(pending[1].request(time, &model, usage, at.origin()));
                     }
                 }
                 _ => {}
@@ -217,34 +173,13 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                 }
             }
             ("token_usage_record", Some(p)) => {
-                if session.is_empty()
-                    && let Some(id) = p.session_id.as_deref()
-                {
-                    session = prompt_measure::logged::bounded_field(id);
-                }
+                keep_first(&mut session, p.session_id.as_deref());
                 let Some(usage) = p.usage.and_then(|u| usage_of(u, cx, &version)) else {
-                    cx.skips.line(
-                        AGENT,
-                        &version,
-                        Origin::new(path, line_no),
-                        "usage without counts".to_owned(),
-                    );
+                    cx.skip(at, &version, "usage without counts");
                     continue;
                 };
-                let (new_process, after_compaction, new_prompt) = pending[0].take();
-                records.push(StoredRequest {
-                    time: record.timestamp.as_deref().and_then(parse_iso),
-                    model: model.clone(),
-                    provider: Provider::OpenAi,
-                    usage,
-                    new_process,
-                    after_compaction,
-                    new_prompt,
-                    origin: Origin::new(path, line_no),
-                    body: None,
-                    headers: Vec::new(),
-                    reply: None,
-                });
+                let time = record.timestamp.as_deref().and_then(parse_iso);
+                records.push(pending[0].request(time, &model, usage, at.origin()));
             }
             (k, _) if KNOWN.contains(&k) => {}
             (other, _) => cx.skips.unknown_record(AGENT, &version, other),
@@ -271,24 +206,13 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
 
 /// A Codex usage object: `input_tokens` is the whole prompt.
 fn usage_of(raw: &RawValue, cx: &mut ReadContext<'_>, version: &str) -> Option<Usage> {
-    let members: Members<'_> = serde_json::from_str(raw.get()).ok()?;
-    let (mut input, mut cached, mut write, mut output) = (None, 0u64, 0u64, 0u64);
-    for (key, value) in &members.0 {
-        let n = || value.get().trim().parse::<u64>().unwrap_or(0);
-        match key.as_str() {
-            "input_tokens" => input = Some(n()),
-            "cached_input_tokens" => cached = n(),
-            "cache_write_input_tokens" => write = n(),
-            "output_tokens" => output = n(),
-            k if USAGE_KNOWN.contains(&k) => {}
-            other => cx.skips.unknown_field(AGENT, version, other),
-        }
-    }
+    let [input, cached, write, output] = cx.counts(raw, USAGE_READ, USAGE_KNOWN, AGENT, version)?;
     let input = input?;
+    let (cached, write) = (cached.unwrap_or(0), write.unwrap_or(0));
     Some(Usage {
         input_uncached: input.saturating_sub(cached).saturating_sub(write),
         cache_read: cached.min(input),
         cache_write: write.min(input.saturating_sub(cached)),
-        output,
+        output: output.unwrap_or(0),
     })
 }

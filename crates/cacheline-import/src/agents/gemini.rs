@@ -9,22 +9,24 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use prompt_measure::{Provider, Usage};
+use prompt_measure::Provider;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ReadContext, Sessions, malformed, open_lines};
+use super::{JsonLines, ReadContext, Sessions, gemini_usage, keep_last, name_of};
 use crate::error::ImportError;
-use crate::json::Members;
-use crate::lines::Line;
-use crate::store::{Agent, Origin, StoredRequest, StoredSession};
+use crate::store::{Agent, StoredRequest, StoredSession};
 use crate::time::parse_iso;
 
 const AGENT: Agent = Agent::GeminiCli;
 
 const KNOWN: &[&str] = &["user", "gemini", "info", "error", "warning"];
 
-const USAGE_KNOWN: &[&str] = &["input", "output", "cached", "thoughts", "tool", "total"];
+/// The usage counts read: the prompt (cached included), cached, output and thoughts.
+const USAGE_READ: [&str; 4] = ["input", "cached", "output", "thoughts"];
+
+/// Usage fields passed over knowingly.
+const USAGE_KNOWN: &[&str] = &["tool", "total"];
 
 #[derive(Deserialize)]
 struct Record<'a> {
@@ -56,57 +58,25 @@ struct Set<'a> {
 
 /// Reads one chat file.
 pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportError> {
-    let mut lines = open_lines(path, cx.limits)?;
+    let mut lines = JsonLines::open(path, AGENT, cx.limits)?;
     let version = String::new();
     let mut session = String::new();
     let mut requests: Vec<StoredRequest> = Vec::new();
     let mut by_id: HashMap<String, usize> = HashMap::new();
     let (mut new_process, mut prompt) = (false, false);
-    loop {
-        let line_no = lines.line_number() + 1;
-        let read = lines.next_line().map_err(|source| ImportError::Io {
-            path: path.to_owned(),
-            line: Some(line_no),
-            source,
-        })?;
-        let Some(read) = read else { break };
-        let text = match read {
-            Line::TooLong(n) => {
-                cx.skips.line(
-                    AGENT,
-                    &version,
-                    Origin::new(path, line_no),
-                    format!(
-                        "line of {n} bytes over the {} byte cap",
-                        cx.limits.max_line_bytes
-                    ),
-                );
-                continue;
-            }
-            Line::Text(t) => t,
-        };
-        if text.iter().all(u8::is_ascii_whitespace) {
+    while let Some((at, text)) = lines.next_text(cx, &version)? {
+        let Some(record) = cx.record::<Record<'_>>(at, &version, text) else {
             continue;
-        }
-        let record: Record<'_> = match serde_json::from_slice(text) {
-            Ok(r) => r,
-            Err(e) => {
-                cx.skips
-                    .line(AGENT, &version, Origin::new(path, line_no), malformed(&e));
-                continue;
-            }
         };
         if record.project_hash.is_some() {
-            if let Some(id) = &record.session_id {
-                session = prompt_measure::logged::bounded_field(id);
-            }
+            keep_last(&mut session, record.session_id.as_deref());
             continue;
         }
         if let Some(set) = record.set {
             if let Ok(s) = serde_json::from_str::<Set<'_>>(set.get())
-                && let Some(id) = s.session_id
+                && s.session_id.is_some()
             {
-                session = prompt_measure::logged::bounded_field(&id);
+                keep_last(&mut session, s.session_id.as_deref());
                 new_process = true;
             }
             continue;
@@ -125,13 +95,10 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                 let Some(tokens) = record.tokens else {
                     continue;
                 };
-                let Some(usage) = usage_of(tokens, cx, &version) else {
-                    cx.skips.line(
-                        AGENT,
-                        &version,
-                        Origin::new(path, line_no),
-                        "tokens without counts".to_owned(),
-                    );
+                let Some(usage) =
+                    gemini_usage(cx, tokens, USAGE_READ, USAGE_KNOWN, AGENT, &version)
+                else {
+                    cx.skip(at, &version, "tokens without counts");
                     continue;
                 };
                 let id = record.id.as_deref().unwrap_or_default();
@@ -151,15 +118,9 @@ pub fn read(path: &Path, cx: &mut ReadContext<'_>) -> Result<Sessions, ImportErr
                 requests.push(StoredRequest {
                     time: record.timestamp.as_deref().and_then(parse_iso),
                     model,
-                    provider: Provider::Gemini,
-                    usage,
                     new_process: std::mem::take(&mut new_process),
-                    after_compaction: false,
                     new_prompt: std::mem::take(&mut prompt),
-                    origin: Origin::new(path, line_no),
-                    body: None,
-                    headers: Vec::new(),
-                    reply: None,
+                    ..StoredRequest::counted(Provider::Gemini, usage, at.origin())
                 });
             }
             k if KNOWN.contains(&k) => {}
@@ -192,31 +153,5 @@ fn project_of(path: &Path) -> String {
     {
         return prompt_measure::logged::bounded_field(text.trim());
     }
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// Gemini's `tokens`: `input` is the whole prompt; thoughts are billed as output.
-fn usage_of(raw: &RawValue, cx: &mut ReadContext<'_>, version: &str) -> Option<Usage> {
-    let members: Members<'_> = serde_json::from_str(raw.get()).ok()?;
-    let (mut input, mut cached, mut output, mut thoughts) = (None, 0u64, 0u64, 0u64);
-    for (key, value) in &members.0 {
-        let n = || value.get().trim().parse::<u64>().unwrap_or(0);
-        match key.as_str() {
-            "input" => input = Some(n()),
-            "cached" => cached = n(),
-            "output" => output = n(),
-            "thoughts" => thoughts = n(),
-            k if USAGE_KNOWN.contains(&k) => {}
-            other => cx.skips.unknown_field(AGENT, version, other),
-        }
-    }
-    let input = input?;
-    Some(Usage {
-        input_uncached: input.saturating_sub(cached),
-        cache_read: cached.min(input),
-        cache_write: 0,
-        output: output.saturating_add(thoughts),
-    })
+    name_of(Some(dir))
 }

@@ -9,7 +9,7 @@
 //! keeps every block open until the end (and sends a `tool_use` start again when its parser
 //! sees the name grow), so blocks are addressed by index and any open one may grow.
 
-use super::{At, End, Limit, Out, StreamError, StreamEvent, capped, json};
+use super::{At, End, Fold, Limit, Out, StreamError, StreamEvent, capped, json};
 use crate::raw::{self, Object, quote};
 use crate::reply::{self, Ctx, UsageReport};
 use prompt_core::profile::Provider;
@@ -102,17 +102,8 @@ pub(crate) struct Anthropic {
     diagnostics: Option<String>,
 }
 
-impl Anthropic {
-    pub(crate) fn is_done(&self) -> bool {
-        self.stopped
-    }
-
-    pub(crate) fn on_event(
-        &mut self,
-        at: &At<'_>,
-        data: &str,
-        out: &mut Out<'_>,
-    ) -> Result<(), StreamError> {
+impl Fold for Anthropic {
+    fn on_event(&mut self, at: &At<'_>, data: &str, out: &mut Out<'_>) -> Result<(), StreamError> {
         let event = at.object(data)?;
         let kind = at
             .text(&event, "type", "")?
@@ -213,6 +204,35 @@ impl Anthropic {
         }
     }
 
+    fn is_done(&self) -> bool {
+        self.stopped
+    }
+
+    /// The reply the stream amounts to: its blocks, each written as the whole reply's.
+    fn finish(self: Box<Self>, ctx: &Ctx, _salt: u64) -> End {
+        let this = *self;
+        if !this.stopped {
+            return End::CutOff("message_stop");
+        }
+        let blocks: Vec<String> = this.blocks.iter().map(Block::whole).collect();
+        let content = format!("[{}]", blocks.join(","));
+        let usage = this
+            .usage
+            .as_deref()
+            .and_then(|u| UsageReport::of(Provider::Anthropic, u));
+        let (id, diagnostics) = (this.id, this.diagnostics);
+        End::Reply(
+            capped(ctx, content)
+                .and_then(|c| reply::anthropic_reply(ctx, &c, this.stop_reason, usage))
+                .map(|mut r| {
+                    (r.id, r.diagnostics) = (id, diagnostics);
+                    r
+                }),
+        )
+    }
+}
+
+impl Anthropic {
     fn push_usage(&self, out: &mut Out<'_>) {
         if let Some(usage) = self
             .usage
@@ -397,28 +417,6 @@ impl Anthropic {
             _ => return Err(at.malformed("delta.type", "a delta type this reader does not know")),
         }
         Ok(())
-    }
-
-    /// The reply the stream amounts to: its blocks, each written as the whole reply's.
-    pub(crate) fn finish(self, ctx: &Ctx) -> End {
-        if !self.stopped {
-            return End::CutOff("message_stop");
-        }
-        let blocks: Vec<String> = self.blocks.iter().map(Block::whole).collect();
-        let content = format!("[{}]", blocks.join(","));
-        let usage = self
-            .usage
-            .as_deref()
-            .and_then(|u| UsageReport::of(Provider::Anthropic, u));
-        let (id, diagnostics) = (self.id, self.diagnostics);
-        End::Reply(
-            capped(ctx, content)
-                .and_then(|c| reply::anthropic_reply(ctx, &c, self.stop_reason, usage))
-                .map(|mut r| {
-                    (r.id, r.diagnostics) = (id, diagnostics);
-                    r
-                }),
-        )
     }
 }
 

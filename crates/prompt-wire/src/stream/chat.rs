@@ -9,7 +9,7 @@
 
 use prompt_core::ApiKind;
 
-use super::{At, End, Limit, Out, StreamError, StreamEvent, capped};
+use super::{At, End, Fold, Limit, Out, StreamError, StreamEvent, capped};
 use crate::raw::push_quoted;
 use crate::reply::{self, Ctx, UsageReport};
 use prompt_core::profile::Provider;
@@ -49,51 +49,8 @@ pub(crate) struct Chat {
     id: Option<String>,
 }
 
-impl Chat {
-    pub(crate) fn new(api: ApiKind) -> Self {
-        Self {
-            dialect: if api == ApiKind::LlamaCpp {
-                Dialect::LlamaCpp
-            } else {
-                Dialect::OpenAi
-            },
-            content: None,
-            reasoning: None,
-            refusal: None,
-            annotations: Vec::new(),
-            calls: Vec::new(),
-            finish_reason: None,
-            usage: None,
-            timings: None,
-            done: false,
-            id: None,
-        }
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    fn usage_report(&self) -> Option<UsageReport> {
-        let timings = match self.dialect {
-            Dialect::LlamaCpp => self.timings.as_deref(),
-            Dialect::OpenAi => None,
-        };
-        timings
-            .and_then(|t| UsageReport::of(Provider::LlamaCpp, t))
-            .or_else(|| {
-                self.usage
-                    .as_deref()
-                    .and_then(|u| UsageReport::of(Provider::OpenAi, u))
-            })
-    }
-
-    pub(crate) fn on_event(
-        &mut self,
-        at: &At<'_>,
-        data: &str,
-        out: &mut Out<'_>,
-    ) -> Result<(), StreamError> {
+impl Fold for Chat {
+    fn on_event(&mut self, at: &At<'_>, data: &str, out: &mut Out<'_>) -> Result<(), StreamError> {
         if self.done {
             return Err(at.out_of_order("an event after [DONE]"));
         }
@@ -149,6 +106,68 @@ impl Chat {
             out.push(StreamEvent::Usage(report));
         }
         Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The reply the stream amounts to: its message written as the whole reply's.
+    fn finish(self: Box<Self>, ctx: &Ctx, _salt: u64) -> End {
+        let this = *self;
+        if !this.done {
+            return End::CutOff("data: [DONE]");
+        }
+        let usage = this.usage_report();
+        let message = match this.dialect {
+            Dialect::OpenAi => this.openai_message(),
+            Dialect::LlamaCpp => this.llama_cpp_message(),
+        };
+        let id = this.id;
+        End::Reply(
+            capped(ctx, message)
+                .and_then(|m| reply::chat_reply(ctx, &m, this.finish_reason, usage))
+                .map(|mut r| {
+                    r.id = id;
+                    r
+                }),
+        )
+    }
+}
+
+impl Chat {
+    pub(crate) fn new(api: ApiKind) -> Self {
+        Self {
+            dialect: if api == ApiKind::LlamaCpp {
+                Dialect::LlamaCpp
+            } else {
+                Dialect::OpenAi
+            },
+            content: None,
+            reasoning: None,
+            refusal: None,
+            annotations: Vec::new(),
+            calls: Vec::new(),
+            finish_reason: None,
+            usage: None,
+            timings: None,
+            done: false,
+            id: None,
+        }
+    }
+
+    fn usage_report(&self) -> Option<UsageReport> {
+        let timings = match self.dialect {
+            Dialect::LlamaCpp => self.timings.as_deref(),
+            Dialect::OpenAi => None,
+        };
+        timings
+            .and_then(|t| UsageReport::of(Provider::LlamaCpp, t))
+            .or_else(|| {
+                self.usage
+                    .as_deref()
+                    .and_then(|u| UsageReport::of(Provider::OpenAi, u))
+            })
     }
 
     fn delta(
@@ -262,53 +281,15 @@ impl Chat {
         Ok(())
     }
 
-    /// The reply the stream amounts to: its message written as the whole reply's.
-    pub(crate) fn finish(self, ctx: &Ctx) -> End {
-        if !self.done {
-            return End::CutOff("data: [DONE]");
-        }
-        let usage = self.usage_report();
-        let message = match self.dialect {
-            Dialect::OpenAi => self.openai_message(),
-            Dialect::LlamaCpp => self.llama_cpp_message(),
-        };
-        let id = self.id;
-        End::Reply(
-            capped(ctx, message)
-                .and_then(|m| reply::chat_reply(ctx, &m, self.finish_reason, usage))
-                .map(|mut r| {
-                    r.id = id;
-                    r
-                }),
-        )
-    }
-
     /// The message of OpenAI's chat completion object: `role`, `content` (null without
     /// text), `reasoning_content` when streamed, `tool_calls` when any, `refusal`,
     /// `annotations`.
     fn openai_message(&self) -> String {
         let mut out = String::from(r#"{"role":"assistant","content":"#);
         push_optional(&mut out, self.content.as_deref());
-        if let Some(reasoning) = &self.reasoning {
-            out.push_str(r#","reasoning_content":"#);
-            push_quoted(&mut out, reasoning);
-        }
-        if !self.calls.is_empty() {
-            out.push_str(r#","tool_calls":["#);
-            for (i, call) in self.calls.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(r#"{"id":"#);
-                push_quoted(&mut out, &call.id);
-                out.push_str(r#","type":"function","function":{"name":"#);
-                push_quoted(&mut out, &call.name);
-                out.push_str(r#","arguments":"#);
-                push_quoted(&mut out, &call.arguments);
-                out.push_str("}}");
-            }
-            out.push(']');
-        }
+        self.push_reasoning_and_calls(&mut out, self.reasoning.as_deref(), |out, call| {
+            reply::push_openai_call(out, &call.id, &call.name, &call.arguments);
+        });
         out.push_str(r#","refusal":"#);
         push_optional(&mut out, self.refusal.as_deref());
         out.push_str(r#","annotations":["#);
@@ -323,31 +304,45 @@ impl Chat {
     fn llama_cpp_message(&self) -> String {
         let mut out = String::from(r#"{"role":"assistant","content":"#);
         push_quoted(&mut out, self.content.as_deref().unwrap_or_default());
-        if let Some(reasoning) = self.reasoning.as_deref().filter(|r| !r.is_empty()) {
+        let reasoning = self.reasoning.as_deref().filter(|r| !r.is_empty());
+        self.push_reasoning_and_calls(&mut out, reasoning, |out, call| {
+            out.push_str(r#"{"type":"function","function":{"name":"#);
+            push_quoted(out, &call.name);
+            out.push_str(r#","arguments":"#);
+            push_quoted(out, &call.arguments);
+            out.push('}');
+            if !call.id.is_empty() {
+                out.push_str(r#","id":"#);
+                push_quoted(out, &call.id);
+            }
+            out.push('}');
+        });
+        out.push('}');
+        out
+    }
+
+    /// Both dialects' `,"reasoning_content":…` where there is `reasoning`, then
+    /// `,"tool_calls":[…]` when there are calls, each written by `call`.
+    fn push_reasoning_and_calls(
+        &self,
+        out: &mut String,
+        reasoning: Option<&str>,
+        call: fn(&mut String, &Call),
+    ) {
+        if let Some(reasoning) = reasoning {
             out.push_str(r#","reasoning_content":"#);
-            push_quoted(&mut out, reasoning);
+            push_quoted(out, reasoning);
         }
         if !self.calls.is_empty() {
             out.push_str(r#","tool_calls":["#);
-            for (i, call) in self.calls.iter().enumerate() {
+            for (i, c) in self.calls.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(r#"{"type":"function","function":{"name":"#);
-                push_quoted(&mut out, &call.name);
-                out.push_str(r#","arguments":"#);
-                push_quoted(&mut out, &call.arguments);
-                out.push('}');
-                if !call.id.is_empty() {
-                    out.push_str(r#","id":"#);
-                    push_quoted(&mut out, &call.id);
-                }
-                out.push('}');
+                call(out, c);
             }
             out.push(']');
         }
-        out.push('}');
-        out
     }
 }
 

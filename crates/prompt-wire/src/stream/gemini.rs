@@ -8,7 +8,7 @@
 //! that carries a `thoughtSignature` ends its text part. Any other part (`functionCall`,
 //! code, data) is kept as it came.
 
-use super::{At, End, Limit, Out, StreamError, StreamEvent, capped, json};
+use super::{At, End, Fold, Limit, Out, StreamError, StreamEvent, capped, json};
 use crate::error::WireError;
 use crate::raw::{Object, quote};
 use crate::reply::{self, Ctx, UsageReport};
@@ -61,17 +61,8 @@ pub(crate) struct Gemini {
     id: Option<String>,
 }
 
-impl Gemini {
-    pub(crate) fn is_done(&self) -> bool {
-        self.finish.is_some()
-    }
-
-    pub(crate) fn on_event(
-        &mut self,
-        at: &At<'_>,
-        data: &str,
-        out: &mut Out<'_>,
-    ) -> Result<(), StreamError> {
+impl Fold for Gemini {
+    fn on_event(&mut self, at: &At<'_>, data: &str, out: &mut Out<'_>) -> Result<(), StreamError> {
         let chunk = at.object(data)?;
         at.refuse_error(&chunk)?;
         if self.id.is_none() {
@@ -116,6 +107,49 @@ impl Gemini {
         Ok(())
     }
 
+    fn is_done(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The reply the stream amounts to: the merged parts, read as the whole reply's.
+    fn finish(self: Box<Self>, ctx: &Ctx, salt: u64) -> End {
+        let this = *self;
+        if this.parts.is_empty() {
+            let reason = match (&this.blocked, &this.finish) {
+                (Some(blocked), _) => format!("prompt blocked: {blocked}"),
+                (None, Some(finish)) => format!(
+                    "a candidate without parts (finishReason {})",
+                    prompt_core::input::excerpt(finish, 64)
+                ),
+                (None, None) if this.usage.is_none() => return End::CutOff("a candidate"),
+                (None, None) => "no candidates".to_owned(),
+            };
+            return End::Reply(Err(WireError::NoMessage {
+                api: ctx.api,
+                reason,
+            }));
+        }
+        if this.finish.is_none() {
+            return End::CutOff("a chunk with a finishReason");
+        }
+        let parts: Vec<String> = this.parts.iter().map(Part::whole).collect();
+        let usage = this
+            .usage
+            .as_deref()
+            .and_then(|u| UsageReport::of(Provider::Gemini, u));
+        let id = this.id;
+        End::Reply(
+            capped(ctx, format!("[{}]", parts.join(",")))
+                .and_then(|p| reply::gemini_reply(ctx, &p, this.finish, usage, salt))
+                .map(|mut r| {
+                    r.id = id;
+                    r
+                }),
+        )
+    }
+}
+
+impl Gemini {
     fn part(
         &mut self,
         at: &At<'_>,
@@ -207,41 +241,5 @@ impl Gemini {
         }
         self.parts.push(part);
         Ok(())
-    }
-
-    /// The reply the stream amounts to: the merged parts, read as the whole reply's.
-    pub(crate) fn finish(self, ctx: &Ctx, salt: u64) -> End {
-        if self.parts.is_empty() {
-            let reason = match (&self.blocked, &self.finish) {
-                (Some(blocked), _) => format!("prompt blocked: {blocked}"),
-                (None, Some(finish)) => format!(
-                    "a candidate without parts (finishReason {})",
-                    prompt_core::input::excerpt(finish, 64)
-                ),
-                (None, None) if self.usage.is_none() => return End::CutOff("a candidate"),
-                (None, None) => "no candidates".to_owned(),
-            };
-            return End::Reply(Err(WireError::NoMessage {
-                api: ctx.api,
-                reason,
-            }));
-        }
-        if self.finish.is_none() {
-            return End::CutOff("a chunk with a finishReason");
-        }
-        let parts: Vec<String> = self.parts.iter().map(Part::whole).collect();
-        let usage = self
-            .usage
-            .as_deref()
-            .and_then(|u| UsageReport::of(Provider::Gemini, u));
-        let id = self.id;
-        End::Reply(
-            capped(ctx, format!("[{}]", parts.join(",")))
-                .and_then(|p| reply::gemini_reply(ctx, &p, self.finish, usage, salt))
-                .map(|mut r| {
-                    r.id = id;
-                    r
-                }),
-        )
     }
 }

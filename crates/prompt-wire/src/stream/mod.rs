@@ -514,33 +514,17 @@ impl Out<'_> {
     }
 }
 
-/// The reader of one API's events.
-#[derive(Debug)]
-enum Fold {
-    Chat(chat::Chat),
-    Responses(responses::Responses),
-    Anthropic(anthropic::Anthropic),
-    Gemini(gemini::Gemini),
-}
+/// The reader of one API's events: each API's module folds its events into the whole reply.
+trait Fold: std::fmt::Debug + Send + Sync {
+    /// Reads one event's data, handing what a UI can show to `out`.
+    fn on_event(&mut self, at: &At<'_>, data: &str, out: &mut Out<'_>) -> Result<(), StreamError>;
 
-impl Fold {
-    fn on_event(&mut self, at: &At<'_>, data: &str, out: &mut Out<'_>) -> Result<(), StreamError> {
-        match self {
-            Fold::Chat(f) => f.on_event(at, data, out),
-            Fold::Responses(f) => f.on_event(at, data, out),
-            Fold::Anthropic(f) => f.on_event(at, data, out),
-            Fold::Gemini(f) => f.on_event(at, data, out),
-        }
-    }
+    /// Whether the stream's last event has come.
+    fn is_done(&self) -> bool;
 
-    fn is_done(&self) -> bool {
-        match self {
-            Fold::Chat(f) => f.is_done(),
-            Fold::Responses(f) => f.is_done(),
-            Fold::Anthropic(f) => f.is_done(),
-            Fold::Gemini(f) => f.is_done(),
-        }
-    }
+    /// The end of the stream: what never came, or the reply it amounts to (`salt` makes the
+    /// ids made up for calls without one unique).
+    fn finish(self: Box<Self>, ctx: &reply::Ctx, salt: u64) -> End;
 }
 
 /// The end of a stream, as each API's reader sees it: what never came, or the reply.
@@ -561,7 +545,7 @@ pub(crate) enum End {
 pub struct StreamReader {
     api: ApiKind,
     decoder: sse::Decoder,
-    fold: Fold,
+    fold: Box<dyn Fold>,
     events: VecDeque<StreamEvent>,
     /// The event the reader failed at.
     failed: Option<u64>,
@@ -590,11 +574,11 @@ impl Wire {
 impl StreamReader {
     /// A reader for a streamed reply of `api`.
     pub fn new(api: ApiKind) -> Self {
-        let fold = match api {
-            ApiKind::OpenAi | ApiKind::LlamaCpp => Fold::Chat(chat::Chat::new(api)),
-            ApiKind::OpenAiResponses => Fold::Responses(responses::Responses::default()),
-            ApiKind::Anthropic => Fold::Anthropic(anthropic::Anthropic::default()),
-            ApiKind::Gemini => Fold::Gemini(gemini::Gemini::default()),
+        let fold: Box<dyn Fold> = match api {
+            ApiKind::OpenAi | ApiKind::LlamaCpp => Box::new(chat::Chat::new(api)),
+            ApiKind::OpenAiResponses => Box::<responses::Responses>::default(),
+            ApiKind::Anthropic => Box::<anthropic::Anthropic>::default(),
+            ApiKind::Gemini => Box::<gemini::Gemini>::default(),
         };
         Self {
             api,
@@ -692,13 +676,7 @@ impl StreamReader {
             return Err(StreamError::Failed { api, event });
         }
         let ctx = reply::Ctx::of(self.api);
-        let end = match self.fold {
-            Fold::Chat(f) => f.finish(&ctx),
-            Fold::Responses(f) => f.finish(salt),
-            Fold::Anthropic(f) => f.finish(&ctx),
-            Fold::Gemini(f) => f.finish(&ctx, salt),
-        };
-        match end {
+        match self.fold.finish(&ctx, salt) {
             End::CutOff(missing) => Err(StreamError::CutOff {
                 api,
                 events,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use prompt_core::ApiKind;
 
-use super::{At, End, Limit, Out, StreamError, StreamEvent, json};
+use super::{At, End, Fold, Limit, Out, StreamError, StreamEvent, json};
 use crate::raw::{self, Object};
 use crate::reply;
 
@@ -36,17 +36,8 @@ pub(crate) struct Responses {
     response: Option<String>,
 }
 
-impl Responses {
-    pub(crate) fn is_done(&self) -> bool {
-        self.response.is_some()
-    }
-
-    pub(crate) fn on_event(
-        &mut self,
-        at: &At<'_>,
-        data: &str,
-        out: &mut Out<'_>,
-    ) -> Result<(), StreamError> {
+impl Fold for Responses {
+    fn on_event(&mut self, at: &At<'_>, data: &str, out: &mut Out<'_>) -> Result<(), StreamError> {
         let event = at.object(data)?;
         let Some(kind) = at.text(&event, "type", "")? else {
             // llama.cpp's server reports an error as `data: {"error": …}`.
@@ -128,6 +119,41 @@ impl Responses {
         }
     }
 
+    fn is_done(&self) -> bool {
+        self.response.is_some()
+    }
+
+    /// The reply the stream amounts to: the response `response.completed` carried, read as
+    /// a whole reply; its `output` made of the done items when it carried none.
+    fn finish(self: Box<Self>, _ctx: &reply::Ctx, salt: u64) -> End {
+        let this = *self;
+        let Some(response) = this.response else {
+            return End::CutOff("response.completed");
+        };
+        let api = ApiKind::OpenAiResponses;
+        let empty = Object::parse(&response).ok().is_some_and(|r| {
+            r.get("output")
+                .and_then(raw::array_of)
+                .is_none_or(|items| items.is_empty())
+        });
+        let done: Vec<&str> = this
+            .items
+            .iter()
+            .filter_map(|i| i.done.as_deref())
+            .collect();
+        if empty && !done.is_empty() {
+            let output = format!("[{}]", done.join(","));
+            let whole = match Object::parse(&response) {
+                Ok(r) => json::with_fields(&r, &[("output", &output)]),
+                Err(_) => response,
+            };
+            return End::Reply(reply::parse(api, whole.as_bytes(), salt));
+        }
+        End::Reply(reply::parse(api, response.as_bytes(), salt))
+    }
+}
+
+impl Responses {
     fn added(
         &mut self,
         at: &At<'_>,
@@ -267,33 +293,5 @@ impl Responses {
             return Err(at.out_of_order(format!("output item {index} is already done")));
         }
         Ok(index)
-    }
-
-    /// The reply the stream amounts to: the response `response.completed` carried, read as
-    /// a whole reply; its `output` made of the done items when it carried none.
-    pub(crate) fn finish(self, salt: u64) -> End {
-        let Some(response) = self.response else {
-            return End::CutOff("response.completed");
-        };
-        let api = ApiKind::OpenAiResponses;
-        let empty = Object::parse(&response).ok().is_some_and(|r| {
-            r.get("output")
-                .and_then(raw::array_of)
-                .is_none_or(|items| items.is_empty())
-        });
-        let done: Vec<&str> = self
-            .items
-            .iter()
-            .filter_map(|i| i.done.as_deref())
-            .collect();
-        if empty && !done.is_empty() {
-            let output = format!("[{}]", done.join(","));
-            let whole = match Object::parse(&response) {
-                Ok(r) => json::with_fields(&r, &[("output", &output)]),
-                Err(_) => response,
-            };
-            return End::Reply(reply::parse(api, whole.as_bytes(), salt));
-        }
-        End::Reply(reply::parse(api, response.as_bytes(), salt))
     }
 }
