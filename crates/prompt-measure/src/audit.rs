@@ -798,10 +798,13 @@ impl<'t> Auditor<'t> {
                         change_at: None,
                     });
                 }
-                if let Some(w) = self
-                    .catalogue
-                    .find(agent, cause.kind(), &c.json_path, &elements)
-                {
+                if let Some(w) = self.catalogue.find(
+                    agent,
+                    cause.kind(),
+                    &c.json_path,
+                    &elements,
+                    pred.earlier_launch,
+                ) {
                     return Some(WriterFinding::Catalogue(WriterMatch::of(w, agent)));
                 }
             }

@@ -19,7 +19,14 @@ fn agents_dir() -> PathBuf {
 /// The captures of one agent path each (MCP, compaction): `tests/fixtures/agent-paths/*`,
 /// as (name, folder), sorted.
 fn agent_path_dirs() -> Vec<(String, PathBuf)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/agent-paths");
+    capture_dirs("agent-paths")
+}
+
+/// The captures in `tests/fixtures/<folder>/*`, as (name, folder), sorted.
+fn capture_dirs(folder: &str) -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(folder);
     let mut dirs: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
@@ -101,6 +108,15 @@ fn every_captured_agent_request_gets_its_hand_checked_verdict() {
         "{paths:?}"
     );
     captures.extend(paths);
+    // The newest releases' captures, beside the pinned ones (Claude Code 2.1.332, Qwen Code
+    // 0.24.4; the other agents' newest are their pinned versions).
+    let newest = capture_dirs("agents-newest");
+    assert!(newest.iter().any(|(n, _)| n == "qwen-code"), "{newest:?}");
+    captures.extend(
+        newest
+            .into_iter()
+            .map(|(n, d)| (format!("agents-newest/{n}"), d)),
+    );
     for (agent, dir) in &captures {
         let agent = agent.as_str();
         let log = capture_in(dir);
