@@ -378,7 +378,7 @@ impl Locked<'_> {
             *last = (*last).max(*at);
         }
         let mut ranked: Vec<(String, usize)> = sessions.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1));
+        ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
         let budget = store.max_bytes / 2;
         let mut kept_sessions = std::collections::HashSet::new();
         let mut bytes = HEADER_LEN;

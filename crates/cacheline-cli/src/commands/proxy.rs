@@ -125,7 +125,18 @@ pub(crate) fn run(
         let mut work = std::pin::pin!(work);
         let code = loop {
             tokio::select! {
-                code = &mut work => break code?,
+                code = &mut work => match code {
+                    Ok(code) => break code,
+                    // A command that cannot be run exits as a shell's would: 127 not
+                    // found, 126 not executable.
+                    Err(e) => match e.shell_exit_code() {
+                        Some(code) => {
+                            writeln!(err, "cacheline proxy: {e}")?;
+                            break code;
+                        }
+                        None => return Err(e.into()),
+                    },
+                },
                 event = events.recv() => print_event(event, err)?,
             }
         };
