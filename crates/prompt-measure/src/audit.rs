@@ -656,9 +656,18 @@ impl<'t> Auditor<'t> {
             .engine
             .analyze_read(canonical, &exchange, line, &mut |c, b| {
                 let segment = cache.segment_keyed(b.hash, || c.sent_text(b));
-                let n = u32::try_from(segment.len()).unwrap_or(u32::MAX);
+                // The engine counts the element's own bytes: one equal as cached but sent
+                // otherwise (a string re-sent as its one text block) is not counted as the
+                // form seen first, so a verdict does not depend on what else was seen (a
+                // proxy launched per turn prints what the audit of its log says).
+                let sent = c.sent_text(b);
+                let len = if segment.text() == sent.as_ref() {
+                    segment.len()
+                } else {
+                    cache.tokenizer().encode(&sent).len()
+                };
                 segments.push(segment);
-                n
+                u32::try_from(len).unwrap_or(u32::MAX)
             });
         let lead = verdict.lead;
         let breakpoints = if verdict.breakpoints.is_empty() {
