@@ -8,7 +8,24 @@
 #   (c) the proxy's exit code is the child's.
 #
 # Usage:  scripts/proxy-agents.sh [agent ...]
+#         scripts/proxy-agents.sh --per-launch [agent ...]
+#         scripts/proxy-agents.sh --concurrent AGENT AGENT
+#         scripts/proxy-agents.sh --damaged AGENT
 #         agents: claude-code codex gemini-cli qwen-code opencode (default: all)
+#
+# By default one proxy spans each agent's two turns. The other modes run each turn (a first
+# prompt, then two resumes: --continue / --resume / exec resume, as capture-agents.sh does
+# them) as its OWN launch, `cacheline proxy --log SHARED --state SHARED -- AGENT …`, one
+# launch per agent process, all sharing one --log and one --state:
+#   --per-launch  the agents one after the other;
+#   --concurrent  two agents at once (two terminals), each its three launches;
+#   --damaged     one agent three times, its state damaged between turns 1 and 2 (a torn
+#                 last line appended), then of another version (set aside), then full (a
+#                 4 KiB cap, --state-max-bytes: every append from the second on compacts it).
+# and check (check_proxy_run.py --launches), per agent: every request forwarded byte for
+# byte, every printed verdict equal to `cacheline audit` of the shared log (but where the
+# state was set aside, see --damaged), a resumed request never `cold_start` when its session
+# was seen, every launch exiting 0, and each state warning printed once.
 # Env:    CACHELINE_BIN   the cacheline binary (default: target/debug/cacheline)
 #         PROXY_UPSTREAM  a real upstream (a llama.cpp server) instead of the scripted one,
 #                         behind scripts/agents/relay.py, which records the bytes it
@@ -51,8 +68,8 @@ install_agent() { # name pkg@version -> 0 when installed
   echo "$2" >"$dir/.installed"
 }
 
-setup_dirs() {
-  AW="$WORK/$A"; PROJ="$AW/project"; AHOME="$AW/home"
+setup_dirs() { # [work dir, default $WORK]
+  AW="${1:-$WORK}/$A"; PROJ="$AW/project"; AHOME="$AW/home"
   rm -rf "$AW"; mkdir -p "$PROJ/src" "$AHOME"
   printf '# demo\n\nA tiny project used to capture agent traffic.\n' >"$PROJ/README.md"
   printf 'Remember: the cache breaks when the prompt prefix changes.\n' >"$PROJ/notes.txt"
@@ -270,7 +287,228 @@ CFG
   run_through_proxy "$bin" run "$PROMPT1" -- "$bin" run --continue "$PROMPT2"
 }
 
+# ---------------------------------------------------------------- one launch per turn
+PROMPT3="Finally, run pwd in the shell and tell me the directory."
+
+# launch_turn N CMD...: turn N as its own launcher, `cacheline proxy --log $SHARED/proxy.jsonl
+# --state $SHARED/state -- CMD…` (cwd = the project, env = agent_env + AGENT_ENV), its
+# standard output, error and exit code in $AW/turns/N/.
+launch_turn() {
+  local n=$1; shift
+  local td="$AW/turns/$n" rc=0
+  local -a env_args ups=()
+  mkdir -p "$td"
+  mapfile -t env_args < <(agent_env; printf '%s\n' "${AGENT_ENV[@]}")
+  for api in anthropic openai gemini; do ups+=(--upstream "$api=$URL"); done
+  printf '%q ' "$@" >"$td/cmd"
+  log "$A: turn $n, its own launch: $*"
+  (cd "$PROJ" && timeout "$TURN_TIMEOUT" env -i "${env_args[@]}" "$BIN" proxy "${ups[@]}" \
+    --log "$SHARED/proxy.jsonl" --state "$SHARED/state" "${STATE_ARGS[@]}" -- "$@" \
+    </dev/null >"$td/proxy.out" 2>"$td/proxy.err") || rc=$?
+  echo "$rc" >"$td/proxy.rc"
+}
+
+# The three turns of $A, each its own launch; BETWEEN_TURNS (a function name, or empty)
+# runs after turn 1, on $SHARED.
+launches() {
+  local bin tools
+  local -a t3
+  case "$A" in
+    claude-code)
+      bin="$CACHE/claude-code/node_modules/.bin/claude"
+      AGENT_ENV=(
+        "ANTHROPIC_API_KEY=sk-test-0000" "ANTHROPIC_MODEL=$MODEL_A" "ANTHROPIC_SMALL_FAST_MODEL=$MODEL_A"
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1" "DISABLE_AUTOUPDATER=1" "DISABLE_TELEMETRY=1"
+        "DISABLE_ERROR_REPORTING=1" "DISABLE_BUG_COMMAND=1" "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL=1"
+      )
+      tools="Bash(ls:*) Bash(pwd) Bash(cat:*) Read Glob Grep LS"
+      launch_turn 1 "$bin" -p "$PROMPT1" --output-format json --allowedTools "$tools"
+      between
+      launch_turn 2 "$bin" -p "$PROMPT2" --continue --output-format json --allowedTools "$tools"
+      # --resume names the session turn 1 printed.
+      local sid
+      sid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["session_id"])' "$AW/turns/1/proxy.out" 2>/dev/null || true)"
+      launch_turn 3 "$bin" -p "$PROMPT3" --resume "$sid" --output-format json --allowedTools "$tools" ;;
+    codex)
+      bin="$CACHE/codex/node_modules/.bin/codex"
+      codex_config
+      # The provider's base URL comes from -c only: the launcher's OPENAI_BASE_URL, expanded
+      # by a shell that then becomes codex (exec).
+      local via='exec "$0" exec -c "model_providers.cacheline.base_url=\"$OPENAI_BASE_URL\"" --skip-git-repo-check "$@"'
+      launch_turn 1 /bin/sh -c "$via" "$bin" "$PROMPT1"
+      between
+      launch_turn 2 /bin/sh -c "$via" "$bin" resume --last "$PROMPT2"
+      launch_turn 3 /bin/sh -c "$via" "$bin" resume --last "$PROMPT3" ;;
+    gemini-cli)
+      bin="$CACHE/gemini-cli/node_modules/.bin/gemini"
+      quiet_settings "$AHOME/.gemini" gemini-api-key
+      AGENT_ENV=("GEMINI_API_KEY=sk-test-0000" "GEMINI_CLI_NO_RELAUNCH=true" "GEMINI_TELEMETRY_ENABLED=false")
+      launch_turn 1 "$bin" -m "$MODEL_G" --yolo -p "$PROMPT1"
+      between
+      launch_turn 2 "$bin" -m "$MODEL_G" --yolo --resume latest -p "$PROMPT2"
+      launch_turn 3 "$bin" -m "$MODEL_G" --yolo --resume latest -p "$PROMPT3" ;;
+    qwen-code)
+      bin="$CACHE/qwen-code/node_modules/.bin/qwen"
+      quiet_settings "$AHOME/.qwen" openai
+      AGENT_ENV=("OPENAI_API_KEY=sk-test-0000" "OPENAI_MODEL=$MODEL_Q" "QWEN_CODE_NO_RELAUNCH=true")
+      launch_turn 1 "$bin" --yolo -p "$PROMPT1"
+      between
+      launch_turn 2 "$bin" --yolo --continue -p "$PROMPT2"
+      launch_turn 3 "$bin" --yolo --continue -p "$PROMPT3" ;;
+    opencode)
+      bin="$CACHE/opencode/node_modules/.bin/opencode"
+      opencode_config
+      AGENT_ENV=("OPENCODE_DISABLE_AUTOUPDATE=1" "OPENCODE_DISABLE_MODELS_FETCH=1"
+        "OPENCODE_DISABLE_LSP_DOWNLOAD=1" "OPENCODE_DISABLE_SHARE=1" "OPENCODE_DISABLE_DEFAULT_PLUGINS=1")
+      launch_turn 1 "$bin" run "$PROMPT1"
+      between
+      launch_turn 2 "$bin" run --continue "$PROMPT2"
+      launch_turn 3 "$bin" run --continue "$PROMPT3" ;;
+  esac
+}
+between() { [ -z "${BETWEEN_TURNS:-}" ] || "$BETWEEN_TURNS"; }
+
+# Damage done to $SHARED/state between turns 1 and 2.
+torn_tail() { # an entry cut short, as a crash mid-write leaves it
+  printf '0123456789abcdef {"log":null,"line":3,"offset":' >>"$SHARED/state/sessions.journal"
+}
+other_version() { # a journal of a later format version
+  sed -i '1s/^cacheline-sessions 1 /cacheline-sessions 2 /' "$SHARED/state/sessions.journal"
+}
+
+# codex's config (its provider's base URL replaced per launch with -c).
+codex_config() {
+  mkdir -p "$AHOME/.codex"
+  cat >"$AHOME/.codex/config.toml" <<CFG
+model = "$MODEL_O"
+model_provider = "cacheline"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+[model_providers.cacheline]
+name = "through cacheline proxy"
+base_url = "http://127.0.0.1:9/v1"
+env_key = "CACHELINE_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+[analytics]
+enabled = false
+[otel]
+exporter = "none"
+[projects."$PROJ"]
+trust_level = "trusted"
+CFG
+  AGENT_ENV=("CODEX_HOME=$AHOME/.codex" "CACHELINE_API_KEY=sk-test-0000" "RUST_LOG=error")
+}
+
+# opencode's config: its Anthropic provider wants the base URL WITH /v1.
+opencode_config() {
+  cat >"$PROJ/opencode.json" <<CFG
+{
+  "\$schema": "https://opencode.ai/config.json",
+  "autoupdate": false,
+  "share": "disabled",
+  "model": "anthropic/$MODEL_A",
+  "small_model": "anthropic/$MODEL_A",
+  "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+  "provider": {"anthropic": {"options": {"baseURL": "{env:ANTHROPIC_BASE_URL}/v1", "apiKey": "sk-test-0000"}}}
+}
+CFG
+  (cd "$PROJ" && git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm config) >/dev/null 2>&1 || true
+}
+
+# One agent's three launches in $1 (a work dir), its state and log in $SHARED.
+agent_launches() { # work dir
+  setup_dirs "$1"
+  start_upstream $([ "$A" = qwen-code ] && echo --models "$MODEL_Q")
+  launches
+  stop_upstream
+}
+
+# check_launches LABEL [check options] -- AGENT_DIR...: one PASS/FAIL line per agent.
+check_launches() {
+  local label=$1; shift
+  local -a opts=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  local out rc=0
+  out="$(python3 "$CHECK" --launches --bin "$BIN" --log "$SHARED/proxy.jsonl" "${opts[@]}" "$@" 2>&1)" || rc=$?
+  printf '%s\n' "$out" | sed "s/^\(PASS\|FAIL\) \([^:]*\):/\1 \2 ($label):/"
+  [ "$rc" = 0 ] || FAILED=1
+}
+
+# Whether $A can run (node, the binary, the agent); else its SKIPPED/FAIL line.
+ready() {
+  local var
+  case "$A" in
+    claude-code) var=CLAUDE_PKG ;; codex) var=CODEX_PKG ;; gemini-cli) var=GEMINI_PKG ;;
+    qwen-code) var=QWEN_PKG ;; opencode) var=OPENCODE_PKG ;;
+    *) echo "FAIL $A: unknown agent"; FAILED=1; return 1 ;;
+  esac
+  if ! command -v node >/dev/null; then skip_or_fail "no node on PATH"; return 1; fi
+  if [ ! -x "$BIN" ]; then skip_or_fail "no cacheline binary at $BIN"; return 1; fi
+  if ! install_agent "$A" "$(pin "$var")"; then
+    skip_or_fail "$(pin "$var") is not installed in $CACHE/$A (PROXY_AGENTS_INSTALL=1 installs it)"; return 1
+  fi
+}
+
+STATE_ARGS=()
+per_launch_main() { # mode agents...
+  local mode=$1; shift
+  local -a agents=("$@") dirs=()
+  [ ${#agents[@]} -gt 0 ] || agents=(claude-code codex gemini-cli qwen-code opencode)
+  FAILED=0
+  mkdir -p "$WORK"
+  log "work dir $WORK"
+  case "$mode" in
+    --per-launch)
+      SHARED="$WORK/shared"; mkdir -p "$SHARED"
+      for A in "${agents[@]}"; do
+        ready || continue
+        agent_launches "$WORK/per-launch"
+        dirs+=("$AW")
+      done
+      [ ${#dirs[@]} -eq 0 ] || check_launches per-launch -- "${dirs[@]}" ;;
+    --concurrent)
+      [ ${#agents[@]} -eq 2 ] || { echo "FAIL --concurrent: two agents, not ${#agents[@]}"; return 1; }
+      SHARED="$WORK/concurrent"; mkdir -p "$SHARED"
+      local -a pids=()
+      for A in "${agents[@]}"; do ready || return "$FAILED"; done
+      for A in "${agents[@]}"; do
+        agent_launches "$WORK/concurrent" &
+        pids+=($!)
+        dirs+=("$WORK/concurrent/$A")
+      done
+      wait "${pids[@]}"
+      check_launches concurrent -- "${dirs[@]}" ;;
+    --damaged)
+      [ ${#agents[@]} -eq 1 ] || { echo "FAIL --damaged: one agent, not ${#agents[@]}"; return 1; }
+      A=${agents[0]}
+      ready || return "$FAILED"
+      SHARED="$WORK/torn"; mkdir -p "$SHARED"
+      BETWEEN_TURNS=torn_tail agent_launches "$SHARED"
+      check_launches torn-state --warned 2 "has a damaged entry" -- "$AW"
+      SHARED="$WORK/other-version"; mkdir -p "$SHARED"
+      BETWEEN_TURNS=other_version agent_launches "$SHARED"
+      check_launches other-version --warned 2 "was written by another version" --set-aside 2 -- "$AW"
+      # The least cap, 4 KiB (an agent's entry is larger than half of it): from the second
+      # request on, each append compacts the journal and drops the session's older entry
+      # (the latest is appended after), so every launch says so, once.
+      SHARED="$WORK/full"; mkdir -p "$SHARED"
+      STATE_ARGS=(--state-max-bytes 4096)
+      agent_launches "$SHARED"
+      check_launches full-state --warned-each "reached its cap" -- "$AW"
+      STATE_ARGS=() ;;
+  esac
+  return "$FAILED"
+}
+
 # ---------------------------------------------------------------- main
+case "${1:-}" in
+  --per-launch | --concurrent | --damaged)
+    per_launch_main "$@"; exit $? ;;
+esac
 if [ "${1:-}" = --install ]; then # CI: the pinned agents into the cache, ripgrep for opencode
   sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
   command -v rg >/dev/null || { "${sudo_cmd[@]}" apt-get update -qq &&

@@ -57,3 +57,26 @@ pub enum ProxyError {
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
 }
+
+impl ProxyError {
+    /// The exit status a shell gives when it cannot run the command:
+    /// [`NOT_FOUND`](crate::launcher::NOT_FOUND) (127) for a launched command that does not
+    /// exist, [`NOT_EXECUTABLE`](crate::launcher::NOT_EXECUTABLE) (126) for one that cannot
+    /// be executed; `None` for every other error.
+    pub fn shell_exit_code(&self) -> Option<i32> {
+        let ProxyError::Command { source, .. } = self else {
+            return None;
+        };
+        match source.kind() {
+            std::io::ErrorKind::NotFound => Some(crate::launcher::NOT_FOUND),
+            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::IsADirectory => {
+                Some(crate::launcher::NOT_EXECUTABLE)
+            }
+            // ENOEXEC: a file the kernel cannot run (no shebang, another architecture).
+            _ if source.raw_os_error() == Some(libc::ENOEXEC) => {
+                Some(crate::launcher::NOT_EXECUTABLE)
+            }
+            _ => None,
+        }
+    }
+}

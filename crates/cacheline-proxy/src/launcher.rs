@@ -23,6 +23,12 @@ pub fn base_url_env(addr: SocketAddr) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A shell's exit status for a command it cannot find.
+pub const NOT_FOUND: i32 = 127;
+/// A shell's exit status for a command it found but cannot run (not executable, not a
+/// program, a directory).
+pub const NOT_EXECUTABLE: i32 = 126;
+
 /// The exit status a shell would report: the code, or 128 + the signal that ended it.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -47,7 +53,10 @@ fn forward_signal(pid: u32, signal: libc::c_int) {
 }
 
 /// Runs `command` with `args`, its environment extended by [`base_url_env`], forwarding
-/// SIGINT and SIGTERM to it until it exits; returns its [`exit_code`].
+/// SIGINT and SIGTERM to it until it exits; returns its [`exit_code`]. A command that cannot
+/// be started is a [`ProxyError::Command`] carrying the OS error, whose
+/// [`ProxyError::shell_exit_code`] is the status a shell would give: 127 not found, 126 not
+/// executable.
 pub async fn run(
     command: &OsString,
     args: &[OsString],

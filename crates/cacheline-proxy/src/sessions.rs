@@ -53,6 +53,10 @@ const LOCK_FILE: &str = "sessions.lock";
 /// The largest journal kept by default: past it, the journal is compacted.
 pub const DEFAULT_MAX_JOURNAL_BYTES: u64 = 64 << 20;
 
+/// The smallest cap a journal is given (a smaller one is raised to it): below it, compaction
+/// keeps nothing but the latest entry.
+pub const MIN_JOURNAL_BYTES: u64 = 4 << 10;
+
 /// The longest journal line read (an entry of a request with a very long history is
 /// skipped past it, and counted).
 const MAX_ENTRY_BYTES: usize = 16 << 20;
@@ -99,6 +103,8 @@ pub struct SessionStore {
     max_sessions: usize,
     /// Warnings not yet handed to the caller.
     warnings: Vec<String>,
+    /// The kinds of warning given already: each is said once per launch.
+    warned: std::collections::HashSet<&'static str>,
 }
 
 /// The lock held while one exchange is analysed.
@@ -169,9 +175,10 @@ impl SessionStore {
             generation: None,
             applied: std::collections::HashSet::new(),
             launch_hash: launch_hash(launch),
-            max_bytes: max_bytes.max(1 << 16),
+            max_bytes: max_bytes.max(MIN_JOURNAL_BYTES),
             max_sessions: max_sessions.max(1),
             warnings: Vec::new(),
+            warned: std::collections::HashSet::new(),
         };
         {
             let _held = store.lock().map_err(err)?;
@@ -188,9 +195,17 @@ impl SessionStore {
         Ok(locked)
     }
 
-    /// What went wrong with the journal since last asked, one line each.
+    /// What went wrong with the journal since last asked, one line each; each kind (set
+    /// aside, damaged, at its cap) once per launch, however often it happens again.
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// Keeps `warning` for the caller, unless one of its `kind` was given already.
+    fn warn_once(&mut self, kind: &'static str, warning: String) {
+        if self.warned.insert(kind) {
+            self.warnings.push(warning);
+        }
     }
 
     fn path(&self) -> PathBuf {
@@ -255,11 +270,12 @@ impl SessionStore {
                 .map_or(0, |d| d.as_secs())
         ));
         std::fs::rename(self.path(), &aside)?;
-        self.warnings.push(format!(
+        let warning = format!(
             "the session state {} was written by another version (or is no journal): set aside as {}, starting afresh",
             self.path().display(),
             aside.display()
-        ));
+        );
+        self.warn_once("set aside", warning);
         self.journal = OpenOptions::new()
             .create(true)
             .read(true)
@@ -320,10 +336,11 @@ impl Locked<'_> {
         }
         store.read_to = at;
         if damaged {
-            store.warnings.push(format!(
+            let warning = format!(
                 "the session state {} has a damaged entry at byte {at}: it and what follows are dropped",
                 store.path().display()
-            ));
+            );
+            store.warn_once("damaged", warning);
             // Keep what holds: the journal is cut where it stopped holding.
             store.journal.set_len(at)?;
         }
@@ -417,10 +434,11 @@ impl Locked<'_> {
         store.generation = Some(generation);
         store.read_to = store.journal.metadata()?.len();
         if dropped > 0 {
-            store.warnings.push(format!(
-                "the session state {} reached its cap: {dropped} least recently active sessions dropped",
+            let warning = format!(
+                "the session state {} reached its cap: {dropped} least recently active sessions dropped (said once: later compactions drop more)",
                 store.path().display()
-            ));
+            );
+            store.warn_once("cap", warning);
         }
         Ok(())
     }

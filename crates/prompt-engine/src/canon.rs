@@ -119,6 +119,14 @@ pub struct Canonical<'a> {
     pub(crate) tools_end: u32,
     pub(crate) system_end: u32,
     pub(crate) messages_end: u32,
+    /// The JSON path of each system block in the body ([`Canonical::system_path`]).
+    #[serde(default)]
+    pub(crate) system_paths: Vec<Box<str>>,
+    /// The JSON path of each tool not at `tools[i]`, by its place among the tools
+    /// ([`Canonical::tool_path`]): Gemini's function declarations, Codex's
+    /// `additional_tools` items.
+    #[serde(default)]
+    pub(crate) tool_paths: Vec<(u32, Box<str>)>,
     #[serde(skip)]
     pub(crate) body: Option<Cow<'a, str>>,
     /// Fields that name a session (`metadata.user_id`, `previous_response_id`, …), bounded.
@@ -311,6 +319,12 @@ impl<'a> Canonical<'a> {
                 block: remembered_block(body, &t.elem, &mut memo),
             })
             .collect();
+        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        let mut tool_paths: Vec<(u32, Box<str>)> = p
+            .tool_paths
+            .iter()
+            .map(|(i, path)| (index(*i), bounded(path)))
+            .collect();
         let system: Vec<Block> = p
             .system
             .iter()
@@ -322,15 +336,21 @@ impl<'a> Canonical<'a> {
         let mut compacted = false;
         for m in &p.messages {
             if shape == ApiKind::OpenAiResponses && m.role == "additional_tools" {
-                // Codex sends its tools as an input item: they are tools, not a message.
+                // Codex sends its tools as an input item (`{"type": "additional_tools",
+                // "role": "developer", "tools": [...]}`, namespaced tools such as `clock`
+                // among them): they are tools, not a message, each at `input[i].tools[j]`.
                 if let Ok(o) = Object::parse(m.elem.raw)
                     && let Some(list) = o.get("tools").and_then(raw::array_of)
                 {
-                    for t in list {
+                    for (j, t) in list.into_iter().enumerate() {
                         let name = Object::of(t)
                             .ok()
                             .and_then(|t| t.str("name").or_else(|| t.str("type")))
                             .unwrap_or_default();
+                        tool_paths.push((
+                            index(tools.len()),
+                            format!("input[{}].tools[{j}]", m.index).into_boxed_str(),
+                        ));
                         tools.push(CanonTool {
                             name: bounded(&name),
                             block: block_of(body, &Elem::new(t, Form::Block)),
@@ -380,6 +400,8 @@ impl<'a> Canonical<'a> {
             tools_end: u32::try_from(p.tools_end).unwrap_or(u32::MAX),
             system_end: u32::try_from(p.system_end).unwrap_or(u32::MAX),
             messages_end: u32::try_from(p.messages_end).unwrap_or(u32::MAX),
+            system_paths: p.system_paths.iter().map(|s| bounded(s)).collect(),
+            tool_paths,
             body: Some(Cow::Borrowed(body)),
             session_hints: p
                 .session_hints
@@ -456,6 +478,8 @@ impl<'a> Canonical<'a> {
             tools_end: self.tools_end,
             system_end: self.system_end,
             messages_end: self.messages_end,
+            system_paths: self.system_paths,
+            tool_paths: self.tool_paths,
             session_hints: self.session_hints,
         }
     }
@@ -522,6 +546,41 @@ impl<'a> Canonical<'a> {
     /// for excerpts and writer lookups.
     pub(crate) fn keep_body(&mut self, body: String) {
         self.body = Some(Cow::Owned(body));
+    }
+
+    /// The JSON path of tool `i` in the body: `tools[i]`, or where it was read
+    /// (`tools[0].functionDeclarations[3]`, `input[0].tools[2]`).
+    pub fn tool_path(&self, i: usize) -> String {
+        let at = u32::try_from(i).unwrap_or(u32::MAX);
+        self.tool_paths
+            .iter()
+            .find(|(j, _)| *j == at)
+            .map_or_else(|| format!("tools[{i}]"), |(_, p)| p.to_string())
+    }
+
+    /// The JSON path of system block `i` in the body: Anthropic's `system[i]` (`system` for
+    /// a string), Gemini's `systemInstruction.parts[i]`, Responses' `instructions` or a
+    /// leading `input[i]` item, Chat's leading `messages[i]`.
+    pub fn system_path(&self, i: usize) -> String {
+        if let Some(p) = self.system_paths.get(i) {
+            return p.to_string();
+        }
+        // A record kept by an earlier version, without its paths.
+        match self.shape {
+            ApiKind::Anthropic => format!("system[{i}]"),
+            ApiKind::Gemini => format!("systemInstruction.parts[{i}]"),
+            ApiKind::OpenAiResponses => "instructions".to_owned(),
+            ApiKind::OpenAi | ApiKind::LlamaCpp => format!("messages[{i}]"),
+        }
+    }
+
+    /// The array the messages are in: `messages`, Responses' `input`, Gemini's `contents`.
+    pub fn messages_key(&self) -> &'static str {
+        match self.shape {
+            ApiKind::Gemini => "contents",
+            ApiKind::OpenAiResponses => "input",
+            ApiKind::Anthropic | ApiKind::OpenAi | ApiKind::LlamaCpp => "messages",
+        }
     }
 
     /// Lets the body go: what is left is hashes, names

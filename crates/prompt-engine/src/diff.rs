@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use prompt_core::divergence::{Divergence, Excerpt, common_prefix_len};
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 
+use crate::body::element::Form;
 use crate::canon::{Block, CanonMessage, Canonical, KeySource};
 use crate::cause::{Cause, Change, Place, ToolChange};
 use prompt_core::ApiKind;
@@ -234,13 +235,19 @@ impl<'c> Pair<'c> {
                 ToolChange::Reordered => (x, y),
             };
             let d = divergence(x, y, l.tools_end, None, Some(format!("tool `{name}`")));
+            // A removed tool is where the earlier request had it.
+            let path = if change == ToolChange::Removed || index >= l.tools.len() {
+                e.tool_path(index)
+            } else {
+                l.tool_path(index)
+            };
             pair.push(
                 Cause::ToolsChanged {
                     change,
                     name: name.to_owned(),
                 },
                 Place::Tools { index },
-                format!("tools[{index}]"),
+                path,
                 d,
             );
         };
@@ -315,7 +322,7 @@ impl<'c> Pair<'c> {
                     hoisted: Some(hoisted),
                 },
                 Place::System { block: at },
-                system_path(l, at),
+                system_path(e, l, at),
                 d,
             );
             return;
@@ -339,7 +346,7 @@ impl<'c> Pair<'c> {
             self.push(
                 Cause::SystemChanged,
                 Place::System { block: i },
-                system_path(l, i),
+                system_path(e, l, i),
                 d,
             );
         }
@@ -486,19 +493,16 @@ impl<'c> Pair<'c> {
             (None, Some(m)) => Some(excerpt(l.role(m), EXCERPT_BYTES).into_owned()),
             (None, None) => None,
         };
-        let key = if l.shape == ApiKind::Gemini {
-            "contents"
-        } else if l.shape == ApiKind::OpenAiResponses {
-            "input"
-        } else {
-            "messages"
-        };
+        let key = l.messages_key();
         let content = if l.shape == ApiKind::Gemini {
             "parts"
         } else {
             "content"
         };
+        // A content sent as a string is one text block, at the content itself.
+        let string_content = b_block.or(a_block).is_some_and(|b| b.form == Form::Text);
         let path = match block {
+            Some(_) if string_content => format!("{key}[{index}].{content}"),
             Some(j) => format!("{key}[{index}].{content}[{j}]"),
             None => format!("{key}[{index}]"),
         };
@@ -519,9 +523,9 @@ impl<'c> Pair<'c> {
                 let place = self.chain_place(index);
                 let d = divergence(Some((e, a)), Some((l, b)), b.start, None, None);
                 let path = match &place {
-                    Place::Tools { index } => format!("tools[{index}]"),
-                    Place::System { block } => system_path(l, *block),
-                    Place::Message { index, .. } => format!("messages[{index}]"),
+                    Place::Tools { index } => l.tool_path(*index),
+                    Place::System { block } => l.system_path(*block),
+                    Place::Message { index, .. } => format!("{}[{index}]", l.messages_key()),
                     other => other.to_string(),
                 };
                 self.changes.insert(
@@ -558,14 +562,13 @@ impl<'c> Pair<'c> {
     }
 }
 
-/// The JSON path of system block `i`: Anthropic's `system`, Gemini's `systemInstruction`,
-/// Responses' `instructions`, Chat's leading system messages.
-fn system_path(c: &Canonical<'_>, i: usize) -> String {
-    match c.shape {
-        ApiKind::Anthropic => format!("system[{i}]"),
-        ApiKind::Gemini => format!("systemInstruction.parts[{i}]"),
-        ApiKind::OpenAiResponses => "instructions".to_owned(),
-        ApiKind::OpenAi | ApiKind::LlamaCpp => format!("messages[{i}]"),
+/// The JSON path of system block `i`: the later request's, or the earlier one's for a block
+/// only it has ([`Canonical::system_path`]).
+fn system_path(e: &Canonical<'_>, l: &Canonical<'_>, i: usize) -> String {
+    if i < l.system.len() {
+        l.system_path(i)
+    } else {
+        e.system_path(i)
     }
 }
 

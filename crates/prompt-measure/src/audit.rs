@@ -656,9 +656,18 @@ impl<'t> Auditor<'t> {
             .engine
             .analyze_read(canonical, &exchange, line, &mut |c, b| {
                 let segment = cache.segment_keyed(b.hash, || c.sent_text(b));
-                let n = u32::try_from(segment.len()).unwrap_or(u32::MAX);
+                // The engine counts the element's own bytes: one equal as cached but sent
+                // otherwise (a string re-sent as its one text block) is not counted as the
+                // form seen first, so a verdict does not depend on what else was seen (a
+                // proxy launched per turn prints what the audit of its log says).
+                let sent = c.sent_text(b);
+                let len = if segment.text() == sent.as_ref() {
+                    segment.len()
+                } else {
+                    cache.tokenizer().encode(&sent).len()
+                };
                 segments.push(segment);
-                n
+                u32::try_from(len).unwrap_or(u32::MAX)
             });
         // A break's tokens lost end where the provider's rule stops reading: inside the
         // changed element, after the tokens still shared there.
@@ -809,10 +818,13 @@ impl<'t> Auditor<'t> {
                         change_at: None,
                     });
                 }
-                if let Some(w) = self
-                    .catalogue
-                    .find(agent, cause.kind(), &c.json_path, &elements)
-                {
+                if let Some(w) = self.catalogue.find(
+                    agent,
+                    cause.kind(),
+                    &c.json_path,
+                    &elements,
+                    pred.earlier_launch,
+                ) {
                     return Some(WriterFinding::Catalogue(WriterMatch::of(w, agent)));
                 }
             }

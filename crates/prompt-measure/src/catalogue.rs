@@ -219,6 +219,38 @@ impl VersionRange {
     }
 }
 
+impl VersionRange {
+    /// The highest version the range was checked on: its upper bound (`<=X`, `<X` or `=X`;
+    /// the lowest of several). `None` for a range open above (`*`, `>=1.16.0`).
+    pub fn upper(&self) -> Option<Version> {
+        self.all
+            .iter()
+            .filter(|(op, _)| matches!(op, Op::Le | Op::Lt | Op::Eq))
+            .map(|&(_, v)| v)
+            .min()
+    }
+
+    /// Whether `version` is newer than the range: past its upper bound ([`Self::upper`])
+    /// and within its lower bounds. An agent ships weekly: a writer checked up to a version
+    /// is still named on a newer one, saying so.
+    pub fn is_newer(&self, version: Option<Version>) -> bool {
+        let Some(v) = version else {
+            return false;
+        };
+        let past = self.all.iter().any(|&(op, b)| match op {
+            Op::Le | Op::Eq => v > b,
+            Op::Lt => v >= b,
+            Op::Ge | Op::Gt => false,
+        });
+        let above = self.all.iter().all(|&(op, b)| match op {
+            Op::Ge | Op::Eq => v >= b,
+            Op::Gt => v > b,
+            Op::Le | Op::Lt => true,
+        });
+        past && above
+    }
+}
+
 impl fmt::Display for VersionRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
@@ -372,6 +404,8 @@ struct RawWriter {
     workaround: Option<String>,
     source: Option<String>,
     within: Option<u64>,
+    when: Option<String>,
+    gone: Option<String>,
 }
 
 /// One known writer.
@@ -403,6 +437,55 @@ pub struct Writer {
     /// the later request's element: for an element that holds several writers' blocks (one
     /// system prompt with an environment block and a skills listing).
     pub within: Option<usize>,
+    /// Which requests it is named on: every one, or resumed ones only ([`When`]).
+    pub when: When,
+    /// The first version checked without the writer: from it on the entry is not named (a
+    /// retired entry), however new the agent.
+    pub gone: Option<Version>,
+}
+
+/// Which requests an entry is named on (`when` in the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// Any request (no `when`).
+    #[default]
+    Any,
+    /// `when = "resume"`: only a resumed request, one whose predecessor another launch saw
+    /// ([`prompt_engine::Predecessor::earlier_launch`]: an agent run again with `--continue`,
+    /// `--resume`, `exec resume`). A log without launch ids has no resumed request.
+    Resume,
+}
+
+impl When {
+    /// Its name in the file (`resume`), `None` for [`When::Any`].
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            When::Any => None,
+            When::Resume => Some("resume"),
+        }
+    }
+}
+
+impl Writer {
+    /// Whether the entry is named for an agent of `version`: one in its range, or newer than
+    /// the range ([`VersionRange::is_newer`]) and older than `gone`. An older version than the
+    /// range, or an unknown one (unless the range is `*`), is not.
+    pub fn applies_to(&self, version: Option<Version>) -> bool {
+        if self.gone.is_some_and(|g| version.is_some_and(|v| v >= g)) {
+            return false;
+        }
+        self.versions.contains(version) || self.versions.is_newer(version)
+    }
+
+    /// The version the entry was checked up to, when `version` is newer than its range:
+    /// the verdict then says "(checked up to X)".
+    pub fn checked_up_to(&self, version: Option<Version>) -> Option<Version> {
+        self.versions
+            .is_newer(version)
+            .then(|| self.versions.upper())
+            .flatten()
+    }
 }
 
 /// A writer catalogue: entries in file order, ids unique.
@@ -528,6 +611,30 @@ impl Catalogue {
                     )
                 })?);
             }
+            let when = match w.when.as_deref().map(str::trim) {
+                None => When::Any,
+                Some("resume") => When::Resume,
+                Some(other) => {
+                    return Err(err(
+                        "when",
+                        format!("{other:?} is not when an entry applies (`resume`)"),
+                    ));
+                }
+            };
+            let gone = match w.gone.as_deref() {
+                None => None,
+                Some(text) => Some(Version::parse(text).ok_or_else(|| {
+                    err("gone", format!("{text:?} is not a version (`2.1.332`)"))
+                })?),
+            };
+            if let (Some(g), Some(u)) = (gone, versions.upper())
+                && g <= u
+            {
+                return Err(err(
+                    "gone",
+                    format!("{g} is not past the versions checked (up to {u})"),
+                ));
+            }
             writers.push(Writer {
                 id: w.id,
                 agent: w.agent.trim().to_ascii_lowercase(),
@@ -550,6 +657,8 @@ impl Catalogue {
                         ));
                     }
                 },
+                when,
+                gone,
             });
         }
         Ok(Catalogue { writers })
@@ -613,23 +722,27 @@ impl Catalogue {
         &self.writers
     }
 
-    /// The writer of a change: entries of `agent`'s name and version, of `cause`, whose path
-    /// matches `json_path` and whose pattern occurs in one of `elements` (the changed element
-    /// of the later request, then of the earlier one). When several match, the one whose
-    /// pattern occurs last at or before the change (the section the change falls in) wins,
-    /// then the first in file order.
+    /// The writer of a change: entries of `agent`'s name and version (in the entry's range,
+    /// or newer than it and not past its `gone`), of `cause`, whose path matches `json_path`,
+    /// whose pattern occurs in one of `elements` (the changed element of the later request,
+    /// then of the earlier one), and, for an entry about resumes, on a `resumed` request
+    /// (its predecessor seen by another launch). When several match, the one whose pattern
+    /// occurs last at or before the change (the section the change falls in) wins, then the
+    /// first in file order.
     pub fn find(
         &self,
         agent: &AgentId,
         cause: CauseKind,
         json_path: &str,
         elements: &[Element<'_>],
+        resumed: bool,
     ) -> Option<&Writer> {
         let mut best: Option<(usize, &Writer)> = None;
         for w in &self.writers {
             if w.agent != agent.name
                 || !w.causes.contains(&cause)
-                || !w.versions.contains(agent.version)
+                || !w.applies_to(agent.version)
+                || (w.when == When::Resume && !resumed)
                 || !w.path.matches(json_path)
             {
                 continue;
@@ -688,6 +801,9 @@ pub struct WriterMatch {
     pub issue: Option<String>,
     /// The workaround.
     pub workaround: Option<String>,
+    /// The highest version the entry was checked on, when the agent is newer than its range
+    /// (agents ship weekly: the writer is still named, saying so).
+    pub checked_up_to: Option<Version>,
 }
 
 impl WriterMatch {
@@ -701,6 +817,7 @@ impl WriterMatch {
             varies: writer.varies.clone(),
             issue: writer.issue.clone(),
             workaround: writer.workaround.clone(),
+            checked_up_to: writer.checked_up_to(agent.version),
         }
     }
 }

@@ -45,6 +45,10 @@ pub(crate) struct ProxyArgs {
     /// Keep no session state: this launch starts empty and leaves nothing behind.
     #[arg(long)]
     no_state: bool,
+    /// The session state's cap in bytes (at least 4 KiB; default 64 MiB): past it the
+    /// journal is compacted. Hidden: for tests of a full state.
+    #[arg(long, value_name = "BYTES", hide = true, conflicts_with = "no_state")]
+    state_max_bytes: Option<u64>,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     allow_remote: bool,
@@ -81,7 +85,14 @@ pub(crate) fn run(
             .state
             .clone()
             .or_else(cacheline_proxy::sessions::default_state_dir);
-        config = config.with_state(dir.map(cacheline_proxy::sessions::StateConfig::in_dir));
+        let state = dir.map(|d| {
+            let mut state = cacheline_proxy::sessions::StateConfig::in_dir(d);
+            if let Some(max) = args.state_max_bytes {
+                state.max_bytes = max;
+            }
+            state
+        });
+        config = config.with_state(state);
     }
     if let Some(path) = &args.catalogue {
         match prompt_measure::catalogue::Catalogue::builtin_with_file(path) {
@@ -125,7 +136,18 @@ pub(crate) fn run(
         let mut work = std::pin::pin!(work);
         let code = loop {
             tokio::select! {
-                code = &mut work => break code?,
+                code = &mut work => match code {
+                    Ok(code) => break code,
+                    // A command that cannot be run exits as a shell's would: 127 not
+                    // found, 126 not executable.
+                    Err(e) => match e.shell_exit_code() {
+                        Some(code) => {
+                            writeln!(err, "cacheline proxy: {e}")?;
+                            break code;
+                        }
+                        None => return Err(e.into()),
+                    },
+                },
                 event = events.recv() => print_event(event, err)?,
             }
         };

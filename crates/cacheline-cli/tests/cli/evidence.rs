@@ -473,7 +473,7 @@ fn the_json_keys_in_the_docs_are_the_reports() {
 fn evidence_names_the_writer_the_catalogue_finds() {
     let (md, json) = evidence(CLAUDE, 8, &[]);
     assert!(
-        md.contains("### Writer\n\n- the currentDate reminder (writer catalogue entry `claude-code-current-date`, claude-code >=2.1.0, <2.2.0)"),
+        md.contains("### Writer\n\n- the currentDate reminder (writer catalogue entry `claude-code-current-date`, claude-code >=2.1.0, <=2.1.197)"),
         "{md}"
     );
     assert_eq!(json["writer"]["kind"], "catalogue", "{json}");

@@ -193,3 +193,36 @@ fn with_diagnose_the_upstream_is_asked_for_its_verdict_and_the_audit_shows_it() 
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_launcher_exits_127_for_a_command_not_found_and_126_for_one_not_executable() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, _) = fresh_log("cacheline-cli-proxy-exit");
+    let script = dir.join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let script = script.to_str().unwrap();
+    let dir_path = dir.to_str().unwrap();
+    for (command, code, shell_says) in [
+        ("cacheline-no-such-command-0d1f", 127, "command not found"),
+        (script, 126, "Permission denied"),
+        (dir_path, 126, "Is a directory"),
+    ] {
+        let (got, _, stderr) = super::cacheline(&["proxy", "--", command]);
+        assert_eq!(got, code, "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cacheline proxy: the command `{command}`: ")),
+            "{command}: {stderr}"
+        );
+        // The shell's own status for the same command, for comparison.
+        let shell = Command::new("sh")
+            .args(["-c", &format!("'{command}'")])
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(shell.status.code(), Some(code), "sh: {shell_says}");
+        // The proxy still stopped cleanly: its summary line.
+        assert!(stderr.contains("requests forwarded"), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -27,6 +27,12 @@ pub(crate) struct Parsed<'a> {
     pub(crate) tools_end: usize,
     /// The system field's blocks, and for Chat/Responses the leading system messages.
     pub(crate) system: Vec<Elem<'a>>,
+    /// The JSON path of each of `system`'s blocks in the body (`system`, `system[1]`,
+    /// `instructions`, `input[0]`, `systemInstruction.parts[0]`).
+    pub(crate) system_paths: Vec<String>,
+    /// The JSON path of each tool not at `tools[i]` (`i` its place in `tools`): Gemini's
+    /// `tools[0].functionDeclarations[3]`.
+    pub(crate) tool_paths: Vec<(usize, String)>,
     pub(crate) system_end: usize,
     pub(crate) messages: Vec<Msg<'a>>,
     pub(crate) messages_end: usize,
@@ -97,11 +103,14 @@ impl<'a> Parsed<'a> {
             let object = self.object(tool, &at)?;
             if self.class == Class::Gemini {
                 if let Some(decls) = object.get("functionDeclarations") {
-                    for decl in self.array(decls, &format!("{at}.functionDeclarations"))? {
+                    let decls = self.array(decls, &format!("{at}.functionDeclarations"))?;
+                    for (j, decl) in decls.into_iter().enumerate() {
                         let name = Object::of(decl)
                             .ok()
                             .and_then(|d| d.str("name").map(Cow::into_owned))
                             .unwrap_or_default();
+                        self.tool_paths
+                            .push((self.tools.len(), format!("{at}.functionDeclarations[{j}]")));
                         self.tools.push(Tool {
                             name,
                             elem: Elem::new(decl, Form::Block),
@@ -109,6 +118,9 @@ impl<'a> Parsed<'a> {
                     }
                 } else {
                     let name = object.fields.first().map(|(k, _)| k.to_string());
+                    if self.tools.len() != i {
+                        self.tool_paths.push((self.tools.len(), at.clone()));
+                    }
                     self.tools.push(Tool {
                         name: name.unwrap_or_default(),
                         elem: Elem::new(tool, Form::Block),
@@ -217,8 +229,12 @@ impl<'a> Parsed<'a> {
     fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
         let at = format!("messages[{index}]");
         let object = self.object(raw, &at)?;
+        // Codex's tools item (`{"type": "additional_tools", "role": "developer", "tools":
+        // [...]}`) is tools whatever its role: it is named by its type.
         let role = object
-            .str("role")
+            .str("type")
+            .filter(|t| t == "additional_tools")
+            .or_else(|| object.str("role"))
             .or_else(|| object.str("type"))
             .unwrap_or(Cow::Borrowed("user"));
         // A `role: "system"` message is no evidence either way: Anthropic accepts one inside
@@ -258,45 +274,77 @@ impl<'a> Parsed<'a> {
     /// Reads a system field: a string, an array of text blocks, or Gemini's `{parts}`.
     fn read_system(&mut self, raw: &'a RawValue, at: &str) -> Result<(), GuardError> {
         self.system_end = self.end_of(raw);
-        let blocks = if raw.get().starts_with('"') {
+        let (blocks, under) = if raw.get().starts_with('"') {
             self.system.push(Elem::new(raw, Form::Text));
+            self.system_paths.push(at.to_owned());
             return Ok(());
         } else if raw.get().starts_with('{') {
             let object = self.object(raw, at)?;
             match object.get("parts") {
-                Some(parts) => self.array(parts, &format!("{at}.parts"))?,
-                None => vec![raw],
+                Some(parts) => (
+                    self.array(parts, &format!("{at}.parts"))?,
+                    format!("{at}.parts"),
+                ),
+                None => {
+                    self.system.push(Elem::new(raw, Form::Block));
+                    self.system_paths.push(at.to_owned());
+                    return Ok(());
+                }
             }
         } else {
-            self.array(raw, at)?
+            (self.array(raw, at)?, at.to_owned())
         };
-        for block in blocks {
+        for (j, block) in blocks.into_iter().enumerate() {
             self.system.push(Elem::new(block, Form::Block));
+            self.system_paths.push(format!("{under}[{j}]"));
         }
         Ok(())
     }
 
     /// Chat Completions and Responses: the leading system messages are the system field.
     pub(crate) fn split_leading_system(&mut self) {
+        if let Some(last) = self.take_leading_system() {
+            self.system_end = last;
+        }
+    }
+
+    /// The leading system and developer messages (Codex's `additional_tools` items among
+    /// them stay, to be read as tools) join the system field, each compared as a message;
+    /// where the last of them ends, when there was one.
+    fn take_leading_system(&mut self) -> Option<usize> {
         let lead = self
             .messages
             .iter()
-            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer"))
+            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer" | "additional_tools"))
             .count();
-        if lead == 0 {
-            return;
+        if !self.messages[..lead]
+            .iter()
+            .any(|m| m.role != "additional_tools")
+        {
+            return None;
         }
         let rest = self.messages.split_off(lead);
         let leading = std::mem::replace(&mut self.messages, rest);
-        if let Some(last) = leading.last() {
-            self.system_end = last.elem.offset(self.text) + last.elem.raw.len();
+        let key = if self.class == Class::Responses {
+            "input"
+        } else {
+            "messages"
+        };
+        let mut end = None;
+        let mut tools_items = Vec::new();
+        for m in leading {
+            if m.role == "additional_tools" {
+                tools_items.push(m);
+                continue;
+            }
+            end = Some(m.elem.offset(self.text) + m.elem.raw.len());
+            self.system_paths.push(format!("{key}[{}]", m.index));
+            self.system.push(m.elem);
         }
-        self.push_system_messages(leading);
-    }
-
-    /// Leading system messages join the system field, each compared as a message.
-    fn push_system_messages(&mut self, leading: Vec<Msg<'a>>) {
-        self.system.extend(leading.into_iter().map(|m| m.elem));
+        // The tools items keep their place before the rest of the messages.
+        tools_items.append(&mut self.messages);
+        self.messages = tools_items;
+        end
     }
 }
 
@@ -381,6 +429,8 @@ pub(crate) fn parse_object<'b>(
         tools: Vec::new(),
         tools_end: 0,
         system: Vec::new(),
+        system_paths: Vec::new(),
+        tool_paths: Vec::new(),
         system_end: 0,
         messages: Vec::new(),
         messages_end: 0,
@@ -490,16 +540,7 @@ pub(crate) fn parse_object<'b>(
     }
     if class == Class::Responses && reading == Reading::Compare {
         // Leading system items join `instructions` as the system field.
-        let lead = parsed
-            .messages
-            .iter()
-            .take_while(|m| matches!(m.role.as_ref(), "system" | "developer"))
-            .count();
-        if lead > 0 {
-            let rest = parsed.messages.split_off(lead);
-            let leading = std::mem::replace(&mut parsed.messages, rest);
-            parsed.push_system_messages(leading);
-        }
+        parsed.take_leading_system();
     }
     Ok(parsed)
 }

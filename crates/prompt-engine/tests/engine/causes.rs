@@ -127,9 +127,265 @@ fn codex_s_additional_tools_item_is_read_as_tools() {
             name: "shell".into()
         })
     );
-    assert_eq!(v[1].changes[0].json_path, "tools[0]");
+    // The tool is where the item has it.
+    assert_eq!(v[1].changes[0].json_path, "input[0].tools[0]");
     // The item is not a message.
     assert_eq!(v[0].messages, 2);
+}
+
+/// Codex's tools item as Codex sends it (a "responses lite" body: no `instructions`, no
+/// `tools`): `{"type": "additional_tools", "role": "developer", "tools": [...]}` first in
+/// `input`, its tools namespaces (`clock`, `collaboration`) of functions, then the developer
+/// message with the instructions.
+fn codex_lite(clock: &str, instructions: &str) -> String {
+    serde_json::json!({
+        "model": "gpt-5.6-codex",
+        "input": [
+            {"type": "additional_tools", "role": "developer", "tools": [
+                {"type": "namespace", "name": "clock", "description": "Time and timers.", "tools": [
+                    {"type": "function", "name": "now", "description": clock, "strict": false,
+                     "parameters": {"type": "object", "properties": {}}},
+                ]},
+                {"type": "namespace", "name": "collaboration", "description": "Work with other agents.", "tools": [
+                    {"type": "function", "name": "followup_task", "strict": false,
+                     "parameters": {"type": "object", "properties": {}}},
+                ]},
+            ]},
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": instructions}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What time is it?"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Noon."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Thanks."}]},
+        ],
+        "reasoning": {"effort": "medium"},
+        "stream": true,
+    })
+    .to_string()
+}
+
+#[test]
+fn codex_s_additional_tools_item_as_codex_sends_it_is_read_as_tools() {
+    let instructions = "You are Codex, a coding agent. ".repeat(200);
+    let e = codex_lite("The current time.", &instructions);
+    // A namespaced tool's description edited: a tool changed, at the item's tool.
+    let l = codex_lite("The current time, in UTC.", &instructions);
+    let v = engine_run(&[at(&e, Some("/v1/responses")), at(&l, Some("/v1/responses"))]);
+    assert_eq!(
+        v[1].cause,
+        Some(Cause::ToolsChanged {
+            change: ToolChange::Edited,
+            name: "clock".into()
+        }),
+        "{:?}",
+        v[1].changes
+    );
+    assert_eq!(v[1].changes[0].json_path, "input[0].tools[0]");
+    assert!(
+        v[1].changes
+            .iter()
+            .all(|c| c.cause.kind() != CauseKind::SystemChanged),
+        "{:?}",
+        v[1].changes
+    );
+    // The item is tools, the developer message the system field: three messages left.
+    assert_eq!(v[0].messages, 3);
+    // The developer message edited: the system changed, at that item (the body has no
+    // `instructions` field).
+    let l = codex_lite("The current time.", &format!("Be brief. {instructions}"));
+    let v = engine_run(&[at(&e, Some("/v1/responses")), at(&l, Some("/v1/responses"))]);
+    assert_eq!(v[1].cause, Some(Cause::SystemChanged), "{:?}", v[1].changes);
+    assert_eq!(v[1].changes[0].json_path, "input[1]");
+    // The same bytes again: it extends.
+    let v = engine_run(&[at(&e, Some("/v1/responses")), at(&e, Some("/v1/responses"))]);
+    assert_eq!(v[1].cause, None, "{:?}", v[1].changes);
+}
+
+/// The value at `path` (`input[0].tools[1]`, `system`, `reasoning.effort`) in `value`.
+fn resolve<'v>(value: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
+    let mut at = value;
+    for segment in path.split('.') {
+        let (name, mut rest) = segment.split_once('[').unwrap_or((segment, ""));
+        if !name.is_empty() {
+            at = at.get(name)?;
+        }
+        while !rest.is_empty() {
+            let (index, tail) = rest.split_once(']')?;
+            at = at.get(index.parse::<usize>().ok()?)?;
+            rest = tail.strip_prefix('[').unwrap_or(tail);
+        }
+    }
+    Some(at)
+}
+
+#[test]
+fn every_json_path_a_change_names_exists_in_the_body_it_describes() {
+    let j = |v: serde_json::Value| v.to_string();
+    let long = "Follow the house style carefully. ".repeat(40);
+    let gemini = |decl: &str, system_key: &str, text: &str| {
+        let mut body = serde_json::json!({
+            "contents": [
+                {"role": "user", "parts": [{"text": "hi"}]},
+                {"role": "model", "parts": [{"text": "hello"}]},
+                {"role": "user", "parts": [{"text": text}]},
+            ],
+            "tools": [
+                {"googleSearch": {}},
+                {"functionDeclarations": [
+                    {"name": "read", "description": "Read a file."},
+                    {"name": "list", "description": decl},
+                ]},
+            ],
+        });
+        body[system_key] =
+            serde_json::json!({"parts": [{"text": long.clone()}, {"text": "Be kind."}]});
+        body.to_string()
+    };
+    let chat = |system: &str, first: &str| {
+        j(serde_json::json!({"model": "m", "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": first},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "more"},
+        ]}))
+    };
+    let anthropic = |system: serde_json::Value, tools: serde_json::Value| {
+        j(
+            serde_json::json!({"model": "claude-sonnet-4-5", "system": system, "tools": tools,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
+                         {"role": "user", "content": "more"}]}),
+        )
+    };
+    let responses = |instructions: &str, effort: &str| {
+        j(
+            serde_json::json!({"model": "gpt-5-codex", "instructions": instructions,
+            "input": [{"role": "developer", "content": "Sandbox: none."},
+                      {"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}],
+            "reasoning": {"effort": effort}}),
+        )
+    };
+    let read = serde_json::json!({"name": "read", "description": "Read.", "input_schema": {}});
+    let write = serde_json::json!({"name": "write", "description": "Write.", "input_schema": {}});
+    let pairs: Vec<(&str, String, String, &str)> = vec![
+        // (what, earlier, later, path)
+        (
+            "anthropic: a string system edited",
+            anthropic(long.clone().into(), serde_json::json!([read])),
+            anthropic(format!("{long}!").into(), serde_json::json!([read])),
+            "/v1/messages",
+        ),
+        (
+            "anthropic: a system block removed",
+            anthropic(
+                serde_json::json!([{"type": "text", "text": long}, {"type": "text", "text": "x"}]),
+                serde_json::json!([read]),
+            ),
+            anthropic(
+                serde_json::json!([{"type": "text", "text": long}]),
+                serde_json::json!([read]),
+            ),
+            "/v1/messages",
+        ),
+        (
+            "anthropic: a tool removed",
+            anthropic(long.clone().into(), serde_json::json!([read, write])),
+            anthropic(long.clone().into(), serde_json::json!([read])),
+            "/v1/messages",
+        ),
+        (
+            "gemini: a function declaration edited",
+            gemini("List files.", "systemInstruction", "more"),
+            gemini("List the files.", "systemInstruction", "more"),
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+        ),
+        (
+            "gemini: system_instruction",
+            gemini("List files.", "system_instruction", "more"),
+            gemini("List files.", "system_instruction", "more").replace("Be kind.", "Be brief."),
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+        ),
+        (
+            "chat: a string content edited in place",
+            chat(&long, "first question"),
+            chat(&long, "first questions"),
+            "/v1/chat/completions",
+        ),
+        (
+            "chat: a leading system message edited",
+            chat(&long, "q"),
+            chat(&format!("{long}?"), "q"),
+            "/v1/chat/completions",
+        ),
+        (
+            "responses: instructions edited",
+            responses(&long, "low"),
+            responses(&format!("{long}."), "low"),
+            "/v1/responses",
+        ),
+        (
+            "responses: a leading developer item edited",
+            responses(&long, "low"),
+            responses(&long, "low").replace("Sandbox: none.", "Sandbox: all."),
+            "/v1/responses",
+        ),
+        (
+            "responses: a parameter",
+            responses(&long, "low"),
+            responses(&long, "high"),
+            "/v1/responses",
+        ),
+        (
+            "codex: a namespaced tool edited",
+            codex_lite("Now.", &long),
+            codex_lite("Now, in UTC.", &long),
+            "/v1/responses",
+        ),
+        (
+            "codex: its developer message edited",
+            codex_lite("Now.", &long),
+            codex_lite("Now.", &format!("{long}.")),
+            "/v1/responses",
+        ),
+    ];
+    // Where the first change is, pair by pair: the element itself, as each body has it.
+    let first = [
+        "system",
+        "system[1]",
+        "tools[1]",
+        "tools[1].functionDeclarations[1]",
+        "system_instruction.parts[1]",
+        "messages[1].content",
+        "messages[0]",
+        "instructions",
+        "input[0]",
+        "reasoning.effort",
+        "input[0].tools[0]",
+        "input[1]",
+    ];
+    assert_eq!(first.len(), pairs.len());
+    let mut problems = Vec::new();
+    for ((what, e, l, path), first) in pairs.iter().zip(first) {
+        let v = engine_run(&[at(e, Some(path)), at(l, Some(path))]);
+        let (ev, lv): (serde_json::Value, serde_json::Value) = (
+            serde_json::from_str(e).unwrap_or_else(|x| panic!("{x}")),
+            serde_json::from_str(l).unwrap_or_else(|x| panic!("{x}")),
+        );
+        assert!(!v[1].changes.is_empty(), "{what}: no change");
+        if v[1].changes[0].json_path != first {
+            problems.push(format!(
+                "{what}: the first change is named at `{}`, not `{first}`",
+                v[1].changes[0].json_path
+            ));
+        }
+        for c in &v[1].changes {
+            if resolve(&lv, &c.json_path).is_none() && resolve(&ev, &c.json_path).is_none() {
+                problems.push(format!(
+                    "{what}: {} names `{}`, in neither body",
+                    c.cause.kind(),
+                    c.json_path
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]

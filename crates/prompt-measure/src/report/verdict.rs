@@ -173,16 +173,19 @@ pub fn provider_clause(p: &ProviderVerdict) -> String {
 }
 
 /// The clause a verdict line ends with: ` — <writer> (<agent> <versions>) — <issue> — fix:
-/// <workaround>`, or ` — a learned volatile block: changed in N sessions, no catalogue entry`.
+/// <workaround>` (for an agent newer than the entry's versions, ` — <writer> (<agent>
+/// <version>) (checked up to <X>) — …`), or ` — a learned volatile block: changed in N
+/// sessions, no catalogue entry`.
 pub fn writer_clause(finding: &WriterFinding) -> String {
     match finding {
         WriterFinding::Catalogue(m) => {
-            let versions = if m.versions == "*" {
-                String::new()
-            } else {
-                format!(" {}", m.versions)
+            // An agent newer than the versions the entry was checked on: its own version,
+            // and how far the entry was checked.
+            let mut s = match &m.checked_up_to {
+                Some(upto) => format!(" — {} ({}) (checked up to {upto})", m.name, m.agent),
+                None if m.versions == "*" => format!(" — {} ({})", m.name, m.agent.name),
+                None => format!(" — {} ({} {})", m.name, m.agent.name, m.versions),
             };
-            let mut s = format!(" — {} ({}{versions})", m.name, m.agent.name);
             if let Some(issue) = &m.issue {
                 s.push_str(&format!(" — {issue}"));
             }

@@ -13,17 +13,26 @@ use std::path::{Path, PathBuf};
 use prompt_measure::AuditConfig;
 use prompt_measure::audit::{RequestAudit, verdict_text};
 use prompt_measure::catalogue::{
-    AgentId, Catalogue, CatalogueError, LEARNED_SESSIONS, PathGlob, Version, VersionRange,
+    AgentId, Catalogue, CatalogueError, LEARNED_SESSIONS, PathGlob, Version, VersionRange, When,
     WriterFinding, normalised_path,
 };
 use serde_json::{Value, json};
 
 use super::audit::{Audited, audit_bytes};
 
-/// The folder of a capture: `tests/fixtures/agents/<name>` (an agent's plain session), else
-/// `tests/fixtures/agent-paths/<name>` (one path of an agent: MCP, compaction).
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// The folder of a capture: `tests/fixtures/<name>` for a name with a folder
+/// (`agents-newest/qwen-code`: an agent's newest release), else `tests/fixtures/agents/<name>`
+/// (an agent's plain session), else `tests/fixtures/agent-paths/<name>` (one path of an agent:
+/// MCP, compaction).
 fn fixture_dir(name: &str) -> PathBuf {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let fixtures = fixtures();
+    if name.contains('/') {
+        return fixtures.join(name);
+    }
     let agent = fixtures.join("agents").join(name);
     if agent.is_dir() {
         agent
@@ -32,9 +41,9 @@ fn fixture_dir(name: &str) -> PathBuf {
     }
 }
 
-/// The names of the agent-path captures, `tests/fixtures/agent-paths/*`, sorted.
-fn agent_paths() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/agent-paths");
+/// The names of the captures in `tests/fixtures/<folder>/*`, sorted.
+fn captures_in(folder: &str) -> Vec<String> {
+    let dir = fixtures().join(folder);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap_or_else(|e| panic!("{e}")))
@@ -43,6 +52,19 @@ fn agent_paths() -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The names of the agent-path captures, `tests/fixtures/agent-paths/*`, sorted.
+fn agent_paths() -> Vec<String> {
+    captures_in("agent-paths")
+}
+
+/// The newest releases' captures, as `agents-newest/<agent>`, sorted.
+fn newest() -> Vec<String> {
+    captures_in("agents-newest")
+        .into_iter()
+        .map(|a| format!("agents-newest/{a}"))
+        .collect()
 }
 
 fn capture(agent: &str) -> Vec<Value> {
@@ -80,6 +102,20 @@ fn with_body(line: &Value, body: &Value, dt: f64) -> Value {
 fn with_user_agent(mut line: Value, ua: &str) -> Value {
     line["headers"]["user-agent"] = Value::String(ua.to_owned());
     line
+}
+
+/// `lines` as one launch per turn wrote them (a proxy launched for each run of the agent):
+/// a turn begins at each line of `turns` (from 1), and its lines carry that launch's id.
+fn launched(lines: Vec<Value>, turns: &[usize]) -> Vec<Value> {
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut l)| {
+            let turn = turns.iter().filter(|&&t| t <= i + 1).count();
+            l["launch"] = Value::String(format!("launch-{turn}"));
+            l
+        })
+        .collect()
 }
 
 fn log(lines: &[Value]) -> Vec<u8> {
@@ -130,9 +166,21 @@ fn captured(id: &'static str, agent: &str, line: u64) -> Case {
     }
 }
 
+/// A captured line of an entry about resumes: the capture as one launch per turn wrote it
+/// (the turns beginning at `turns`), so the resumed request's predecessor is another
+/// launch's.
+fn captured_launched(id: &'static str, agent: &str, turns: &[usize], line: u64) -> Case {
+    Case {
+        id,
+        log: launched(capture(agent), turns),
+        line,
+    }
+}
+
 /// Claude Code `--resume`: messages[1], the role:system session-start context with its
 /// `# Environment` block, sent as one text block with a 1-hour breakpoint, is replayed as a
 /// plain string; the provider reads only the tools and system (anthropics/claude-code#93490).
+/// The second request is the resumed run's: another launch's.
 fn claude_code_resume_session_context() -> Case {
     let base = line("claude-code", 2);
     let context = "SessionStart hook additional context: project notes.\n# Environment\nWorking directory: /tmp/cacheline-capture/claude-code/project\nPlatform: linux\n".repeat(40);
@@ -161,7 +209,7 @@ fn claude_code_resume_session_context() -> Case {
     });
     Case {
         id: "claude-code-resume-session-context",
-        log: vec![with_body(&base, &earlier, 0.0), second],
+        log: launched(vec![with_body(&base, &earlier, 0.0), second], &[1, 2]),
         line: 2,
     }
 }
@@ -273,8 +321,21 @@ fn cases() -> Vec<Case> {
     vec![
         captured("claude-code-current-date", "claude-code", 8),
         captured("gemini-cli-session-date", "gemini-cli", 5),
-        captured("gemini-cli-resume-thought-signature", "gemini-cli", 3),
+        // An entry about resumes: the capture as one launch per turn (turns at lines 1, 3, 5).
+        captured_launched(
+            "gemini-cli-resume-thought-signature",
+            "gemini-cli",
+            &[1, 3, 5],
+            3,
+        ),
         captured("qwen-code-session-date", "qwen-code", 5),
+        // Qwen Code 0.24.4's same-day --continue drops turn 1's date reminder.
+        captured_launched(
+            "qwen-code-resume-date-reminder",
+            "agents-newest/qwen-code",
+            &[1, 3, 5],
+            3,
+        ),
         captured("opencode-env-date", "opencode", 6),
         // turn 2's --continue without the MCP server: its tools leave `tools`.
         captured("claude-code-mcp-tools", "claude-code-mcp", 5),
@@ -358,7 +419,11 @@ fn no_writer_is_named_for_another_agent_or_a_version_out_of_range() {
     for (ua, why) in [
         (
             "claude-cli/2.2.0 (external, sdk-cli)",
-            "a version past the range",
+            "a version past the one the writer is gone in (2.1.332)",
+        ),
+        (
+            "claude-cli/2.1.332 (external, sdk-cli)",
+            "the version the writer is gone in",
         ),
         (
             "claude-cli/2.0.9 (external, sdk-cli)",
@@ -498,6 +563,26 @@ fn versions_and_paths_match_as_documented() {
             .contains(Version::parse("1.0.18"))
     );
     assert!(VersionRange::parse(">= two").is_err());
+    // The version a range was checked up to, and what is newer than it.
+    let r = VersionRange::parse(">=0.15.0, <=0.24.4").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.upper(), Version::parse("0.24.4"));
+    assert!(r.is_newer(Version::parse("0.25.0")));
+    assert!(!r.is_newer(Version::parse("0.24.4")));
+    assert!(!r.is_newer(Version::parse("0.14.9")));
+    assert!(!r.is_newer(None));
+    let below = VersionRange::parse("<2.2.0").unwrap_or_else(|e| panic!("{e}"));
+    assert!(below.is_newer(Version::parse("2.2.0")));
+    assert!(!below.is_newer(Version::parse("2.1.9")));
+    assert!(
+        VersionRange::parse("=1.0.18")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_newer(Version::parse("1.0.19"))
+    );
+    for open in ["*", ">=1.16.0"] {
+        let r = VersionRange::parse(open).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.upper(), None, "{open}");
+        assert!(!r.is_newer(Version::parse("99.0.0")), "{open}");
+    }
 
     let g = PathGlob::parse("messages[0].content[*]").unwrap_or_else(|e| panic!("{e}"));
     assert!(g.matches("messages[0].content[2]"));
@@ -588,6 +673,21 @@ fn a_malformed_catalogue_is_refused_naming_the_entry_and_the_field() {
         (
             entry(&format!("{GOOD}\nwithin = 0")),
             "writer x: field `within`",
+        ),
+        (
+            entry(&format!("{GOOD}\nwhen = \"often\"")),
+            "writer x: field `when`",
+        ),
+        (
+            entry(&format!("{GOOD}\ngone = \"soon\"")),
+            "writer x: field `gone`",
+        ),
+        (
+            entry(&format!(
+                "{}\ngone = \"1.5.0\"",
+                GOOD.replace("versions = \"*\"", "versions = \">=1.0.0, <=2.0.0\"")
+            )),
+            "writer x: field `gone`: 1.5.0 is not past the versions checked (up to 2.0.0)",
         ),
     ];
     for (text, expected) in cases {
@@ -701,6 +801,7 @@ fn the_verdicts_on_the_captured_fixtures_name_the_writer_where_an_entry_matches(
     .map(String::from)
     .to_vec();
     names.extend(agent_paths());
+    names.extend(newest());
     for agent in &names {
         let agent = agent.as_str();
         let path = fixture_dir(agent).join("verdicts.tsv");
@@ -738,7 +839,7 @@ fn the_verdicts_on_the_captured_fixtures_name_the_writer_where_an_entry_matches(
     }
     assert_eq!(
         named, 7,
-        "five captured verdicts of the agents' sessions and two of their MCP and compaction paths name their writer"
+        "four captured verdicts of the agents' sessions (gemini-cli's resume entry needs launch ids, which a capture has not), two of their MCP and compaction paths and one of the newest releases name their writer"
     );
 }
 
@@ -751,8 +852,13 @@ fn docs() -> String {
 fn row(w: &prompt_measure::catalogue::Writer) -> String {
     let cell = |s: &str| s.replace('|', "\\|").replace('<', "\\<");
     let causes: Vec<&str> = w.causes.iter().map(|c| c.as_str()).collect();
+    let gone = w.gone.map_or(String::new(), |g| format!(", gone in {g}"));
+    let on = match w.when {
+        When::Any => "every request",
+        When::Resume => "resumed requests",
+    };
     format!(
-        "| `{}` | {} | `{}` | {} | `{}` | {} | {} | {} |",
+        "| `{}` | {} | `{}`{gone} | {on} | {} | `{}` | {} | {} | {} |",
         w.id,
         w.agent,
         w.versions,
@@ -814,6 +920,8 @@ fn the_docs_describe_the_fields_the_parser_reads() {
         "path",
         "pattern",
         "within",
+        "when",
+        "gone",
         "name",
         "varies",
         "issue",
@@ -822,7 +930,9 @@ fn the_docs_describe_the_fields_the_parser_reads() {
     ] {
         assert!(text.contains(&format!("| `{field}` |")), "{field}");
     }
-    let all = format!("{GOOD}\nwithin = 10\nissue = \"o/r#1\"\nworkaround = \"w\"\nsource = \"s\"");
+    let all = format!(
+        "{GOOD}\nwithin = 10\nwhen = \"resume\"\ngone = \"1.0\"\nissue = \"o/r#1\"\nworkaround = \"w\"\nsource = \"s\""
+    );
     assert!(Catalogue::parse(&entry(&all), "t.toml").is_ok());
 }
 
@@ -847,12 +957,12 @@ fn what_the_catalogue_reads_and_learns_is_bounded() {
     let path = "messages[0].content[2]";
     assert!(
         builtin()
-            .find(&agent, CauseKind::EditInPlace, path, &far)
+            .find(&agent, CauseKind::EditInPlace, path, &far, false)
             .is_none()
     );
     assert!(
         builtin()
-            .find(&agent, CauseKind::EditInPlace, path, &near)
+            .find(&agent, CauseKind::EditInPlace, path, &near, false)
             .is_some()
     );
     // `within`: a change far past the pattern is not the entry's.
@@ -863,7 +973,7 @@ fn what_the_catalogue_reads_and_learns_is_bounded() {
     }];
     assert!(
         builtin()
-            .find(&agent, CauseKind::EditInPlace, path, &past)
+            .find(&agent, CauseKind::EditInPlace, path, &past, false)
             .is_none()
     );
 
@@ -887,4 +997,232 @@ fn what_the_catalogue_reads_and_learns_is_bounded() {
             .skip(1)
             .all(|b| b.sessions == LEARNED_SESSIONS)
     );
+}
+
+/// The writer id of line `n` of `lines` as the audit names it (`None`: none).
+fn named_at(name: &str, lines: &[Value], n: u64) -> (Option<String>, String) {
+    let a = audit_lines(name, lines);
+    let r = at(&a, n);
+    (writer_id(r), verdict_text(r))
+}
+
+#[test]
+fn an_entry_about_resumes_is_named_on_resumed_requests_only() {
+    // Claude Code's session context re-sent as a string: on the second request of one run
+    // (one launch, or a log without launch ids) it is no resume, and the entry is not named.
+    let case = claude_code_resume_session_context();
+    let one_launch: Vec<Value> = case
+        .log
+        .iter()
+        .map(|l| {
+            let mut l = l.clone();
+            l["launch"] = Value::String("launch-1".into());
+            l
+        })
+        .collect();
+    let no_launch: Vec<Value> = case
+        .log
+        .iter()
+        .map(|l| {
+            let mut l = l.clone();
+            if let Some(o) = l.as_object_mut() {
+                o.remove("launch");
+            }
+            l
+        })
+        .collect();
+    for (what, lines) in [("one launch", &one_launch), ("no launch ids", &no_launch)] {
+        let (id, text) = named_at("claude-code", lines, 2);
+        assert_eq!(id, None, "{what}: {text}");
+        assert!(text.starts_with("provider_side"), "{what}: {text}");
+    }
+    let (id, _) = named_at("claude-code", &case.log, 2);
+    assert_eq!(id.as_deref(), Some("claude-code-resume-session-context"));
+
+    // Qwen Code 0.24.4's dropped date reminder, line 3 of its newest capture: a plain
+    // capture has no launch ids, so the same edit is named only as one launch per turn.
+    let qwen = capture("agents-newest/qwen-code");
+    let (id, text) = named_at("qwen-code", &qwen, 3);
+    assert_eq!(id, None, "{text}");
+    assert!(
+        text.starts_with("edit_in_place at messages[1].content[3]"),
+        "{text}"
+    );
+    let (id, text) = named_at("qwen-code", &launched(qwen.clone(), &[1, 3, 5]), 3);
+    assert_eq!(
+        id.as_deref(),
+        Some("qwen-code-resume-date-reminder"),
+        "{text}"
+    );
+    // Within one launch (every turn in one process) the same bytes are no resume.
+    let (id, text) = named_at("qwen-code", &launched(qwen.clone(), &[1]), 3);
+    assert_eq!(id, None, "{text}");
+    // Line 5 (the next day's --continue) is named by its first change, the setup
+    // context's date line, resumed or not.
+    for lines in [qwen.clone(), launched(qwen, &[1, 3, 5])] {
+        let (id, text) = named_at("qwen-code", &lines, 5);
+        assert_eq!(id.as_deref(), Some("qwen-code-session-date"), "{text}");
+    }
+
+    // Gemini CLI's thoughtSignature dropped by --resume, line 3 of its capture.
+    let gemini = capture("gemini-cli");
+    let (id, _) = named_at("gemini-cli", &gemini, 3);
+    assert_eq!(id, None);
+    let (id, _) = named_at("gemini-cli", &launched(gemini, &[1, 3, 5]), 3);
+    assert_eq!(id.as_deref(), Some("gemini-cli-resume-thought-signature"));
+}
+
+#[test]
+fn an_agent_newer_than_an_entry_was_checked_on_is_named_saying_checked_up_to() {
+    // Qwen Code's setup-context date, checked up to 0.24.4: on 0.24.4 named with its range,
+    // on 0.25.0 named with "(checked up to 0.24.4)", on 0.14.0 (older) not named.
+    let newest = capture("agents-newest/qwen-code");
+    let (id, text) = named_at("qwen-code", &newest, 5);
+    assert_eq!(id.as_deref(), Some("qwen-code-session-date"), "{text}");
+    assert!(
+        text.contains(" — the setup context's date line (qwen-code >=0.15.0, <=0.24.4) — fix: "),
+        "{text}"
+    );
+    assert!(!text.contains("checked up to"), "{text}");
+    let as_version = |ua: &str| -> Vec<Value> {
+        newest
+            .iter()
+            .map(|l| with_user_agent(l.clone(), ua))
+            .collect()
+    };
+    let a = audit_lines("qwen-code", &as_version("QwenCode/0.25.0 (linux; x64)"));
+    let r = at(&a, 5);
+    match &r.writer {
+        Some(WriterFinding::Catalogue(m)) => {
+            assert_eq!(m.id, "qwen-code-session-date");
+            assert_eq!(m.checked_up_to, Version::parse("0.24.4"));
+        }
+        other => panic!("{other:?}: {}", verdict_text(r)),
+    }
+    assert!(
+        verdict_text(r).contains(
+            " — the setup context's date line (qwen-code 0.25.0) (checked up to 0.24.4) — fix: none known"
+        ),
+        "{}",
+        verdict_text(r)
+    );
+    let (id, text) = named_at("qwen-code", &as_version("QwenCode/0.14.0 (linux; x64)"), 5);
+    assert_eq!(id, None, "an older version than the range: {text}");
+
+    // Claude Code's currentDate reminder, checked up to 2.1.197 and gone in 2.1.332: named
+    // on 2.1.250 saying so, not on 2.1.332.
+    let pinned = capture("claude-code");
+    let on = |ua: &str| -> Vec<Value> {
+        pinned
+            .iter()
+            .map(|l| with_user_agent(l.clone(), ua))
+            .collect()
+    };
+    let (id, text) = named_at("claude-code", &on("claude-cli/2.1.250 (external, cli)"), 8);
+    assert_eq!(id.as_deref(), Some("claude-code-current-date"), "{text}");
+    assert!(
+        text.contains("the currentDate reminder (claude-code 2.1.250) (checked up to 2.1.197)"),
+        "{text}"
+    );
+    let (id, text) = named_at("claude-code", &on("claude-cli/2.1.332 (external, cli)"), 8);
+    assert_eq!(id, None, "retired in 2.1.332: {text}");
+}
+
+/// `(agent, pinned package variable)` of scripts/capture-agents.sh, and the fixture folder
+/// each agent's plain session is captured into.
+const PINNED: [(&str, &str); 5] = [
+    ("claude-code", "CLAUDE_PKG"),
+    ("codex", "CODEX_PKG"),
+    ("gemini-cli", "GEMINI_PKG"),
+    ("qwen-code", "QWEN_PKG"),
+    ("opencode", "OPENCODE_PKG"),
+];
+
+/// The version of `var="pkg@version"` in scripts/capture-agents.sh.
+fn pinned_version(script: &str, var: &str) -> Version {
+    let prefix = format!("{var}=\"");
+    let line = script
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("scripts/capture-agents.sh pins no {var}"));
+    let pkg = line[prefix.len()..].trim_end_matches('"');
+    let (_, version) = pkg
+        .rsplit_once('@')
+        .unwrap_or_else(|| panic!("{var}: {pkg} has no @version"));
+    Version::parse(version).unwrap_or_else(|| panic!("{var}: {version} is no version"))
+}
+
+/// Every request of the capture in `dir` that names `agent` in its headers names it at
+/// `version`, and there is one; its README and hand-checked verdicts are beside it.
+fn check_capture(dir: &Path, agent: &str, version: Version) -> Result<usize, String> {
+    let path = dir.join("capture.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for file in ["README.md", "verdicts.tsv"] {
+        if !dir.join(file).is_file() {
+            return Err(format!("{}: no {file}", dir.display()));
+        }
+    }
+    let mut requests = 0;
+    for (i, l) in text.lines().enumerate() {
+        let v: Value = serde_json::from_str(l)
+            .map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+        let headers: Vec<(String, String)> = v["headers"]
+            .as_object()
+            .map(|h| {
+                h.iter()
+                    .filter_map(|(k, v)| Some((k.to_ascii_lowercase(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // A line the agent's runtime sent (Claude Code 2.1.197's `HEAD /` by Bun) names no
+        // agent version to check.
+        let Some(id) = AgentId::from_headers(&headers).filter(|id| id.name == agent) else {
+            continue;
+        };
+        requests += 1;
+        if id.version != Some(version) {
+            return Err(format!(
+                "{} line {}: sent by {id}, not {agent} {version}",
+                path.display(),
+                i + 1
+            ));
+        }
+    }
+    if requests == 0 {
+        return Err(format!("{}: no request names its agent", path.display()));
+    }
+    Ok(requests)
+}
+
+#[test]
+fn every_pinned_agent_version_has_its_capture() {
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/capture-agents.sh");
+    let script = std::fs::read_to_string(&script_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", script_path.display()));
+    let mut problems = Vec::new();
+    let mut newer = BTreeSet::new();
+    for (agent, var) in PINNED {
+        let pinned = pinned_version(&script, var);
+        let newest = pinned_version(&script, &format!("NEWEST_{var}"));
+        // The pinned version's capture, and the newest one's: its own folder when it is
+        // newer than the pinned one, else the pinned capture.
+        let mut wanted = vec![(fixtures().join("agents").join(agent), pinned)];
+        if newest != pinned {
+            newer.insert(agent.to_owned());
+            wanted.push((fixtures().join("agents-newest").join(agent), newest));
+        }
+        for (dir, version) in wanted {
+            if let Err(e) = check_capture(&dir, agent, version) {
+                problems.push(e);
+            }
+        }
+    }
+    // No newest capture is left behind by a pin that moved on.
+    let folders: BTreeSet<String> = captures_in("agents-newest").into_iter().collect();
+    for stale in folders.difference(&newer) {
+        problems.push(format!(
+            "tests/fixtures/agents-newest/{stale}: no NEWEST_* pin newer than the pinned version names it"
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -20,7 +20,14 @@ fn agents_dir() -> PathBuf {
 /// The captures of one agent path each (MCP, compaction): `tests/fixtures/agent-paths/*`,
 /// as (name, folder), sorted.
 fn agent_path_dirs() -> Vec<(String, PathBuf)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/agent-paths");
+    capture_dirs("agent-paths")
+}
+
+/// The captures in `tests/fixtures/<folder>/*`, as (name, folder), sorted.
+fn capture_dirs(folder: &str) -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(folder);
     let mut dirs: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
@@ -102,6 +109,15 @@ fn every_captured_agent_request_gets_its_hand_checked_verdict() {
         "{paths:?}"
     );
     captures.extend(paths);
+    // The newest releases' captures, beside the pinned ones (Claude Code 2.1.332, Qwen Code
+    // 0.24.4; the other agents' newest are their pinned versions).
+    let newest = capture_dirs("agents-newest");
+    assert!(newest.iter().any(|(n, _)| n == "qwen-code"), "{newest:?}");
+    captures.extend(
+        newest
+            .into_iter()
+            .map(|(n, d)| (format!("agents-newest/{n}"), d)),
+    );
     for (agent, dir) in &captures {
         let agent = agent.as_str();
         let log = capture_in(dir);
@@ -399,4 +415,110 @@ fn the_tokens_a_break_loses_are_its_provider_column_s() {
 /// covered (its last breakpoint's prefix, which the simulator wrote).
 fn continue_anthropic(pred: &RequestAudit) -> u64 {
     pred.cached.get(&Rule::Anthropic).copied().unwrap_or(0) + pred.anthropic_write
+}
+
+/// Every capture and audit fixture: `tests/fixtures/agents*/*/capture.jsonl`,
+/// `tests/fixtures/agent-paths/*/capture.jsonl` and
+/// `crates/prompt-measure/tests/fixtures/audit/*.jsonl`, sorted.
+fn every_fixture_log() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixtures = root.join("../../tests/fixtures");
+    let mut logs = Vec::new();
+    let entries = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+            .collect()
+    };
+    for folder in entries(&fixtures) {
+        let name = folder
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        if name.starts_with("agents") || name == "agent-paths" {
+            logs.extend(
+                entries(&folder)
+                    .into_iter()
+                    .map(|d| d.join("capture.jsonl"))
+                    .filter(|p| p.is_file()),
+            );
+        }
+    }
+    logs.extend(
+        entries(&root.join("tests/fixtures/audit"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl")),
+    );
+    logs.sort();
+    logs
+}
+
+/// The value at `path` (`messages[1].content[3]`, `instructions`, `reasoning.effort`) in
+/// `value`, if there is one.
+fn resolve<'v>(value: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
+    let mut at = value;
+    for segment in path.split('.') {
+        let (name, mut rest) = segment
+            .split_once('[')
+            .map_or((segment, ""), |(n, r)| (n, r));
+        if !name.is_empty() {
+            at = at.get(name)?;
+        }
+        while !rest.is_empty() {
+            let (index, tail) = rest.split_once(']')?;
+            at = at.get(index.parse::<usize>().ok()?)?;
+            rest = tail.strip_prefix('[').unwrap_or(tail);
+        }
+    }
+    Some(at)
+}
+
+#[test]
+fn every_json_path_a_verdict_names_exists_in_the_body_it_describes() {
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for path in every_fixture_log() {
+        let name = path.display().to_string();
+        let log = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let lines: Vec<serde_json::Value> = log
+            .split(|&b| b == b'\n')
+            .map(|l| serde_json::from_slice(l).unwrap_or(serde_json::Value::Null))
+            .collect();
+        let body = |line: u64| -> Option<serde_json::Value> {
+            let l = lines.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
+            match l.get("request").unwrap_or(l) {
+                serde_json::Value::String(s) => serde_json::from_str(s).ok(),
+                other => Some(other.clone()),
+            }
+        };
+        let header = |line: u64, name: &str| -> bool {
+            lines
+                .get(line as usize - 1)
+                .and_then(|l| l.get("headers"))
+                .and_then(|h| h.as_object())
+                .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case(name)))
+        };
+        let a = audit_bytes(&name, &log, AuditConfig::default());
+        for r in &a.requests {
+            let pred = r.verdict.predecessor.as_ref().map(|p| p.tag);
+            for c in &r.verdict.changes {
+                checked += 1;
+                let found = |line: u64| match c.json_path.strip_prefix("headers.") {
+                    Some(h) => header(line, h),
+                    None => body(line).is_some_and(|b| resolve(&b, &c.json_path).is_some()),
+                };
+                if !(found(r.line) || pred.is_some_and(found)) {
+                    problems.push(format!(
+                        "{name} line {} ({} vs line {}): {} names `{}`, in neither body",
+                        r.line,
+                        c.cause.kind(),
+                        pred.map_or("-".to_owned(), |p| p.to_string()),
+                        c.cause.kind(),
+                        c.json_path
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 50, "{checked} changes checked");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
