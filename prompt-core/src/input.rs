@@ -36,6 +36,53 @@ pub fn excerpt(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", head(text, max)))
 }
 
+/// Whether `c` is escaped by [`escape_controls`]: a control character (C0, DEL, C1), or a
+/// character that moves or reorders what a terminal shows (a line or paragraph separator, a
+/// bidirectional mark, embedding, override or isolate).
+fn is_escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200E}' | '\u{200F}' | '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `text` as one terminal line can show it: every control character (newlines, carriage
+/// returns, tabs, `ESC` and so every escape sequence, C1 controls) and every character that
+/// moves or reorders the text shown (line separators, bidirectional overrides) written as an
+/// escape (`\n`, `\r`, `\t`, `\x1b`, `\u{9b}`, `\u{202e}`), so input can neither start a line of
+/// its own nor drive the terminal. The one escaping function for every value from input a
+/// terminal line prints (a verdict line's session, model and verdict, a log's path); it is
+/// for display, not reversible (a backslash is left as it is). Borrowed when nothing needs
+/// escaping.
+///
+/// ```
+/// use prompt_core::input::escape_controls;
+/// assert_eq!(escape_controls("gpt-4o"), "gpt-4o");
+/// assert_eq!(escape_controls("m\ncacheline proxy: forged"), "m\\ncacheline proxy: forged");
+/// assert_eq!(escape_controls("\u{1b}]0;title\u{7}\u{1b}[2J"), "\\x1b]0;title\\x07\\x1b[2J");
+/// assert_eq!(escape_controls("\u{9b}2J \u{202e}txt"), "\\u{9b}2J \\u{202e}txt");
+/// ```
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && is_escaped(c) => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if is_escaped(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The longest start of `text` of at most `max` bytes that ends on a character boundary,
 /// unmarked: what a bound on bytes read or kept cuts (an element the catalogue searches, a
 /// label, a header value); [`excerpt`] is the same cut, marked, for what is shown.
@@ -288,6 +335,22 @@ mod tests {
             Some(head) => *head,
             None => Link(String::new(), None),
         }
+    }
+
+    #[test]
+    fn escaped_text_holds_no_control_and_keeps_everything_else() {
+        let every: String = (0u32..0x3000).filter_map(char::from_u32).collect();
+        let escaped = escape_controls(&every);
+        assert!(!escaped.chars().any(is_escaped), "{escaped}");
+        assert!(!escaped.contains('\n') && !escaped.contains('\u{1b}'));
+        // Everything not escaped is kept, in order.
+        let kept: String = every.chars().filter(|c| !is_escaped(*c)).collect();
+        let mut rest = escaped.as_ref();
+        for c in kept.chars() {
+            let at = rest.find(c).unwrap_or_else(|| panic!("{c:?} lost"));
+            rest = &rest[at + c.len_utf8()..];
+        }
+        assert!(matches!(escape_controls("plain é 日本"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -8,52 +8,16 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use bytes::Bytes;
 use prompt_measure::audit::AuditSummary;
 use prompt_measure::logged::{LoggedExchange, LoggedResponse};
 use prompt_measure::report::{Forwarded, Outcome, RequestReport, verdict_line};
 use prompt_measure::{AuditConfig, Auditor, O200kBase};
 
+use crate::copy::BodyCopy;
 use crate::diagnose::{Diagnose, DiagnoseJob};
 use crate::log::{ExchangeLog, LogLine};
 use crate::state::ProxyState;
 use prompt_core::profile::Provider;
-
-/// A copy of a body, as frames (shared with the forwarded ones, not copied), bounded.
-#[derive(Debug, Default)]
-pub(crate) struct BodyCopy {
-    pub(crate) chunks: Vec<Bytes>,
-    pub(crate) len: u64,
-    pub(crate) over: bool,
-}
-
-impl BodyCopy {
-    pub(crate) fn push(&mut self, data: &Bytes, cap: usize) {
-        self.len = self.len.saturating_add(data.len() as u64);
-        if self.over {
-            return;
-        }
-        if self.len > cap as u64 {
-            self.over = true;
-            self.chunks = Vec::new();
-        } else {
-            self.chunks.push(data.clone());
-        }
-    }
-
-    /// The bytes it holds (none once over its cap).
-    pub(crate) fn held(&self) -> u64 {
-        self.chunks.iter().map(|c| c.len() as u64).sum()
-    }
-
-    fn bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.len as usize);
-        for c in &self.chunks {
-            v.extend_from_slice(c);
-        }
-        v
-    }
-}
 
 /// One exchange, handed to the analysis thread.
 #[derive(Debug)]
@@ -181,7 +145,6 @@ pub(crate) fn run(
             Message::Exchange(job) => job,
             Message::Stop => break,
         };
-        state.release_queued(job.request.held().saturating_add(job.response.held()));
         let mut report = RequestReport {
             forwarded: Some(Forwarded {
                 request: seq,
@@ -199,14 +162,14 @@ pub(crate) fn run(
         if job.outcome == Outcome::Unreachable {
             // Its body was never read: nothing to compare, nothing billed.
             report.audit = Err("not analysed: the upstream was not reached".to_owned());
-        } else if job.request.over {
+        } else if job.request.is_over() {
             report.audit = Err(format!(
                 "not analysed: body over {cap} bytes ({} bytes)",
                 job.request.len
             ));
         } else {
             let request = job.request.bytes();
-            let response = if job.response.over {
+            let response = if job.response.is_over() {
                 Err(format!("the reply is over {cap} bytes"))
             } else {
                 decoded(job.content_encoding.as_deref(), job.response.bytes(), cap)
@@ -232,7 +195,7 @@ pub(crate) fn run(
             line_no += 1;
             let mut offset = None;
             if let Some(log) = settings.log.as_mut() {
-                match log.write(&LogLine {
+                let line = LogLine {
                     path: &job.path,
                     headers: &job.headers,
                     ts: job.ts,
@@ -240,18 +203,13 @@ pub(crate) fn run(
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
                     launch: &settings.launch,
-                }) {
-                    // The log's own numbering: lines of earlier and concurrent launches count.
-                    Ok((line, at)) => {
-                        line_no = line;
-                        offset = Some(at);
-                    }
-                    Err(e) => {
-                        warn(format!(
-                            "writing the log failed, no more lines written: {e}"
-                        ));
-                        settings.log = None;
-                    }
+                };
+                // The log's own numbering: lines of earlier and concurrent launches count.
+                if let Some((line, at)) =
+                    log.write_or_report(&line, &state, settings.print_verdicts)
+                {
+                    line_no = line;
+                    offset = Some(at);
                 }
             }
             report.line = Some(line_no);

@@ -46,8 +46,16 @@ pub struct Totals {
     pub forwarded: u64,
     /// Requests analysed (verdict printed).
     pub analysed: u64,
-    /// Copies dropped because the analysis queue was full ("analysis dropped N requests").
+    /// Exchanges forwarded but not analysed because the analysis queue or its memory budget
+    /// was full ("analysis dropped N requests").
     pub analysis_dropped: u64,
+    /// Of those, the ones dropped because the memory budget was full
+    /// ([`crate::Limits::analysis_budget`]).
+    pub analysis_over_budget: u64,
+    /// `--log` writes that failed (at most one: nothing more is written after it).
+    pub log_failures: u64,
+    /// Exchanges the `--log` file has no line for, because a write failed.
+    pub log_lines_not_written: u64,
     /// Requests not analysed: a body over the copy cap, or a copy that could not be read.
     pub not_analysed: u64,
     /// Sessions dropped from the state, least recently used first.

@@ -4,9 +4,10 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,12 +16,19 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
-use hyper::{Request, Response, StatusCode, Uri};
+use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use prompt_engine::headers::{Forwarding, forwarding};
 
-use crate::analysis::{BodyCopy, Job, Message};
+use crate::accept::ConnState;
+use crate::access::LocalRoutes;
+use crate::analysis::{Job, Message};
+use crate::copy::BodyCopy;
 use crate::diagnose::{self, Diagnose, DiagnoseJob};
+use crate::error::ProxyError;
+use crate::limits::Limits;
 use crate::route::{Upstreams, route};
 use crate::state::ProxyState;
 use prompt_core::input::head;
@@ -29,11 +37,17 @@ use prompt_measure::report::Outcome;
 /// The body the proxy answers with: the upstream's, teed, or its own short text.
 pub(crate) type ProxyBody = Either<ResponseTee, Full<Bytes>>;
 
-pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, RequestTee>;
+type HttpsConnector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+pub(crate) type HttpsClient = Client<HttpsConnector, RequestTee>;
 
 /// What every connection shares.
 pub(crate) struct Shared {
-    pub(crate) client: HttpsClient,
+    /// The upstream client and its pool; replaced (its idle connections closed) when
+    /// connections are shed.
+    client: RwLock<HttpsClient>,
+    connector: HttpsConnector,
+    pub(crate) limits: Limits,
     pub(crate) upstreams: Upstreams,
     pub(crate) queue: SyncSender<Message>,
     pub(crate) state: Arc<ProxyState>,
@@ -41,56 +55,181 @@ pub(crate) struct Shared {
     pub(crate) upstream_timeout: Duration,
     /// `--diagnose`: its state, when on.
     pub(crate) diagnose: Option<Arc<Diagnose>>,
+    /// Who may read the proxy's own routes, and the address it listens on.
+    pub(crate) routes: LocalRoutes,
+    pub(crate) listen: SocketAddr,
+    /// `/_cacheline/state`, as last built.
+    pub(crate) state_json: crate::page::StateCache,
 }
 
-/// Headers that belong to one connection, never forwarded (as Go's
-/// `httputil.ReverseProxy`), besides those `Connection` names and any `Proxy-*`.
-const HOP_BY_HOP: [&str; 6] = [
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+impl Shared {
+    /// What every connection of a proxy listening on `listen` with `config` shares.
+    pub(crate) fn new(
+        config: &crate::ProxyConfig,
+        listen: SocketAddr,
+        queue: SyncSender<Message>,
+        state: Arc<ProxyState>,
+        diagnose: Option<Arc<Diagnose>>,
+    ) -> Result<Shared, ProxyError> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(config.connect_timeout));
+        http.set_nodelay(true);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
+            .map_err(|e| ProxyError::Tls(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = client(&connector, &config.limits);
+        Ok(Shared {
+            client: RwLock::new(client),
+            connector,
+            limits: config.limits.clone(),
+            upstreams: config.upstreams.clone(),
+            queue,
+            state,
+            max_copy_bytes: config.max_copy_bytes,
+            upstream_timeout: config.upstream_timeout,
+            diagnose,
+            routes: config.local_routes.clone(),
+            listen,
+            state_json: crate::page::StateCache::default(),
+        })
+    }
 
-/// The headers without the hop-by-hop ones, in their order (a `HeaderMap`'s `remove`
-/// swaps the last entry into the hole: the map is rebuilt instead); `host`, when given,
-/// replaces the `Host` header's value where it stands (or is added last).
-fn without_hop_by_hop(headers: HeaderMap, host: Option<HeaderValue>) -> HeaderMap {
-    let named: Vec<HeaderName> = headers
+    fn client(&self) -> HttpsClient {
+        self.client
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Closes the idle pooled upstream connections: the pool is replaced by an empty one
+    /// (requests in flight keep their connections to the end).
+    pub(crate) fn drop_idle_upstreams(&self) {
+        let fresh = client(&self.connector, &self.limits);
+        *self
+            .client
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+}
+
+/// The upstream client: HTTP/1.1, header case kept, `Host` as given; a request its pooled
+/// connection turned out closed before it was written is sent again on another (hyper's
+/// `retry_canceled_requests`, as Go's transport does for a request nothing of which was
+/// written); idle connections kept [`Limits::upstream_idle_timeout`], at most
+/// [`Limits::upstream_max_idle`] per upstream.
+fn client(connector: &HttpsConnector, limits: &Limits) -> HttpsClient {
+    Client::builder(TokioExecutor::new())
+        .http1_preserve_header_case(true)
+        .set_host(false)
+        .retry_canceled_requests(true)
+        .http1_max_buf_size(crate::limits::CONNECTION_BUFFER_BYTES)
+        .pool_idle_timeout(limits.upstream_idle_timeout)
+        .pool_max_idle_per_host(limits.upstream_max_idle)
+        .pool_timer(TokioTimer::new())
+        .build(connector.clone())
+}
+
+/// The headers a message is forwarded with, in their order (a `HeaderMap`'s `remove` swaps
+/// the last entry into the hole: the map is rebuilt instead): the one header policy decides
+/// each ([`prompt_engine::headers::forwarding`]: hop-by-hop headers go, but `TE: trailers`
+/// and `Trailer`; a `Content-Length` beside a `Transfer-Encoding` goes). `host`, when
+/// given, replaces the `Host` header's value where it stands (or is added last).
+///
+/// A header repeated with others between its lines comes out with its values together, at
+/// the first one's place, in their order: a `HeaderMap` holds a name's values together
+/// (RFC 9110 §5.3: the order of lines of different names is not significant; a name's own
+/// values keep theirs).
+fn forwarded_headers(headers: HeaderMap, host: Option<HeaderValue>) -> HeaderMap {
+    let named: Vec<String> = headers
         .get_all(hyper::header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
         .collect();
-    let dropped = |n: &HeaderName| {
-        HOP_BY_HOP.contains(&n.as_str()) || n.as_str().starts_with("proxy-") || named.contains(n)
-    };
+    let named: Vec<&str> = named.iter().map(String::as_str).collect();
+    let coded = headers.contains_key(hyper::header::TRANSFER_ENCODING);
     let mut out = HeaderMap::with_capacity(headers.len());
     let mut host = host;
+    let mut te_sent = false;
     let mut current: Option<HeaderName> = None;
     for (name, value) in headers {
         if let Some(n) = name {
             current = Some(n);
         }
         let Some(name) = &current else { continue };
-        if dropped(name) {
-            continue;
-        }
         if name == hyper::header::HOST {
             if let Some(h) = host.take() {
                 out.append(name.clone(), h);
             }
             continue;
         }
-        out.append(name.clone(), value);
+        match forwarding(
+            name.as_str(),
+            value.to_str().unwrap_or_default(),
+            &named,
+            coded,
+        ) {
+            Forwarding::Keep => {
+                out.append(name.clone(), value);
+            }
+            Forwarding::Replace(v) => {
+                if !std::mem::replace(&mut te_sent, true) {
+                    out.append(name.clone(), HeaderValue::from_static(v));
+                }
+            }
+            Forwarding::Drop => {}
+        }
     }
     if let Some(h) = host {
         out.append(hyper::header::HOST, h);
     }
     out
+}
+
+/// Whether a request may be sent again after its connection failed before a reply: a
+/// method that is safe to repeat with no body, as Go's transport replays it (GET, HEAD,
+/// OPTIONS, TRACE).
+fn replayable(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// Whether a request failed because its connection was closed under it before any reply
+/// came (a pooled connection the upstream had just closed): not a connection refused, not
+/// a malformed reply.
+fn closed_before_reply(e: &hyper_util::client::legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_closed() || h.is_canceled())
+        {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The request body forwarded upstream, frame by frame, with its copy kept aside. Frames
@@ -208,13 +347,18 @@ impl Pending {
         if let Ok(mut copy) = self.request.lock() {
             self.job.request = std::mem::take(&mut *copy);
         }
+        if self.job.request.is_dropped() || response.is_dropped() {
+            // The memory budget was full: what the copies held is given back as they go.
+            self.state.dropped_over_budget();
+            return;
+        }
         // `--diagnose`: the reply's id, for the session's next request, read here so that
         // a next request sent at once finds it (a compressed reply's by the analysis).
         if let (Some(d), Some(job)) = (&self.diagnose, &self.job.diagnose)
             && outcome == Outcome::Complete
             && (200..300).contains(&self.job.status)
             && self.job.content_encoding.is_none()
-            && !response.over
+            && response.is_whole()
         {
             // A whole reply is read whole (its `id`); a stream's id is in its first event.
             let whole = response
@@ -235,23 +379,13 @@ impl Pending {
         }
         self.job.response = response;
         self.job.outcome = outcome;
-        let held = self
-            .job
-            .request
-            .held()
-            .saturating_add(self.job.response.held());
-        if !self.state.reserve_queued(held) {
-            self.state.dropped();
-            return;
-        }
+        // The copies go with the job, held under the budget until it is analysed; a job
+        // not sent gives them back as it is dropped.
         match self.queue.try_send(Message::Exchange(Box::new(self.job))) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.state.release_queued(held);
-                self.state.dropped();
-            }
+            Err(TrySendError::Full(_)) => self.state.dropped(),
             // The analysis has stopped (the proxy is shutting down).
-            Err(TrySendError::Disconnected(_)) => self.state.release_queued(held),
+            Err(TrySendError::Disconnected(_)) => {}
         }
     }
 }
@@ -267,6 +401,8 @@ pub(crate) struct ResponseTee {
     copy: BodyCopy,
     cap: usize,
     pending: Option<Pending>,
+    /// The client's connection: reset when the reply breaks off.
+    conn: Arc<ConnState>,
 }
 
 impl ResponseTee {
@@ -292,6 +428,9 @@ impl Body for ResponseTee {
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Err(_))) => {
+                // The client must not take what it got for the whole reply: a
+                // close-delimited reply (an HTTP/1.0 client's) would otherwise end cleanly.
+                this.conn.abort();
                 this.finish(Outcome::UpstreamAborted);
                 if let Poll::Ready(Some(Err(e))) = polled {
                     this.failed = Some(e);
@@ -364,6 +503,7 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
+    conn: Arc<ConnState>,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let start = Instant::now();
     let path = req.uri().path().to_owned();
@@ -398,8 +538,12 @@ pub(crate) async fn handle(
         }
     }
     parts.version = hyper::Version::HTTP_11;
+    // A body of unknown length (the client's was chunked) is sent chunked whatever the
+    // method: hyper would send a GET's as no body at all.
+    let chunked =
+        parts.headers.contains_key(hyper::header::TRANSFER_ENCODING) && !body.is_end_stream();
     let host = HeaderValue::from_str(&upstream.authority).ok();
-    parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), host);
+    parts.headers = forwarded_headers(std::mem::take(&mut parts.headers), host);
     // The one header filter: what the audit records of a request (session, agent, cache key).
     let headers = prompt_measure::logged::recorded_headers(
         parts
@@ -412,7 +556,11 @@ pub(crate) async fn handle(
         .get(hyper::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(|v| head(v, 128).to_owned());
-    let copy = Arc::new(Mutex::new(BodyCopy::default()));
+    let copy = Arc::new(Mutex::new(BodyCopy::new(
+        &shared.state.budget,
+        body.size_hint().exact(),
+        shared.max_copy_bytes,
+    )));
     let mut body = body;
     let mut read = VecDeque::new();
     let mut rest = Some(());
@@ -498,6 +646,28 @@ pub(crate) async fn handle(
             }
         }
     }
+    if chunked && !parts.headers.contains_key(hyper::header::CONTENT_LENGTH) {
+        parts.headers.insert(
+            hyper::header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+    }
+    // A request that may be sent again (no body, a safe method), should its connection
+    // turn out closed before a reply.
+    let again = (replayable(&parts.method) && read.is_empty() && body.is_end_stream()).then(|| {
+        let mut r = Request::new(RequestTee {
+            read: VecDeque::new(),
+            inner: None,
+            copy: copy.clone(),
+            cap: shared.max_copy_bytes,
+        });
+        *r.method_mut() = parts.method.clone();
+        *r.uri_mut() = parts.uri.clone();
+        *r.version_mut() = parts.version;
+        *r.headers_mut() = parts.headers.clone();
+        *r.extensions_mut() = parts.extensions.clone();
+        r
+    });
     let tee = RequestTee {
         read,
         inner: rest.map(|()| body),
@@ -509,10 +679,14 @@ pub(crate) async fn handle(
         .map_or(0.0, |d| d.as_secs_f64());
     let upstream_url = upstream.url();
     let before = start.elapsed();
-    let sent = tokio::time::timeout(
-        shared.upstream_timeout,
-        shared.client.request(Request::from_parts(parts, tee)),
-    )
+    let client = shared.client();
+    let sent = tokio::time::timeout(shared.upstream_timeout, async {
+        match (client.request(Request::from_parts(parts, tee)).await, again) {
+            // Once, as Go's transport does.
+            (Err(e), Some(again)) if closed_before_reply(&e) => client.request(again).await,
+            (sent, _) => sent,
+        }
+    })
     .await;
     let head = Instant::now();
     let job = |status: u16, content_encoding: Option<String>, added: Duration| Job {
@@ -554,7 +728,7 @@ pub(crate) async fn handle(
         }
     };
     let (mut parts, body) = response.into_parts();
-    parts.headers = without_hop_by_hop(std::mem::take(&mut parts.headers), None);
+    parts.headers = forwarded_headers(std::mem::take(&mut parts.headers), None);
     let content_encoding = parts
         .headers
         .get(hyper::header::CONTENT_ENCODING)
@@ -568,12 +742,21 @@ pub(crate) async fn handle(
         state: shared.state.clone(),
         diagnose: shared.diagnose.clone(),
     };
+    // The reply is copied only when the request's copy is whole: otherwise the exchange
+    // is not analysed, and its reply would hold the budget for nothing.
+    let request_whole = pending.request.lock().is_ok_and(|c| c.is_whole());
+    let expected = body.size_hint().exact();
     let tee = ResponseTee {
         inner: body,
         failed: None,
-        copy: BodyCopy::default(),
+        copy: if request_whole {
+            BodyCopy::new(&shared.state.budget, expected, shared.max_copy_bytes)
+        } else {
+            BodyCopy::skipped()
+        },
         cap: shared.max_copy_bytes,
         pending: Some(pending),
+        conn,
     };
     Ok(Response::from_parts(parts, Either::Left(tee)))
 }

@@ -8,8 +8,9 @@
 //!   unchanged; the reply's status, headers and body come back unchanged, frame by frame as
 //!   they arrive (server-sent events are never re-encoded).
 //! - **Off the hot path**: the analysis gets the same frames (shared, not copied), at most
-//!   [`ProxyConfig::max_copy_bytes`] of each body, through a bounded queue it is never
-//!   waited on: when the queue is full the copy is dropped and counted
+//!   [`ProxyConfig::max_copy_bytes`] of each body, all held under one memory budget
+//!   ([`Limits::analysis_budget`], in flight and queued), through a bounded queue it is never
+//!   waited on: when the queue or the budget is full the copy is dropped and counted
 //!   ([`Totals::analysis_dropped`]).
 //! - **One analysis**: the analysis thread writes each exchange as a line of the audit's log
 //!   format ([`prompt_measure::audit`]) and audits that line; `cacheline audit` on the log
@@ -31,20 +32,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use prompt_measure::AuditConfig;
 use prompt_measure::audit::AuditSummary;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+mod accept;
+pub mod access;
 mod analysis;
+mod copy;
 mod counts;
 pub mod diagnose;
 mod error;
 mod forward;
 pub mod launcher;
+pub mod limits;
 mod log;
 pub mod metrics;
 mod page;
@@ -52,8 +54,11 @@ pub mod route;
 pub mod sessions;
 pub mod state;
 
+pub use access::LocalRoutes;
+pub use copy::ANALYSIS_BUDGET_BYTES;
 pub use counts::{Counts, Totals};
 pub use error::ProxyError;
+pub use limits::Limits;
 pub use prompt_measure::report::{Outcome, RequestRow, verdict_line};
 pub use route::{ROUTED, Upstream, Upstreams, default_upstream, route};
 pub use state::{ProxyState, SessionView};
@@ -94,6 +99,11 @@ pub struct ProxyConfig {
     /// Where sessions carry over between launches ([`sessions`]); `None` (the library's
     /// default; the CLI's is [`sessions::default_state_dir`]): this launch keeps nothing.
     pub state: Option<sessions::StateConfig>,
+    /// Timeouts, connection and memory limits ([`Limits`]).
+    pub limits: Limits,
+    /// Who may read the proxy's own routes (`/metrics`, `/_cacheline/…`). Default: a
+    /// loopback `Host` ([`LocalRoutes::Loopback`]).
+    pub local_routes: LocalRoutes,
 }
 
 impl Default for ProxyConfig {
@@ -112,6 +122,8 @@ impl Default for ProxyConfig {
             catalogue: None,
             diagnose: false,
             state: None,
+            limits: Limits::default(),
+            local_routes: LocalRoutes::default(),
         }
     }
 }
@@ -183,6 +195,18 @@ impl ProxyConfig {
         self.upstream_timeout = d;
         self
     }
+
+    /// The same, with these timeouts and limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The same, answering its own routes to `routes`.
+    pub fn with_local_routes(mut self, routes: LocalRoutes) -> Self {
+        self.local_routes = routes;
+        self
+    }
 }
 
 /// Binds `addr`, refusing a non-loopback one unless `allow_remote`. Port 0 takes a free port.
@@ -221,8 +245,11 @@ pub struct ProxySummary {
 impl Proxy {
     /// Serves `listener` with `config`: call inside a tokio runtime. Returns once the
     /// analysis is ready (its tokenizer loaded), so no early exchange is dropped for it.
+    /// Raises the process' soft open-files limit to its hard one
+    /// ([`limits::raise_open_files_limit`]).
     pub async fn start(listener: TcpListener, config: ProxyConfig) -> Result<Proxy, ProxyError> {
         let addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
+        let nofile = limits::raise_open_files_limit().ok().map(|l| l.after);
         let log = match &config.log {
             Some(path) => Some(
                 log::ExchangeLog::open(path).map_err(|source| ProxyError::Log {
@@ -232,26 +259,22 @@ impl Proxy {
             ),
             None => None,
         };
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(config.connect_timeout));
-        http.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_platform_verifier(rustls::crypto::ring::default_provider())
-            .map_err(|e| ProxyError::Tls(e.to_string()))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .http1_preserve_header_case(true)
-            .set_host(false)
-            .retry_canceled_requests(false)
-            .build(https);
-        let state = Arc::new(ProxyState::new(config.max_sessions));
+        let state = Arc::new(
+            ProxyState::new(config.max_sessions)
+                .with_analysis_budget(config.limits.analysis_budget),
+        );
         let (queue, rx) = std::sync::mpsc::sync_channel(config.queue.max(1));
         let diagnose = config
             .diagnose
             .then(|| Arc::new(diagnose::Diagnose::default()));
+        let shared = Arc::new(forward::Shared::new(
+            &config,
+            addr,
+            queue.clone(),
+            state.clone(),
+            diagnose.clone(),
+        )?);
+        let connections = Arc::new(accept::Connections::new(config.limits.connections(nofile)));
         let settings = analysis::Settings {
             audit: config.audit,
             log,
@@ -271,17 +294,8 @@ impl Proxy {
             .map_err(ProxyError::Thread)?;
         // Its tokenizer loaded (or failed to: a warning then, and traffic still flows).
         let _ = loaded.await;
-        let shared = Arc::new(forward::Shared {
-            client,
-            upstreams: config.upstreams.clone(),
-            queue: queue.clone(),
-            state: state.clone(),
-            max_copy_bytes: config.max_copy_bytes,
-            upstream_timeout: config.upstream_timeout,
-            diagnose: diagnose.clone(),
-        });
         let (stop, stopped) = watch::channel(false);
-        let accept = tokio::spawn(accept_loop(listener, shared, stopped));
+        let accept = tokio::spawn(accept::accept_loop(listener, shared, connections, stopped));
         Ok(Proxy {
             addr,
             state,
@@ -325,58 +339,6 @@ impl Proxy {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<forward::Shared>,
-    mut stopped: watch::Receiver<bool>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stopped.changed() => return,
-        };
-        let (stream, _) = match accepted {
-            Ok(a) => a,
-            // Out of descriptors, a reset before accept: wait a little, go on serving.
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            let local_stop = stopped.clone();
-            let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
-                let shared = shared.clone();
-                let local = page::is_local(req.uri().path())
-                    .then(|| page::serve(&shared.state, &local_stop, &req));
-                async move {
-                    match local {
-                        Some(r) => Ok(r.map(http_body_util::Either::Right)),
-                        None => forward::handle(shared, req)
-                            .await
-                            .map(|r| r.map(http_body_util::Either::Left)),
-                    }
-                }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .preserve_header_case(true)
-                .auto_date_header(false)
-                .serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stopped.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
-    }
-}
-
 /// This launch's id: its process and start time (one per proxy, in each log line and state
 /// entry; a request continuing a session another launch saw is a resumed one).
 fn launch_id() -> String {
@@ -400,9 +362,20 @@ impl ProxySummary {
             s.push_str(&format!(", {} not analysed", t.not_analysed));
         }
         if t.analysis_dropped > 0 {
+            let why = match t.analysis_over_budget {
+                0 => "its queue was full".to_owned(),
+                n if n == t.analysis_dropped => "its memory budget was full".to_owned(),
+                n => format!("its queue or, for {n}, its memory budget was full"),
+            };
             s.push_str(&format!(
-                "; analysis dropped {} requests (its queue was full)",
+                "; analysis dropped {} requests ({why})",
                 t.analysis_dropped
+            ));
+        }
+        if t.log_failures > 0 {
+            s.push_str(&format!(
+                "; the log has no line for {} requests (writing it failed)",
+                t.log_lines_not_written
             ));
         }
         s.push_str(&format!("; {} sessions", t.sessions));

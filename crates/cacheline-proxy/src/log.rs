@@ -1,12 +1,21 @@
 //! `--log`: each exchange appended as one line of the audit's log format, for `cacheline
 //! audit` and `cacheline evidence` to read later. The analysis never reads these lines: it
 //! is handed each exchange as it is ([`prompt_measure::logged::LoggedExchange`]).
+//!
+//! Crash-safe as far as one process can make it: a line is one `write(2)` of a buffer built
+//! first (JSON and newline), so a kill leaves at most the end of one line unwritten; a log
+//! that does not end in a newline when opened (a process killed mid-write) gets one before
+//! the first new line, so that fragment stays one line the audit skips and every new line
+//! is whole. A write that fails is reported once, on standard error and in `/metrics`, and
+//! nothing more is written: a later line could land after a partial one.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+
+use crate::state::ProxyState;
 
 /// The log file, opened for appending, with the number of lines it holds: a line's number is
 /// its place in the file, whichever launch (earlier, or running beside this one) wrote the
@@ -20,6 +29,8 @@ pub(crate) struct ExchangeLog {
     lines: u64,
     /// Bytes counted.
     len: u64,
+    /// Whether a write failed: nothing more is written.
+    failed: bool,
 }
 
 impl ExchangeLog {
@@ -38,6 +49,7 @@ impl ExchangeLog {
             path,
             lines: 0,
             len: 0,
+            failed: false,
         };
         log.sync()?;
         Ok(log)
@@ -51,7 +63,12 @@ impl ExchangeLog {
     /// Counts the lines appended since last counted (by another launch writing the same
     /// log: call it holding the session state's lock), and ends a cut last line.
     pub(crate) fn sync(&mut self) -> io::Result<()> {
-        let len = self.file.metadata()?.len();
+        let metadata = self.file.metadata()?;
+        // A FIFO or a device (`--log /dev/stdout`) is written, never read back or counted.
+        if !metadata.is_file() {
+            return Ok(());
+        }
+        let len = metadata.len();
         if len > self.len {
             self.file.seek(SeekFrom::Start(self.len))?;
             let mut last = 0u8;
@@ -87,6 +104,37 @@ impl ExchangeLog {
         self.len += line.len() as u64;
         self.lines += 1;
         Ok((self.lines, at))
+    }
+
+    /// [`ExchangeLog::write`], a failure reported once (on standard error when `print`, to
+    /// [`ProxyState::subscribe_warnings`] always) and counted in `/metrics`; after it, every
+    /// exchange is counted as a line not written. The line's number and offset when written.
+    pub(crate) fn write_or_report(
+        &mut self,
+        exchange: &LogLine<'_>,
+        state: &ProxyState,
+        print: bool,
+    ) -> Option<(u64, u64)> {
+        if self.failed {
+            state.log_line_not_written();
+            return None;
+        }
+        match self.write(exchange) {
+            Ok(at) => Some(at),
+            Err(e) => {
+                self.failed = true;
+                let path = self.path.display().to_string();
+                let warning = format!(
+                    "writing the log {} failed ({e}): no more lines are written to it",
+                    prompt_core::input::escape_controls(&prompt_core::input::excerpt(&path, 200))
+                );
+                if print {
+                    eprintln!("cacheline proxy: warning: {warning}");
+                }
+                state.log_failed(warning);
+                None
+            }
+        }
     }
 
     /// The request body of the line starting at `offset` (another launch's, for excerpts),
@@ -162,5 +210,47 @@ impl LogLine<'_> {
             );
         }
         Value::Object(o).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(request: &[u8]) -> LogLine<'_> {
+        LogLine {
+            path: "/v1/messages",
+            headers: &[],
+            ts: 1.5,
+            request,
+            response: Some(b"{}"),
+            diagnosed_against: None,
+            launch: "1-2",
+        }
+    }
+
+    #[test]
+    fn a_log_left_mid_line_gets_its_newline_and_lines_are_numbered_by_their_place() {
+        let dir = std::env::temp_dir().join(format!("cacheline-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("killed.jsonl");
+        // Two whole lines, then what a kill mid-write leaves.
+        std::fs::write(&path, b"{\"request\":\"a\"}\n{\"request\":\"b\"}\n{\"requ").unwrap();
+        let mut log = ExchangeLog::open(&path).unwrap();
+        let (first, at) = log.write(&line(b"{\"x\":1}")).unwrap();
+        assert_eq!(first, 4, "the fragment, ended, is line 3");
+        assert!(log.request_at(at).is_some_and(|r| r == "{\"x\":1}"));
+        assert_eq!(log.write(&line(b"{\"x\":2}")).unwrap().0, 5);
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert_eq!(lines[2], "{\"requ", "the fragment stays a line of its own");
+        for l in &lines[3..] {
+            serde_json::from_str::<Value>(l).unwrap();
+        }
+        let mut log = ExchangeLog::open(&path).unwrap();
+        assert_eq!(log.write(&line(b"{}")).unwrap().0, 6);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -84,7 +84,7 @@ impl Metrics {
     }
 
     /// The exposition text, with the proxy-wide `totals`.
-    pub(crate) fn render(&self, totals: &Totals) -> String {
+    pub(crate) fn render(&self, totals: &Totals, held: u64) -> String {
         let inner = self.lock();
         let mut out = String::with_capacity(4096);
         type Pick = fn(&Counts) -> u64;
@@ -140,7 +140,7 @@ impl Metrics {
         let _ = writeln!(out, "{h}_sum {}", inner.latency_sum);
         let _ = writeln!(out, "{h}_count {}", inner.latency_count);
         drop(inner);
-        let scalars: [(&str, &str, &str, u64); 5] = [
+        let scalars: [(&str, &str, &str, u64); 9] = [
             (
                 "cacheline_proxy_forwarded_total",
                 "counter",
@@ -150,8 +150,32 @@ impl Metrics {
             (
                 "cacheline_proxy_analysis_dropped_total",
                 "counter",
-                "Exchanges forwarded but not analysed because the analysis queue was full.",
+                "Exchanges forwarded but not analysed because the analysis queue or its memory budget was full.",
                 totals.analysis_dropped,
+            ),
+            (
+                "cacheline_proxy_analysis_over_budget_total",
+                "counter",
+                "Of those, the exchanges dropped because the analysis' memory budget was full.",
+                totals.analysis_over_budget,
+            ),
+            (
+                "cacheline_proxy_analysis_held_bytes",
+                "gauge",
+                "Bytes of body copies held for the analysis now, in flight and queued.",
+                held,
+            ),
+            (
+                "cacheline_proxy_log_write_failures_total",
+                "counter",
+                "Writes to the --log file that failed (nothing more is written after one).",
+                totals.log_failures,
+            ),
+            (
+                "cacheline_proxy_log_lines_not_written_total",
+                "counter",
+                "Exchanges the --log file has no line for, because a write failed.",
+                totals.log_lines_not_written,
             ),
             (
                 "cacheline_proxy_sessions_dropped_total",
@@ -256,7 +280,7 @@ mod tests {
                 body: None,
             });
         }
-        let text = m.render(&Totals::default());
+        let text = m.render(&Totals::default(), 0);
         let requests: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("cacheline_proxy_requests_total{"))

@@ -4,18 +4,21 @@
 use std::collections::VecDeque;
 
 use prompt_measure::recent::RecentMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use prompt_measure::report::RequestRow;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use crate::copy::Budget;
 use crate::counts::{Counts, Totals};
 
-/// The most bytes of body copies waiting for the analysis at once; a copy that would pass it
-/// is dropped and counted, as one that finds the queue full.
-pub const ANALYSIS_QUEUE_BYTES: u64 = 256 << 20;
+/// The most bytes of body copies held for the analysis at once.
+#[deprecated(
+    note = "one budget covers copies in flight and queued: `ANALYSIS_BUDGET_BYTES`, `Limits::analysis_budget`"
+)]
+pub const ANALYSIS_QUEUE_BYTES: u64 = crate::copy::ANALYSIS_BUDGET_BYTES;
 /// A session: its counts and its latest rows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionView {
@@ -28,9 +31,13 @@ pub struct SessionView {
     pub rows: Vec<RequestRow>,
 }
 
+/// A session as `/_cacheline/state` takes it: its view (without rows) and its rows, shared.
+pub(crate) type PageSession = (SessionView, Vec<Arc<RequestRow>>);
+
 struct Session {
     view: SessionView,
-    rows: VecDeque<RequestRow>,
+    /// Shared with the state's readers: a snapshot takes them without copying under the lock.
+    rows: VecDeque<Arc<RequestRow>>,
 }
 
 struct Inner {
@@ -45,10 +52,19 @@ pub struct ProxyState {
     inner: Mutex<Inner>,
     forwarded: AtomicU64,
     dropped: AtomicU64,
-    /// Bytes of body copies waiting in the analysis queue ([`ANALYSIS_QUEUE_BYTES`] at most).
-    queued_bytes: AtomicU64,
+    /// Exchanges dropped because the analysis' memory budget was full (also in `dropped`).
+    over_budget: AtomicU64,
+    /// Everything held for the analysis, in flight and queued.
+    pub(crate) budget: Arc<Budget>,
+    /// `--log` writes that failed (at most one: nothing is written after).
+    log_failures: AtomicU64,
+    /// Exchanges the log should have had a line for and has not.
+    log_not_written: AtomicU64,
+    /// Rows and warnings recorded: what `/_cacheline/state` shows changes with it.
+    records: AtomicU64,
     max_sessions: usize,
     events: broadcast::Sender<RequestRow>,
+    warnings: broadcast::Sender<String>,
     pub(crate) metrics: crate::metrics::Metrics,
     /// The audit's cache lifetime counters, as of the last analysed request.
     lifetime: Mutex<prompt_measure::lifetime::LifetimeCounts>,
@@ -68,6 +84,7 @@ impl ProxyState {
 
     pub(crate) fn new(max_sessions: usize) -> Self {
         let (events, _) = broadcast::channel(1024);
+        let (warnings, _) = broadcast::channel(Self::MAX_WARNINGS);
         ProxyState {
             inner: Mutex::new(Inner {
                 sessions: RecentMap::new(max_sessions),
@@ -75,12 +92,37 @@ impl ProxyState {
             }),
             forwarded: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
-            queued_bytes: AtomicU64::new(0),
+            over_budget: AtomicU64::new(0),
+            budget: Arc::new(Budget::new(crate::copy::ANALYSIS_BUDGET_BYTES)),
+            log_failures: AtomicU64::new(0),
+            log_not_written: AtomicU64::new(0),
+            records: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
             events,
+            warnings,
             metrics: crate::metrics::Metrics::default(),
             lifetime: Mutex::new(Default::default()),
         }
+    }
+
+    /// The same, holding at most `bytes` of body copies for the analysis.
+    pub(crate) fn with_analysis_budget(mut self, bytes: u64) -> Self {
+        self.budget = Arc::new(Budget::new(bytes));
+        self
+    }
+
+    /// The bytes of body copies held for the analysis now, in flight and queued: never more
+    /// than [`crate::Limits::analysis_budget`].
+    pub fn analysis_held_bytes(&self) -> u64 {
+        self.budget.held()
+    }
+
+    /// A number that changes whenever what `/_cacheline/state` shows does.
+    pub(crate) fn version(&self) -> u64 {
+        self.records
+            .load(Ordering::Acquire)
+            .wrapping_add(self.forwarded.load(Ordering::Relaxed))
+            .wrapping_add(self.dropped.load(Ordering::Relaxed))
     }
 
     /// The audit's cache lifetime counters over the requests analysed so far
@@ -108,10 +150,26 @@ impl ProxyState {
             .values_by_use()
             .map(|s| {
                 let mut view = s.view.clone();
-                view.rows = s.rows.iter().cloned().collect();
+                view.rows = s.rows.iter().map(|r| RequestRow::clone(r)).collect();
                 view
             })
             .collect()
+    }
+
+    /// The `n` most recently active sessions (least recently active first), each with its
+    /// rows shared rather than copied, and the totals: what `/_cacheline/state` serializes
+    /// once the lock is released.
+    pub(crate) fn page_snapshot(&self, n: usize) -> (Vec<PageSession>, Totals) {
+        let inner = self.lock();
+        let skip = inner.sessions.len().saturating_sub(n);
+        let sessions = inner
+            .sessions
+            .values_by_use()
+            .skip(skip)
+            .map(|s| (s.view.clone(), s.rows.iter().cloned().collect()))
+            .collect();
+        drop(inner);
+        (sessions, self.totals())
     }
 
     /// The totals so far.
@@ -120,6 +178,9 @@ impl ProxyState {
         let mut t = inner.totals.clone();
         t.forwarded = self.forwarded.load(Ordering::Relaxed);
         t.analysis_dropped = self.dropped.load(Ordering::Relaxed);
+        t.analysis_over_budget = self.over_budget.load(Ordering::Relaxed);
+        t.log_failures = self.log_failures.load(Ordering::Relaxed);
+        t.log_lines_not_written = self.log_not_written.load(Ordering::Relaxed);
         t.sessions = inner.sessions.len() as u64;
         t
     }
@@ -133,11 +194,33 @@ impl ProxyState {
     /// Warnings kept.
     pub const MAX_WARNINGS: usize = 16;
 
+    /// Every warning as it is given (the log could not be written, no tokenizer): what a
+    /// host that prints verdict lines from [`ProxyState::subscribe`] prints beside them.
+    pub fn subscribe_warnings(&self) -> broadcast::Receiver<String> {
+        self.warnings.subscribe()
+    }
+
     pub(crate) fn warn(&self, warning: String) {
         let mut inner = self.lock();
         if inner.totals.warnings.len() < Self::MAX_WARNINGS {
-            inner.totals.warnings.push(warning);
+            inner.totals.warnings.push(warning.clone());
         }
+        drop(inner);
+        self.records.fetch_add(1, Ordering::AcqRel);
+        // No receiver is not an error.
+        let _ = self.warnings.send(warning);
+    }
+
+    /// A `--log` write failed: counted, and warned of once.
+    pub(crate) fn log_failed(&self, warning: String) {
+        self.log_failures.fetch_add(1, Ordering::Relaxed);
+        self.log_not_written.fetch_add(1, Ordering::Relaxed);
+        self.warn(warning);
+    }
+
+    /// An exchange the log has no line for, after its write failed.
+    pub(crate) fn log_line_not_written(&self) {
+        self.log_not_written.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn forwarded(&self) {
@@ -148,25 +231,23 @@ impl ProxyState {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Takes `bytes` of the analysis queue's byte budget; `false` (nothing taken) when they
-    /// do not fit, and the copy is then dropped: the queue's length alone would let 1,024
-    /// copies of 32 MiB each wait.
-    pub(crate) fn reserve_queued(&self, bytes: u64) -> bool {
-        self.queued_bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                held.checked_add(bytes)
-                    .filter(|&total| total <= ANALYSIS_QUEUE_BYTES)
-            })
-            .is_ok()
+    /// An exchange dropped because the analysis' memory budget was full.
+    pub(crate) fn dropped_over_budget(&self) {
+        self.over_budget.fetch_add(1, Ordering::Relaxed);
+        self.dropped();
     }
 
-    /// Gives back what [`ProxyState::reserve_queued`] took, once the copy left the queue.
-    pub(crate) fn release_queued(&self, bytes: u64) {
-        let _ = self
-            .queued_bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                Some(held.saturating_sub(bytes))
-            });
+    /// Holds the state's lock until `release` says so (or is dropped), after saying so on
+    /// `held`: what a test of readers that must not stall forwarding holds.
+    #[cfg(test)]
+    pub(crate) fn hold_lock(
+        &self,
+        held: std::sync::mpsc::Sender<()>,
+        release: std::sync::mpsc::Receiver<()>,
+    ) {
+        let _guard = self.lock();
+        let _ = held.send(());
+        let _ = release.recv();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -208,8 +289,9 @@ impl ProxyState {
         if s.rows.len() >= Self::ROWS_PER_SESSION {
             s.rows.pop_front();
         }
-        s.rows.push_back(row.clone());
+        s.rows.push_back(Arc::new(row.clone()));
         drop(guard);
+        self.records.fetch_add(1, Ordering::AcqRel);
         // No receiver is not an error.
         let _ = self.events.send(row);
     }
@@ -222,23 +304,6 @@ mod tests {
     use prompt_measure::report::Outcome;
 
     use super::*;
-
-    #[test]
-    fn copies_waiting_for_the_analysis_are_held_within_a_byte_budget() {
-        let state = ProxyState::new(2);
-        let copy = 32 << 20; // the largest copy of one body
-        let fits = ANALYSIS_QUEUE_BYTES / copy;
-        for _ in 0..fits {
-            assert!(state.reserve_queued(copy));
-        }
-        assert!(!state.reserve_queued(copy), "over the budget");
-        assert!(!state.reserve_queued(u64::MAX), "no overflow past it");
-        state.release_queued(copy);
-        assert!(
-            state.reserve_queued(copy),
-            "room again once one left the queue"
-        );
-    }
 
     fn row(session: &str) -> RequestRow {
         RequestRow {

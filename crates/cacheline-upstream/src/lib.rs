@@ -314,8 +314,11 @@ fn chunked_len(b: &[u8]) -> Option<usize> {
         let size = usize::from_str_radix(size.trim(), 16).ok()?;
         i += line + 2;
         if size == 0 {
-            // No trailers: the last chunk's line and the empty line end the body.
-            return (b.len() >= i + 2).then_some(i + 2);
+            // The last chunk's line, its trailer fields if any, and the empty line.
+            if b[i..].starts_with(b"\r\n") {
+                return Some(i + 2);
+            }
+            return find(&b[i..], b"\r\n\r\n").map(|end| i + end + 4);
         }
         if b.len() < i + size + 2 {
             return None;
@@ -412,6 +415,10 @@ mod tests {
         let chunked = b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
         assert_eq!(request_len(chunked), Some(chunked.len()));
         assert_eq!(request_len(&chunked[..chunked.len() - 2]), None);
+        let trailed =
+            b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-sum: 1\r\n\r\n";
+        assert_eq!(request_len(trailed), Some(trailed.len()));
+        assert_eq!(request_len(&trailed[..trailed.len() - 2]), None);
         let bad = b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n";
         assert!(request_len(bad).is_some_and(|n| n > MAX_REQUEST_BYTES));
         let (head, body) = split_request(chunked);

@@ -98,6 +98,53 @@ pub fn is_hop_by_hop(name: &str, connection_named: &[&str]) -> bool {
             .any(|n| n.eq_ignore_ascii_case(name))
 }
 
+/// What a proxy does with one header of a message it forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forwarding {
+    /// Sent on as it came.
+    Keep,
+    /// Not sent on.
+    Drop,
+    /// Sent on with this value instead.
+    Replace(&'static str),
+}
+
+/// What a proxy does with a header of a message it forwards, as Go's `httputil.ReverseProxy`
+/// does: a hop-by-hop header ([`is_hop_by_hop`]) is dropped, but for `TE` naming `trailers`
+/// (sent on as `TE: trailers` alone: the recipient may send trailers) and `Trailer` (the
+/// names of the trailer fields after the body, which the next hop's chunked framing sends
+/// on); a `Content-Length` in a message that also has a `Transfer-Encoding`
+/// (`has_transfer_encoding`) is dropped (RFC 9112 §6.3: the transfer coding frames the
+/// message, the length is wrong). Everything else is kept.
+pub fn forwarding(
+    name: &str,
+    value: &str,
+    connection_named: &[&str],
+    has_transfer_encoding: bool,
+) -> Forwarding {
+    if name.eq_ignore_ascii_case("te") {
+        let trailers = value.split(',').any(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("trailers"))
+        });
+        return if trailers {
+            Forwarding::Replace("trailers")
+        } else {
+            Forwarding::Drop
+        };
+    }
+    if name.eq_ignore_ascii_case("trailer") {
+        return Forwarding::Keep;
+    }
+    if is_hop_by_hop(name, connection_named)
+        || (has_transfer_encoding && name.eq_ignore_ascii_case("content-length"))
+    {
+        return Forwarding::Drop;
+    }
+    Forwarding::Keep
+}
+
 /// Whether a header is kept in a log or a verdict: it names a session or an agent, or keys
 /// a cache. Credentials (`authorization`, `x-api-key`, `cookie`, …) never are.
 pub fn keep_header(name: &str) -> bool {
@@ -145,5 +192,25 @@ mod tests {
         assert_eq!(role_of("content-type"), HeaderRole::Forwarded);
         assert!(is_hop_by_hop("X-Trace", &["x-trace"]));
         assert!(!is_hop_by_hop("x-trace", &[]));
+    }
+
+    #[test]
+    fn a_proxy_drops_hop_by_hop_headers_but_trailers_and_a_length_beside_a_coding() {
+        use Forwarding::{Drop, Keep, Replace};
+        let f = |name, value, named: &[&str], te| forwarding(name, value, named, te);
+        assert_eq!(f("Connection", "close", &[], false), Drop);
+        assert_eq!(f("Keep-Alive", "timeout=5", &[], false), Drop);
+        assert_eq!(f("X-Hop", "1", &["x-hop"], false), Drop);
+        assert_eq!(f("Proxy-Authorization", "Basic eA==", &[], false), Drop);
+        assert_eq!(f("Transfer-Encoding", "chunked", &[], true), Drop);
+        assert_eq!(
+            f("TE", "trailers, deflate;q=0.5", &["te"], false),
+            Replace("trailers")
+        );
+        assert_eq!(f("te", "gzip", &[], false), Drop);
+        assert_eq!(f("Trailer", "x-checksum", &[], true), Keep);
+        assert_eq!(f("Content-Length", "3", &[], true), Drop);
+        assert_eq!(f("Content-Length", "3", &[], false), Keep);
+        assert_eq!(f("Authorization", "Bearer sk", &[], false), Keep);
     }
 }

@@ -10,6 +10,7 @@ mod audit_line;
 mod history_ops;
 mod lock_file;
 mod policy_loader;
+mod proxy_request;
 mod saved_session;
 mod shared;
 mod stream;
@@ -22,6 +23,7 @@ pub use audit_line::audit_line;
 pub use history_ops::history_ops;
 pub use lock_file::lock_file;
 pub use policy_loader::policy_loader;
+pub use proxy_request::{proxy_request, proxy_request_init};
 pub use saved_session::saved_session;
 pub use stream::{
     stream_anthropic, stream_gemini, stream_llama_cpp, stream_openai_chat, stream_openai_responses,
@@ -57,6 +59,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "policy_loader",
         run: policy_loader,
+    },
+    Target {
+        name: "proxy_request",
+        run: proxy_request,
     },
     Target {
         name: "saved_session",

@@ -136,7 +136,9 @@ fn print_summary(
         writeln!(
             out,
             "  learned volatile block: {} at {}, changed in {} sessions, no catalogue entry",
-            b.agent, b.path, b.sessions
+            prompt_core::input::escape_controls(&b.agent),
+            prompt_core::input::escape_controls(&b.path),
+            b.sessions
         )?;
     }
     if s.top_breakers.is_empty() {
@@ -156,12 +158,12 @@ fn print_summary(
             "  {}. {} at {}: {} tokens lost over {} request{}, first at line {}: {}",
             i + 1,
             b.cause,
-            b.place,
+            prompt_core::input::escape_controls(&b.place),
             thousands(b.tokens_lost),
             b.requests,
             if b.requests == 1 { "" } else { "s" },
             b.first_line,
-            b.detail
+            prompt_core::input::escape_controls(&b.detail)
         )?;
     }
     Ok(())
@@ -255,7 +257,7 @@ pub(crate) fn run(
                     c(Rule::DeepSeek),
                     c(Rule::Anthropic),
                     c(Rule::Limit),
-                    prompt_measure::audit::verdict_text(r)
+                    prompt_core::input::escape_controls(&prompt_measure::audit::verdict_text(r))
                 )
             })
         }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use cacheline_proxy::{Proxy, ProxyConfig, Upstreams, bind, launcher};
+use cacheline_proxy::{LocalRoutes, Proxy, ProxyConfig, Upstreams, bind, launcher};
 
 /// Arguments of `proxy`.
 #[derive(Debug, clap::Args)]
@@ -49,9 +49,13 @@ pub(crate) struct ProxyArgs {
     /// journal is compacted. Hidden: for tests of a full state.
     #[arg(long, value_name = "BYTES", hide = true, conflicts_with = "no_state")]
     state_max_bytes: Option<u64>,
-    /// Allow listening on a non-loopback address.
+    /// Allow listening on a non-loopback address. The proxy's own routes (the page, its
+    /// state and events, /metrics) then need a token, printed at start.
     #[arg(long)]
     allow_remote: bool,
+    /// Turn the proxy's own routes (the page, its state and events, /metrics) off.
+    #[arg(long)]
+    no_local_routes: bool,
     /// Run this command with its base-URL variables pointed at the proxy; its exit code
     /// is the proxy's.
     #[arg(last = true, value_name = "CMD ARGS")]
@@ -94,6 +98,18 @@ pub(crate) fn run(
         });
         config = config.with_state(state);
     }
+    // Beyond loopback, the page, state, events and metrics (prompt excerpts, counts) need
+    // a token; forwarding stays open (the agents send their own credentials).
+    let token = if args.no_local_routes {
+        config = config.with_local_routes(LocalRoutes::Off);
+        None
+    } else if args.allow_remote {
+        let token = cacheline_proxy::access::new_token()?;
+        config = config.with_local_routes(LocalRoutes::Token(token.clone()));
+        Some(token)
+    } else {
+        None
+    };
     if let Some(path) = &args.catalogue {
         match prompt_measure::catalogue::Catalogue::builtin_with_file(path) {
             Ok(c) => config = config.with_catalogue(c),
@@ -117,6 +133,14 @@ pub(crate) fn run(
         let proxy = Proxy::start(listener, config).await?;
         let addr = proxy.addr();
         let mut events = proxy.state().subscribe();
+        let mut warnings = proxy.state().subscribe_warnings();
+        if let Some(token) = &token {
+            writeln!(
+                err,
+                "cacheline proxy: its own routes need this token (Authorization: Bearer TOKEN, or ?token=TOKEN): {token}; the page: http://{addr}/_cacheline/?token={token}"
+            )?;
+            err.flush()?;
+        }
         let work = async {
             match args.command.split_first() {
                 Some((cmd, rest)) => launcher::run(cmd, rest, addr).await,
@@ -149,11 +173,15 @@ pub(crate) fn run(
                     },
                 },
                 event = events.recv() => print_event(event, err)?,
+                warning = warnings.recv() => print_warning(warning, err)?,
             }
         };
         let summary = proxy.shutdown().await;
         while let Ok(row) = events.try_recv() {
             print_event(Ok(row), err)?;
+        }
+        while let Ok(w) = warnings.try_recv() {
+            print_warning(Ok(w), err)?;
         }
         Ok::<_, Box<dyn Error>>((code, summary))
     })?;
@@ -176,6 +204,26 @@ fn print_event(
         )?,
         // The state lives as long as the proxy: not reached while it runs.
         Err(RecvError::Closed) => return Ok(()),
+    }
+    err.flush()
+}
+
+/// A warning, as it is given (a failing `--log`): once, when it happens.
+fn print_warning(
+    warning: Result<String, tokio::sync::broadcast::error::RecvError>,
+    err: &mut dyn Write,
+) -> std::io::Result<()> {
+    match warning {
+        Ok(w) => writeln!(
+            err,
+            "cacheline proxy: warning: {}",
+            prompt_core::input::escape_controls(&w)
+        )?,
+        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+            writeln!(err, "cacheline proxy: {n} warnings not printed")?
+        }
+        // The state lives as long as the proxy: not reached while it runs.
+        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
     }
     err.flush()
 }

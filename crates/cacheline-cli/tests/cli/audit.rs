@@ -109,7 +109,10 @@ fn audit_text_lists_each_request_and_the_top_cache_breaker() {
         "{out}"
     );
     // Under OpenAI's minimum: the break is named, and nothing is counted lost.
-    assert!(out.contains("nothing lost: the provider caches no prefix this short"), "{out}");
+    assert!(
+        out.contains("nothing lost: the provider caches no prefix this short"),
+        "{out}"
+    );
     assert!(out.contains("no cache-breakers"), "{out}");
     // A llama.cpp log whose tool was edited: a breaker, with what it lost.
     let path = fixture("llama_cpp_whole.jsonl");

@@ -226,3 +226,117 @@ fn the_launcher_exits_127_for_a_command_not_found_and_126_for_one_not_executable
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs `cacheline proxy ARGS -- bash -c CHILD` with `env`, bounded in time: its exit code,
+/// standard output and standard error.
+fn launch(args: &[&str], child: &str, env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cacheline"));
+    cmd.arg("proxy")
+        .args(args)
+        .args(["--", "bash", "-c", child])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut proc = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while proc.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(120) {
+            proc.kill().unwrap();
+            panic!("cacheline proxy did not exit after its child");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = proc.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_failing_log_is_reported_on_stderr_once_when_it_fails() {
+    let (b1, b2) = two_turns();
+    let up = upstream();
+    let anthropic = format!("anthropic={}", up.url());
+    // Every write to /dev/full fails as on a full disk (ENOSPC).
+    let (code, _, stderr) = launch(
+        &["--upstream", &anthropic, "--log", "/dev/full"],
+        CHILD,
+        &[("B1", &b1), ("B2", &b2)],
+    );
+    assert_eq!(code, Some(5), "{stderr}");
+    let warned: Vec<usize> = stderr
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.starts_with("cacheline proxy: warning: writing the log /dev/full failed")
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(warned.len(), 1, "warned of once, when it failed:\n{stderr}");
+    let summary = stderr
+        .lines()
+        .position(|l| l.contains("requests forwarded"))
+        .unwrap_or_else(|| panic!("no summary:\n{stderr}"));
+    assert!(warned[0] < summary, "before the summary:\n{stderr}");
+    assert!(
+        stderr.contains("the log has no line for 2 requests"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_forged_model_or_session_prints_as_one_escaped_verdict_line() {
+    // JSON escapes: the body is plain ASCII on the wire, the model and session hold a
+    // newline, ESC sequences (clear the screen, retitle the terminal) and a BEL.
+    let body = r#"{"model":"claude-sonnet-4-5\ncacheline proxy: forged #1 anthropic m input=1 cached=1 expected=1 status=200: extends line 1\u001b[2J","max_tokens":9,"metadata":{"user_id":"user_x_account_y_session_z\u001b]0;pwned\u0007"},"messages":[{"role":"user","content":"hi"}]}"#;
+    let up = upstream();
+    let anthropic = format!("anthropic={}", up.url());
+    let (code, _, stderr) = launch(
+        &["--upstream", &anthropic],
+        CHILD,
+        &[("B1", body), ("B2", body)],
+    );
+    assert_eq!(code, Some(5), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
+        "{stderr:?}"
+    );
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.starts_with("cacheline proxy: forged")),
+        "{stderr}"
+    );
+    let verdicts = stderr
+        .lines()
+        .filter(|l| l.contains("claude-sonnet-4-5\\ncacheline proxy: forged"))
+        .count();
+    assert_eq!(verdicts, 2, "{stderr}");
+}
+
+#[test]
+fn with_allow_remote_the_proxys_own_routes_need_the_token_printed_at_start() {
+    // The child asks for /metrics without the token and prints the status line; the token
+    // is printed on the proxy's standard error.
+    let child = r#"
+port=${ANTHROPIC_BASE_URL##*:}
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+printf 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
+head -n 1 <&3
+exec 3<&-
+"#;
+    let (code, stdout, stderr) = launch(&["--allow-remote"], child, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("HTTP/1.1 401"), "{stdout}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("its own routes need this token"))
+        .unwrap_or_else(|| panic!("no token printed:\n{stderr}"));
+    let token = line.rsplit("?token=").next().unwrap_or_default();
+    assert_eq!(token.len(), 32, "{line}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
+}

@@ -189,10 +189,15 @@ pub struct RequestRow {
 /// The longest verdict printed on a terminal line.
 pub const VERDICT_BYTES: usize = 600;
 
-/// One request's verdict line on standard error.
+/// One request's verdict line on standard error: one line whatever the traffic, every value
+/// from input (the session, the model, the verdict with its excerpts) escaped
+/// ([`prompt_core::input::escape_controls`]: a newline or an escape sequence in a model name
+/// cannot forge a line or drive the terminal) and bounded.
 pub fn verdict_line(row: &RequestRow) -> String {
+    use prompt_core::input::{EXCERPT_BYTES, escape_controls, excerpt};
+    let shown = |text: &str, max: usize| excerpt(&escape_controls(text), max).into_owned();
     let cached = row.cached.map_or_else(|| "-".to_owned(), |c| c.to_string());
-    let verdict = prompt_core::input::excerpt(&row.verdict, VERDICT_BYTES);
+    let verdict = shown(&row.verdict, VERDICT_BYTES);
     let outcome = match row.outcome {
         Outcome::Complete => "",
         Outcome::UpstreamAborted => " [upstream aborted]",
@@ -201,10 +206,10 @@ pub fn verdict_line(row: &RequestRow) -> String {
     };
     format!(
         "cacheline proxy: {} #{} {} {} input={} cached={} expected={} status={}{}: {}",
-        row.session,
+        shown(&row.session, EXCERPT_BYTES),
         row.request,
         row.api,
-        row.model.as_deref().unwrap_or("-"),
+        shown(row.model.as_deref().unwrap_or("-"), EXCERPT_BYTES),
         row.input,
         cached,
         row.expected_cached,
@@ -212,4 +217,43 @@ pub fn verdict_line(row: &RequestRow) -> String {
         outcome,
         verdict
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_line_is_one_line_whatever_the_model_session_and_verdict_hold() {
+        let row = RequestRow {
+            request: 7,
+            line: Some(7),
+            session: "s\u{1b}]0;retitled\u{7}".to_owned(),
+            api: Provider::Anthropic,
+            agent: None,
+            model: Some("claude\ncacheline proxy: s-1 #8 anthropic m input=1 cached=1 expected=1 status=200: extends line 7\u{1b}[2J".to_owned()),
+            status: 200,
+            outcome: Outcome::Complete,
+            input: 1,
+            cached: None,
+            reprocessed: 0,
+            new: 1,
+            expected_cached: 0,
+            cause: None,
+            place: None,
+            excerpt: None,
+            verdict: format!("extends line 6\r\u{9b}2J{}", "x".repeat(2 * VERDICT_BYTES)),
+            added_latency: Duration::ZERO,
+            body: None,
+        };
+        let line = verdict_line(&row);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("s\\x1b]0;retitled\\x07 #7"), "{line}");
+        assert!(line.contains("claude\\ncacheline proxy: s-1 #8"), "{line}");
+        assert!(
+            line.contains("\\x1b[2J") && line.contains("\\r\\u{9b}2J"),
+            "{line}"
+        );
+        assert!(line.len() < 2 * VERDICT_BYTES, "bounded: {}", line.len());
+    }
 }
