@@ -106,3 +106,75 @@ fn qwen_code_through_the_launcher_to_llama_server_bytes_and_verdicts_hold() {
         assert!(stdout.contains("SKIPPED: qwen-code:"), "{stdout}");
     }
 }
+
+/// Runs `scripts/proxy-agents.sh MODE…` and asserts each `(agent, check)` has its PASS line
+/// (or, off CI, the agent a SKIPPED one).
+fn assert_launches_pass(mode: &[&str], expected: &[(&str, &str)]) {
+    let work = mode[0].trim_start_matches('-');
+    let (code, stdout, stderr) = proxy_agents(work, &[], mode);
+    let tail: String = stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        code, 0,
+        "{stdout}\n--- stderr (last lines, reversed):\n{tail}"
+    );
+    for (agent, label) in expected {
+        let line = stdout
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("PASS {agent} ({label}):"))
+                    || l.starts_with(&format!("SKIPPED: {agent}:"))
+            })
+            .unwrap_or_else(|| panic!("no {label} outcome for {agent}:\n{stdout}"));
+        if line.starts_with("PASS") {
+            assert!(
+                line.contains("bytes equal") && line.contains("= audit of the shared log"),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// Each turn of each agent its own launch (`cacheline proxy -- AGENT …` per turn, the resumes
+/// as each agent resumes), all sharing one `--log` and one `--state`: every request
+/// forwarded byte for byte, every printed verdict the audit's of the shared log, no resumed
+/// request taken for a cold start, every launch exiting 0, no state warning.
+#[test]
+fn each_turn_its_own_launch_resumed_requests_are_compared_across_launches() {
+    let agents = [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "qwen-code",
+        "opencode",
+    ];
+    let mut mode = vec!["--per-launch"];
+    mode.extend(agents);
+    let expected: Vec<(&str, &str)> = agents.iter().map(|a| (*a, "per-launch")).collect();
+    assert_launches_pass(&mode, &expected);
+}
+
+/// Two agents at once, as in two terminals, each turn its own launch, one state and one log
+/// for all: each launch sees the other's requests in the shared log's order.
+#[test]
+fn two_agents_at_once_each_turn_its_own_launch_share_one_state() {
+    assert_launches_pass(
+        &["--concurrent", "claude-code", "qwen-code"],
+        &[("claude-code", "concurrent"), ("qwen-code", "concurrent")],
+    );
+}
+
+/// One agent's three launches with its state damaged between turns (a torn last entry), of
+/// another version (set aside: that one request is printed as its session's first), and
+/// full (a 4 KiB cap, compacted at every append): every launch forwards and exits 0, each
+/// warning is printed once where it arises.
+#[test]
+fn a_damaged_foreign_or_full_state_never_stops_a_launch_and_is_warned_of_once() {
+    assert_launches_pass(
+        &["--damaged", "codex"],
+        &[
+            ("codex", "torn-state"),
+            ("codex", "other-version"),
+            ("codex", "full-state"),
+        ],
+    );
+}
