@@ -32,6 +32,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The agents' quiet configurations, shared with proxy-agents.sh.
+. "$ROOT/scripts/agents/configs.sh"
 CACHE="${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents"
 WORK=/tmp/cacheline-capture
 FIXTURES="$ROOT/tests/fixtures/agents"
@@ -284,32 +286,7 @@ capture_codex() {
   setup_dirs codex
   start_upstream
   local bin="$ADIR/node_modules/.bin/codex"
-  mkdir -p "$AHOME/.codex"
-  cat >"$AHOME/.codex/config.toml" <<EOF
-model = "gpt-5-codex"
-model_provider = "cacheline"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
-
-[model_providers.cacheline]
-name = "cacheline upstream"
-base_url = "http://127.0.0.1:$PORT/v1"
-env_key = "CACHELINE_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[otel]
-exporter = "none"
-
-[projects."$PROJ"]
-trust_level = "trusted"
-EOF
-  AGENT_ENV=("CODEX_HOME=$AHOME/.codex" "CACHELINE_API_KEY=sk-test-0000" "RUST_LOG=error")
+  codex_config "$AHOME/.codex" gpt-5-codex "cacheline upstream" "http://127.0.0.1:$PORT/v1" "$PROJ"
   # codex is a static (musl) binary: libfaketime cannot hook its clock, so the
   # date rolls over by time zone instead: turn 3 runs in Etc/GMT-14 (UTC+14),
   # already the next calendar day whenever the real UTC clock is past 10:00;
@@ -322,22 +299,6 @@ EOF
   run_turn turn3 "$T3" "$bin" exec --skip-git-repo-check resume --last "$PROMPT3"
   stop_upstream
   copy_store codex
-}
-
-# Gemini CLI's settings file, which Qwen Code (its fork) shares: the given auth type, no
-# telemetry, no update checks, no folder-trust prompt, no IDE.
-quiet_settings() {
-  local dir=$1 auth=$2
-  mkdir -p "$dir"
-  cat >"$dir/settings.json" <<EOF
-{
-  "security": {"auth": {"selectedType": "$auth"}, "folderTrust": {"enabled": false}},
-  "privacy": {"usageStatisticsEnabled": false},
-  "telemetry": {"enabled": false},
-  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
-  "ide": {"enabled": false}
-}
-EOF
 }
 
 capture_gemini_cli() {

@@ -39,6 +39,8 @@
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The agents' quiet configurations, shared with capture-agents.sh.
+. "$ROOT/scripts/agents/configs.sh"
 CACHE="${CACHELINE_CACHE_DIR:-$HOME/.cache/cacheline}/agents"
 WORK="${PROXY_AGENTS_WORK:-/tmp/cacheline-proxy-agents-$$}"
 UPSTREAM="$ROOT/scripts/agents/upstream.py"
@@ -194,44 +196,10 @@ agent_codex() {
   # codex reads no base-URL variable: its provider's base_url comes from config.toml or
   # -c; the user passes the launcher's OPENAI_BASE_URL with -c (through a shell, so it
   # expands in the child), and the key in the variable the provider's env_key names.
-  mkdir -p "$AHOME/.codex"
-  cat >"$AHOME/.codex/config.toml" <<CFG
-model = "$MODEL_O"
-model_provider = "cacheline"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
-[model_providers.cacheline]
-name = "through cacheline proxy"
-base_url = "http://127.0.0.1:9/v1"
-env_key = "CACHELINE_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-[analytics]
-enabled = false
-[otel]
-exporter = "none"
-[projects."$PROJ"]
-trust_level = "trusted"
-CFG
-  AGENT_ENV=("CODEX_HOME=$AHOME/.codex" "CACHELINE_API_KEY=sk-test-0000" "RUST_LOG=error")
+  codex_quiet
   local via='model_providers.cacheline.base_url="@OPENAI_BASE_URL@"'
   run_through_proxy "$bin" exec -c "$via" --skip-git-repo-check "$PROMPT1" -- \
     "$bin" exec -c "$via" --skip-git-repo-check resume --last "$PROMPT2"
-}
-
-quiet_settings() { # dir auth
-  mkdir -p "$1"
-  cat >"$1/settings.json" <<CFG
-{
-  "security": {"auth": {"selectedType": "$2"}, "folderTrust": {"enabled": false}},
-  "privacy": {"usageStatisticsEnabled": false},
-  "telemetry": {"enabled": false},
-  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
-  "ide": {"enabled": false}
-}
-CFG
 }
 
 agent_gemini_cli() {
@@ -268,22 +236,7 @@ agent_opencode() {
   WHOLE_API=anthropic
   local bin="$CACHE/opencode/node_modules/.bin/opencode"
   start_upstream
-  # opencode's Anthropic provider wants the base URL WITH /v1; the launcher's
-  # ANTHROPIC_BASE_URL has none, so the config adds it ({env:…} is opencode's substitution).
-  cat >"$PROJ/opencode.json" <<CFG
-{
-  "\$schema": "https://opencode.ai/config.json",
-  "autoupdate": false,
-  "share": "disabled",
-  "model": "anthropic/$MODEL_A",
-  "small_model": "anthropic/$MODEL_A",
-  "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
-  "provider": {"anthropic": {"options": {"baseURL": "{env:ANTHROPIC_BASE_URL}/v1", "apiKey": "sk-test-0000"}}}
-}
-CFG
-  (cd "$PROJ" && git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm config) >/dev/null 2>&1 || true
-  AGENT_ENV=("OPENCODE_DISABLE_AUTOUPDATE=1" "OPENCODE_DISABLE_MODELS_FETCH=1"
-    "OPENCODE_DISABLE_LSP_DOWNLOAD=1" "OPENCODE_DISABLE_SHARE=1" "OPENCODE_DISABLE_DEFAULT_PLUGINS=1")
+  opencode_config
   run_through_proxy "$bin" run "$PROMPT1" -- "$bin" run --continue "$PROMPT2"
 }
 
@@ -331,7 +284,7 @@ launches() {
       launch_turn 3 "$bin" -p "$PROMPT3" --resume "$sid" --output-format json --allowedTools "$tools" ;;
     codex)
       bin="$CACHE/codex/node_modules/.bin/codex"
-      codex_config
+      codex_quiet
       # The provider's base URL comes from -c only: the launcher's OPENAI_BASE_URL, expanded
       # by a shell that then becomes codex (exec).
       local via='exec "$0" exec -c "model_providers.cacheline.base_url=\"$OPENAI_BASE_URL\"" --skip-git-repo-check "$@"'
@@ -358,8 +311,6 @@ launches() {
     opencode)
       bin="$CACHE/opencode/node_modules/.bin/opencode"
       opencode_config
-      AGENT_ENV=("OPENCODE_DISABLE_AUTOUPDATE=1" "OPENCODE_DISABLE_MODELS_FETCH=1"
-        "OPENCODE_DISABLE_LSP_DOWNLOAD=1" "OPENCODE_DISABLE_SHARE=1" "OPENCODE_DISABLE_DEFAULT_PLUGINS=1")
       launch_turn 1 "$bin" run "$PROMPT1"
       between
       launch_turn 2 "$bin" run --continue "$PROMPT2"
@@ -377,32 +328,13 @@ other_version() { # a journal of a later format version
 }
 
 # codex's config (its provider's base URL replaced per launch with -c).
-codex_config() {
-  mkdir -p "$AHOME/.codex"
-  cat >"$AHOME/.codex/config.toml" <<CFG
-model = "$MODEL_O"
-model_provider = "cacheline"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
-[model_providers.cacheline]
-name = "through cacheline proxy"
-base_url = "http://127.0.0.1:9/v1"
-env_key = "CACHELINE_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-[analytics]
-enabled = false
-[otel]
-exporter = "none"
-[projects."$PROJ"]
-trust_level = "trusted"
-CFG
-  AGENT_ENV=("CODEX_HOME=$AHOME/.codex" "CACHELINE_API_KEY=sk-test-0000" "RUST_LOG=error")
+codex_quiet() {
+  codex_config "$AHOME/.codex" "$MODEL_O" "through cacheline proxy" "http://127.0.0.1:9/v1" "$PROJ"
 }
 
-# opencode's config: its Anthropic provider wants the base URL WITH /v1.
+# opencode's config and environment: its Anthropic provider wants the base URL WITH /v1;
+# the launcher's ANTHROPIC_BASE_URL has none, so the config adds it ({env:…} is opencode's
+# substitution).
 opencode_config() {
   cat >"$PROJ/opencode.json" <<CFG
 {
@@ -416,6 +348,8 @@ opencode_config() {
 }
 CFG
   (cd "$PROJ" && git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm config) >/dev/null 2>&1 || true
+  AGENT_ENV=("OPENCODE_DISABLE_AUTOUPDATE=1" "OPENCODE_DISABLE_MODELS_FETCH=1"
+    "OPENCODE_DISABLE_LSP_DOWNLOAD=1" "OPENCODE_DISABLE_SHARE=1" "OPENCODE_DISABLE_DEFAULT_PLUGINS=1")
 }
 
 # One agent's three launches in $1 (a work dir), its state and log in $SHARED.

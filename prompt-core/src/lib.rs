@@ -45,6 +45,7 @@
 
 pub mod adopt;
 pub mod branch;
+pub mod calendar;
 mod calls;
 pub mod component;
 pub mod config;

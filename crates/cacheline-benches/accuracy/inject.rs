@@ -90,18 +90,7 @@ pub fn inject(
             (Place::Request, "a new session".to_owned())
         }
         CauseKind::ModelChanged => {
-            let other = match api {
-                ApiKind::Anthropic => "claude-haiku-4-5",
-                ApiKind::OpenAiResponses => "gpt-5-mini",
-                ApiKind::OpenAi | ApiKind::LlamaCpp => "qwen3-coder-flash",
-                ApiKind::Gemini => "gemini-2.5-pro",
-            };
-            if api == ApiKind::Gemini {
-                let model = prompt_wire::engine::model_in_path(&x.path)?.to_owned();
-                x.path = x.path.replace(&model, other);
-            } else {
-                synth::object(&mut x.body).insert("model".into(), json!(other));
-            }
+            let other = with_other_model(api, &mut x)?;
             (Place::Model, format!("model → {other}"))
         }
         CauseKind::CacheKeyChanged => {
@@ -615,6 +604,32 @@ fn cut_texts(v: &mut Value, max: usize) {
 
 /// A small conversation of the same agent (its title or classifier shape): no tools, a short
 /// system prompt, a first user message and one short exchange.
+/// `x` sent to another model of its provider (in the body, or Gemini's path): which one.
+fn with_other_model(api: ApiKind, x: &mut Request) -> Option<&'static str> {
+    let other = match api {
+        ApiKind::Anthropic => "claude-haiku-4-5",
+        ApiKind::OpenAiResponses => "gpt-5-mini",
+        ApiKind::OpenAi | ApiKind::LlamaCpp => "qwen3-coder-flash",
+        ApiKind::Gemini => "gemini-2.5-pro",
+    };
+    if api == ApiKind::Gemini {
+        let model = prompt_wire::engine::model_in_path(&x.path)?.to_owned();
+        x.path = x.path.replace(&model, other);
+    } else {
+        synth::object(&mut x.body).insert("model".into(), json!(other));
+    }
+    Some(other)
+}
+
+/// A side call of `prev`'s session on another lane, as agents make them between turns (a
+/// title, a classifier): a small conversation of its own, without tools, to another model.
+pub fn side_call(api: ApiKind, rng: &mut Rng, prev: &Request, n: u64) -> Option<Request> {
+    let mut r = small(api, rng, prev, n);
+    with_other_model(api, &mut r)?;
+    r.ts = prev.ts.map(|t| t + 1.0);
+    Some(r)
+}
+
 fn small(api: ApiKind, rng: &mut Rng, prev: &Request, n: u64) -> Request {
     let mut r = prev.clone();
     r.text = None;

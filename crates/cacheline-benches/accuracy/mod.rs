@@ -158,6 +158,7 @@ pub fn load_agents(root: &Path) -> Result<Vec<Agent>, AccuracyError> {
                     session: String::new(),
                     text: None,
                     usage: None,
+                    launch: None,
                 });
             }
             if requests.is_empty() {

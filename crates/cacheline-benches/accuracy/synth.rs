@@ -123,6 +123,8 @@ pub struct Request {
     pub text: Option<String>,
     /// The usage the response reports: (input, cached) in the benchmark's tokens.
     pub usage: Option<(u64, u64)>,
+    /// The launch (of a proxy, of the agent) that logged it; `None` writes no `launch`.
+    pub launch: Option<String>,
 }
 
 impl Request {
@@ -171,6 +173,9 @@ impl Request {
             line.insert("ts".into(), json!(ts));
         }
         line.insert("session".into(), json!(self.session));
+        if let Some(launch) = &self.launch {
+            line.insert("launch".into(), json!(launch));
+        }
         line.insert("request".into(), Value::String(self.body_text()));
         if let Some((input, cached)) = self.usage {
             line.insert("response".into(), reply(api, input, cached));

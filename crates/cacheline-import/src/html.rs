@@ -22,24 +22,10 @@ fn esc(text: &str) -> String {
     out
 }
 
+/// What the import report adds to [`prompt_measure::report::REQUESTS_STYLE`].
 const STYLE: &str = "
-  body { font: 13px/1.4 system-ui, sans-serif; margin: 1em; color: #222; background: #fafafa; }
-  h1 { font-size: 16px; margin: 0 0 .5em; }
-  #totals { margin: .3em 0 1em; }
   table { border-collapse: collapse; margin: 0 0 1em; }
   td, th { padding: 1px .6em; text-align: right; } td:first-child, th:first-child { text-align: left; }
-  .legend span { display: inline-block; padding: 0 .5em; margin-right: .5em; color: #fff; }
-  .session { background: #fff; border: 1px solid #ddd; border-radius: 4px; margin: 0 0 1em; padding: .5em; }
-  .session h2 { font-size: 13px; margin: 0 0 .4em; font-family: monospace; }
-  .req { display: grid; grid-template-columns: 3.5em 16em 1fr; gap: .5em; align-items: start; padding: 2px 0; border-top: 1px solid #f0f0f0; }
-  .num { font-family: monospace; color: #666; }
-  .bar { display: flex; height: 14px; background: #eee; margin-top: 2px; }
-  .seg { display: block; height: 100%; }
-  .cached, .legend .cached { background: #2e8b57; }
-  .reprocessed, .legend .reprocessed { background: #d9534f; }
-  .new, .legend .new { background: #5b8def; }
-  .req.break .verdict { color: #b52b27; font-weight: 600; }
-  .verdict { white-space: pre-wrap; word-break: break-word; }
 ";
 
 /// The most sessions drawn (the ones that lost most); the rest are in the totals.
@@ -53,7 +39,8 @@ pub fn page(report: &Report) -> String {
     let t = &report.totals;
     let _ = write!(
         out,
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>cacheline import</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>cacheline import — sessions</h1>\n"
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>cacheline import</title>\n<style>\n{}{STYLE}</style>\n</head>\n<body>\n<h1>cacheline import — sessions</h1>\n",
+        prompt_measure::report::REQUESTS_STYLE
     );
     let _ = writeln!(
         out,

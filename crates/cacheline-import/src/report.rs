@@ -376,17 +376,7 @@ pub(crate) fn usd(x: f64) -> String {
     format!("${x:.4}")
 }
 
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub(crate) use prompt_core::input::thousands;
 
 fn bytes(n: u64) -> String {
     if n >= 1 << 30 {

@@ -1,6 +1,8 @@
 //! Times as the stores write them: ISO-8601 in UTC (`2026-12-04T23:57:00.630Z`, an offset
 //! such as `+02:00` allowed) and milliseconds since the epoch; days as `YYYY-MM-DD` (UTC).
 
+use prompt_core::calendar::{civil_from_days, days_from_civil};
+
 /// Seconds since the Unix epoch of an ISO-8601 date and time (`2026-12-04T23:57:00.630Z`,
 /// `2026-12-04 23:57:00+02:00`, or a bare date `2026-12-04` at midnight UTC); `None` for
 /// anything else.
@@ -106,31 +108,6 @@ fn day_number(secs: f64) -> i64 {
         0.0
     };
     (secs / 86_400.0).floor() as i64
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]

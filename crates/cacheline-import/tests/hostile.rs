@@ -205,36 +205,20 @@ fn a_fixture_home_is_left_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         let src = fixtures().join(name).join("home");
-        let mut files = Vec::new();
-        let mut stack = vec![src.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let e = e.unwrap();
-                if e.file_type().unwrap().is_dir() {
-                    stack.push(e.path());
-                } else {
-                    files.push(e.path());
-                }
-            }
-        }
-        for f in &files {
+        for f in &files_under(&src) {
             let to = home.join(f.strip_prefix(&src).unwrap());
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             std::fs::copy(f, &to).unwrap();
         }
+        // Every file below the home with its bytes, in order.
         let snapshot = |home: &Path| {
-            let mut all = Vec::new();
-            let mut stack = vec![home.to_owned()];
-            while let Some(d) = stack.pop() {
-                for e in std::fs::read_dir(&d).unwrap() {
-                    let e = e.unwrap();
-                    if e.file_type().unwrap().is_dir() {
-                        stack.push(e.path());
-                    } else {
-                        all.push((e.path(), std::fs::read(e.path()).unwrap()));
-                    }
-                }
-            }
+            let mut all: Vec<_> = files_under(home)
+                .into_iter()
+                .map(|f| {
+                    let bytes = std::fs::read(&f).unwrap();
+                    (f, bytes)
+                })
+                .collect();
             all.sort();
             all
         };
@@ -409,4 +393,21 @@ proptest! {
         let _ = cacheline_import::html::page(&report);
         prop_assert!(serde_json::to_string(&report).is_ok());
     }
+}
+
+/// Every file below `dir` (not directories), depth first.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                files.push(e.path());
+            }
+        }
+    }
+    files
 }

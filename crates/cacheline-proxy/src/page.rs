@@ -28,7 +28,18 @@ use crate::state::{ProxyState, SessionView};
 use prompt_measure::report::RequestRow;
 
 /// The page: one static file, no CDN, no build step.
-const PAGE: &str = include_str!("page.html");
+/// The page as written, its shared stylesheet left out (a marker where it goes).
+const PAGE_TEMPLATE: &str = include_str!("page.html");
+
+/// The page served: the template with [`prompt_measure::report::REQUESTS_STYLE`] in place,
+/// built once.
+static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    PAGE_TEMPLATE.replacen(
+        "/* cacheline:requests-style */\n",
+        prompt_measure::report::REQUESTS_STYLE,
+        1,
+    )
+});
 
 /// Sessions sent in `/_cacheline/state` (the most recently active).
 pub(crate) const STATE_SESSIONS: usize = 200;
@@ -178,7 +189,7 @@ pub(crate) async fn serve<B>(
             r
         }
         "/_cacheline/" => {
-            let mut r = whole(StatusCode::OK, "text/html; charset=utf-8", PAGE);
+            let mut r = whole(StatusCode::OK, "text/html; charset=utf-8", PAGE.as_str());
             // Text from traffic is shown as text; this forbids any other script or load.
             r.headers_mut().insert(
                 hyper::header::CONTENT_SECURITY_POLICY,

@@ -458,10 +458,7 @@ async fn malformed_json_is_forwarded_and_its_verdict_says_it_could_not_be_read()
 async fn a_body_over_the_copy_cap_is_forwarded_whole_and_not_analysed() {
     let up = upstream(ok_json("{}")).await;
     let proxy = proxy(ProxyConfig::default().with_max_copy_bytes(1000), &up.url()).await;
-    let body = format!(
-        r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "x".repeat(5000)
-    );
+    let body = chat_body(&"x".repeat(5000));
     raw(
         proxy.addr(),
         &post("/v1/chat/completions", &[], body.as_bytes()),
@@ -537,19 +534,8 @@ async fn a_full_analysis_queue_drops_copies_and_counts_them() {
     let up = upstream(ok_json(r#"{"usage":{"prompt_tokens":3}}"#)).await;
     let proxy = proxy(ProxyConfig::default().with_queue(1), &up.url()).await;
     let addr = proxy.addr();
-    let long = format!(
-        r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "a long prompt to tokenize. ".repeat(400)
-    );
-    let tasks: Vec<_> = (0..200)
-        .map(|_| {
-            let body = long.clone();
-            tokio::spawn(async move {
-                let (got, _) = raw(addr, &post("/v1/chat/completions", &[], body.as_bytes())).await;
-                got.starts_with(b"HTTP/1.1 200 OK\r\n")
-            })
-        })
-        .collect();
+    let long = chat_body(&"a long prompt to tokenize. ".repeat(400));
+    let tasks = post_chat_concurrently(addr, 200, &long);
     for t in tasks {
         assert!(t.await.unwrap(), "every request is answered");
     }

@@ -108,19 +108,8 @@ async fn uploads_in_flight_are_held_within_the_analysis_budget_and_forwarded_who
     let proxy = proxy(config, &up.url()).await;
     let addr = proxy.addr();
     let n = 8;
-    let body = format!(
-        r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "upload ".repeat(400 << 10 >> 3)
-    );
-    let tasks: Vec<_> = (0..n)
-        .map(|_| {
-            let body = body.clone();
-            tokio::spawn(async move {
-                let (got, _) = raw(addr, &post("/v1/chat/completions", &[], body.as_bytes())).await;
-                got.starts_with(b"HTTP/1.1 200 OK\r\n")
-            })
-        })
-        .collect();
+    let body = chat_body(&"upload ".repeat(400 << 10 >> 3));
+    let tasks = post_chat_concurrently(addr, n, &body);
     // Every request reached the upstream whole, none answered yet.
     for _ in 0..400 {
         if up.received().len() == n {

@@ -86,6 +86,14 @@ fn audit(log: &Path) -> Vec<(u64, String)> {
     audited
 }
 
+/// A launch's config: the log `dir/proxy.jsonl` and the state `dir/state`, as every launch
+/// of a user's shared the same.
+fn with_log_and_state(dir: &Path) -> ProxyConfig {
+    ProxyConfig::default()
+        .with_log(dir.join("proxy.jsonl"))
+        .with_state(Some(StateConfig::in_dir(dir.join("state"))))
+}
+
 fn said(rows: &[RequestRow]) -> Vec<(u64, String)> {
     rows.iter()
         .map(|r| (r.line.unwrap(), r.verdict.clone()))
@@ -97,11 +105,7 @@ async fn a_session_resumed_by_a_new_launch_is_compared_with_its_last_request() {
     let dir = fresh("resume");
     let log = dir.join("proxy.jsonl");
     let up = upstream(always(reply())).await;
-    let config = || {
-        ProxyConfig::default()
-            .with_log(&log)
-            .with_state(Some(StateConfig::in_dir(dir.join("state"))))
-    };
+    let config = || with_log_and_state(&dir);
     let (first, _) = launch(&up.url(), config(), "s-1", &[body(1), body(3)]).await;
     let (second, _) = launch(&up.url(), config(), "s-1", &[body(5)]).await;
     assert!(
@@ -148,11 +152,7 @@ async fn two_launches_at_once_see_each_other_s_requests_in_the_log_s_order() {
     let dir = fresh("together");
     let log = dir.join("proxy.jsonl");
     let up = upstream(always(reply())).await;
-    let config = || {
-        ProxyConfig::default()
-            .with_log(&log)
-            .with_state(Some(StateConfig::in_dir(dir.join("state"))))
-    };
+    let config = || with_log_and_state(&dir);
     let a = proxy(config(), &up.url()).await;
     let b = proxy(config(), &up.url()).await;
     let mut printed = Vec::new();
@@ -187,13 +187,8 @@ async fn two_launches_at_once_see_each_other_s_requests_in_the_log_s_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_state_is_cut_where_it_stops_holding_and_said_once() {
     let dir = fresh("damaged");
-    let log = dir.join("proxy.jsonl");
     let up = upstream(always(reply())).await;
-    let config = || {
-        ProxyConfig::default()
-            .with_log(&log)
-            .with_state(Some(StateConfig::in_dir(dir.join("state"))))
-    };
+    let config = || with_log_and_state(&dir);
     launch(&up.url(), config(), "s-4", &[body(1), body(3)]).await;
     // A torn tail: half an entry, as a crash mid-write leaves it.
     let journal = dir.join("state").join(JOURNAL_FILE);

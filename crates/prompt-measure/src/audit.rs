@@ -103,6 +103,47 @@ pub struct RequestAudit {
     pub provider_verdict: Option<ProviderVerdict>,
 }
 
+impl RequestAudit {
+    /// What its provider's own column says this request lost against `pred`, independently
+    /// of the engine's count: what the provider's rule would read of an append-only
+    /// continuation of `pred`, less what it read of this request (Anthropic: `pred`'s read
+    /// and its writes, against this request's read by the simulator; elsewhere the exact
+    /// shared prefix, the `llama_cpp` column, read by the provider's minimum and steps). With
+    /// the tolerance a comparison with [`Analysis::tokens_lost`] allows: the rule's step, or
+    /// two tokens (the tokenizer cut at the change), and on Anthropic the tokens of the
+    /// breakpoint markers that moved.
+    ///
+    /// [`Analysis::tokens_lost`]: prompt_wire::engine::Analysis::tokens_lost
+    pub fn lost_by_provider_column(&self, pred: &RequestAudit) -> (u64, u64) {
+        use prompt_core::profile::{Granularity, Profile};
+        let column = |r: &RequestAudit, rule: Rule| r.cached.get(&rule).copied().unwrap_or(0);
+        if self.verdict.provider == Some(Host::Anthropic) {
+            let ideal = column(pred, Rule::Anthropic) + pred.anthropic_write;
+            // The simulator tokenizes an element in the form it was first seen, the engine in
+            // the request's own: a `cache_control` marker that moved off a message is counted
+            // on one side only (about ten tokens of JSON each).
+            const MARKER_TOKENS: u64 = 12;
+            let markers = (pred.verdict.breakpoints.len() + self.verdict.breakpoints.len()) as u64;
+            return (
+                ideal.saturating_sub(column(self, Rule::Anthropic)),
+                2 + MARKER_TOKENS * markers,
+            );
+        }
+        let profile = Profile::lookup(
+            self.shape,
+            self.verdict.model.as_deref().unwrap_or(""),
+            None,
+        );
+        let step = match profile.granularity() {
+            Granularity::Steps(s) | Granularity::Units(s) | Granularity::Blocks(s) => u64::from(s),
+            Granularity::Tokens => 2,
+        };
+        let ideal = profile.readable(pred.tokens, pred.tokens + 1);
+        let read = profile.readable(column(self, Rule::LlamaCpp), self.tokens);
+        (ideal.saturating_sub(read), step)
+    }
+}
+
 /// Why a line was skipped.
 #[derive(Debug, thiserror::Error)]
 pub enum LineProblem {

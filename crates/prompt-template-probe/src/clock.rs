@@ -84,14 +84,11 @@ impl Clock {
 
     /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
     fn days_since_epoch(&self) -> i64 {
-        let (m, d) = (i64::from(self.month), i64::from(self.day));
-        let y = i64::from(self.year) - i64::from(m <= 2);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (m + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + d - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
+        prompt_core::calendar::days_from_civil(
+            i64::from(self.year),
+            i64::from(self.month),
+            i64::from(self.day),
+        )
     }
 
     /// 0 = Monday … 6 = Sunday.

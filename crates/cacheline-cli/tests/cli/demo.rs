@@ -140,41 +140,27 @@ fn a_saved_and_resumed_demo_writes_the_same_bodies_as_one_run() {
         let delivery = format!("{flag} {value}");
         let dir = root.join(value);
         let (whole, split, saved) = (dir.join("whole"), dir.join("split"), dir.join("saved"));
-        let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
-        let (code, _, err) = cacheline(&[
-            "demo",
-            "--turns",
-            "11",
-            flag,
-            value,
-            "--write-bodies",
-            &path(&whole),
-        ]);
+        // `cacheline demo --turns N FLAG VALUE --write-bodies DIR EXTRA…`.
+        let demo = |turns: &str, bodies: &std::path::Path, extra: &[&str]| {
+            let bodies = bodies.to_string_lossy();
+            let mut args = vec![
+                "demo",
+                "--turns",
+                turns,
+                flag,
+                value,
+                "--write-bodies",
+                &bodies,
+            ];
+            args.extend_from_slice(extra);
+            cacheline(&args)
+        };
+        let (code, _, err) = demo("11", &whole, &[]);
         assert_eq!(code, 0, "{delivery}: {err}");
-        let (code, _, err) = cacheline(&[
-            "demo",
-            "--turns",
-            "4",
-            flag,
-            value,
-            "--write-bodies",
-            &path(&split),
-            "--save",
-            &path(&saved),
-        ]);
+        let saved = saved.to_string_lossy();
+        let (code, _, err) = demo("4", &split, &["--save", &saved]);
         assert_eq!(code, 0, "{delivery}: {err}");
-        let (code, out, err) = cacheline(&[
-            "demo",
-            "--turns",
-            "11",
-            flag,
-            value,
-            "--write-bodies",
-            &path(&split),
-            "--resume",
-            &path(&saved),
-            "--json",
-        ]);
+        let (code, out, err) = demo("11", &split, &["--resume", &saved, "--json"]);
         assert_eq!(code, 0, "{delivery}: {err}");
         let resumed: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(

@@ -67,17 +67,7 @@ fn streamed_usage(line: usize) -> (u64, u64, u64) {
     )
 }
 
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+use prompt_core::input::thousands;
 
 #[test]
 fn evidence_of_the_claude_code_resume_names_the_date_edit_at_message_0_byte_6717() {

@@ -59,33 +59,22 @@ exit 5
 fn the_launcher_prints_each_verdict_and_the_audit_of_its_log_agrees() {
     let (dir, log) = fresh_log("cacheline-cli-proxy");
     let (b1, b2) = two_turns();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cacheline"))
-        .args(["proxy", "--upstream"])
-        .arg(format!("anthropic={}", upstream().url()))
-        .arg("--log")
-        .arg(&log)
-        .arg("--state")
-        .arg(dir.join("state"))
-        .args(["--", "bash", "-c", CHILD])
-        .env("B1", &b1)
-        .env("B2", &b2)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A proxy that never returns (as one that printed from a thread while the command
-    // held standard error's lock did) fails here rather than hanging the suite.
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(120) {
-            child.kill().unwrap();
-            panic!("cacheline proxy did not exit after its child");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let up = upstream();
+    let anthropic = format!("anthropic={}", up.url());
+    let (log_arg, state) = (log.to_string_lossy(), dir.join("state"));
+    let (code, _, stderr) = launch(
+        &[
+            "--upstream",
+            &anthropic,
+            "--log",
+            &log_arg,
+            "--state",
+            &state.to_string_lossy(),
+        ],
+        CHILD,
+        &[("B1", &b1), ("B2", &b2)],
+    );
+    assert_eq!(code, Some(5), "{stderr}");
     let verdicts: Vec<&str> = stderr
         .lines()
         .filter(|l| l.starts_with("cacheline proxy: s-9 #"))

@@ -34,36 +34,20 @@ pub fn proxy_agents(label: &str, env: &[(&str, &str)], agents: &[&str]) -> (i32,
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
+/// The five agents, as the script names them.
+const AGENTS: [&str; 5] = [
+    "claude-code",
+    "codex",
+    "gemini-cli",
+    "qwen-code",
+    "opencode",
+];
+
 #[test]
 fn five_agents_through_the_launcher_bytes_verdicts_and_exit_codes_hold() {
-    let agents = [
-        "claude-code",
-        "codex",
-        "gemini-cli",
-        "qwen-code",
-        "opencode",
-    ];
-    let (code, stdout, stderr) = proxy_agents("scripted", &[], &agents);
-    let tail: String = stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n");
-    assert_eq!(
-        code, 0,
-        "{stdout}\n--- stderr (last lines, reversed):\n{tail}"
-    );
-    for agent in agents {
-        let line = stdout
-            .lines()
-            .find(|l| {
-                l.starts_with(&format!("PASS {agent}:"))
-                    || l.starts_with(&format!("SKIPPED: {agent}:"))
-            })
-            .unwrap_or_else(|| panic!("no outcome for {agent}:\n{stdout}"));
-        if line.starts_with("PASS") {
-            assert!(
-                line.contains("bytes equal") && line.contains("= audit"),
-                "{line}"
-            );
-        }
-    }
+    let agents = AGENTS;
+    let expected: Vec<(&str, &str)> = agents.iter().map(|a| (*a, "")).collect();
+    assert_agents_pass("scripted", &[], &agents, &expected, "= audit");
 }
 
 /// Qwen Code (Chat Completions) through the launcher to the real llama.cpp server the live
@@ -87,51 +71,55 @@ fn qwen_code_through_the_launcher_to_llama_server_bytes_and_verdicts_hold() {
         }
         Err(e) => panic!("{test}: {e}"),
     };
-    let (code, stdout, stderr) = proxy_agents(
+    assert_agents_pass(
         "llama",
         &[("PROXY_UPSTREAM", &url), ("PROXY_MODEL", "smollm2")],
         &["qwen-code"],
+        &[("qwen-code", "")],
+        "= audit",
     );
-    let tail: String = stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n");
-    assert_eq!(
-        code, 0,
-        "{stdout}\n--- stderr (last lines, reversed):\n{tail}"
-    );
-    if let Some(line) = stdout.lines().find(|l| l.starts_with("PASS qwen-code:")) {
-        assert!(
-            line.contains("bytes equal") && line.contains("= audit"),
-            "{line}"
-        );
-    } else {
-        assert!(stdout.contains("SKIPPED: qwen-code:"), "{stdout}");
-    }
 }
 
-/// Runs `scripts/proxy-agents.sh MODE…` and asserts each `(agent, check)` has its PASS line
-/// (or, off CI, the agent a SKIPPED one).
-fn assert_launches_pass(mode: &[&str], expected: &[(&str, &str)]) {
-    let work = mode[0].trim_start_matches('-');
-    let (code, stdout, stderr) = proxy_agents(work, &[], mode);
+/// Runs `scripts/proxy-agents.sh ARGS…` in a work directory named after `work` and asserts
+/// each `(agent, check)` has its `PASS agent (check):` line (`PASS agent:` for the check `""`)
+/// saying the bytes were equal and `verdicts` (or, off CI, the agent a SKIPPED line); `env`
+/// for the script.
+fn assert_agents_pass(
+    work: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+    expected: &[(&str, &str)],
+    verdicts: &str,
+) {
+    let (code, stdout, stderr) = proxy_agents(work, env, args);
     let tail: String = stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n");
     assert_eq!(
         code, 0,
         "{stdout}\n--- stderr (last lines, reversed):\n{tail}"
     );
-    for (agent, label) in expected {
+    for (agent, check) in expected {
+        let pass = if check.is_empty() {
+            format!("PASS {agent}:")
+        } else {
+            format!("PASS {agent} ({check}):")
+        };
         let line = stdout
             .lines()
-            .find(|l| {
-                l.starts_with(&format!("PASS {agent} ({label}):"))
-                    || l.starts_with(&format!("SKIPPED: {agent}:"))
-            })
-            .unwrap_or_else(|| panic!("no {label} outcome for {agent}:\n{stdout}"));
+            .find(|l| l.starts_with(&pass) || l.starts_with(&format!("SKIPPED: {agent}:")))
+            .unwrap_or_else(|| panic!("no {check} outcome for {agent}:\n{stdout}"));
         if line.starts_with("PASS") {
             assert!(
-                line.contains("bytes equal") && line.contains("= audit of the shared log"),
+                line.contains("bytes equal") && line.contains(verdicts),
                 "{line}"
             );
         }
     }
+}
+
+/// [`assert_agents_pass`] for a mode of one launch per turn: the verdicts those print.
+fn assert_launches_pass(mode: &[&str], expected: &[(&str, &str)]) {
+    let work = mode[0].trim_start_matches('-');
+    assert_agents_pass(work, &[], mode, expected, "= audit of the shared log");
 }
 
 /// Each turn of each agent its own launch (`cacheline proxy -- AGENT …` per turn, the resumes
@@ -140,13 +128,7 @@ fn assert_launches_pass(mode: &[&str], expected: &[(&str, &str)]) {
 /// request taken for a cold start, every launch exiting 0, no state warning.
 #[test]
 fn each_turn_its_own_launch_resumed_requests_are_compared_across_launches() {
-    let agents = [
-        "claude-code",
-        "codex",
-        "gemini-cli",
-        "qwen-code",
-        "opencode",
-    ];
+    let agents = AGENTS;
     let mut mode = vec!["--per-launch"];
     mode.extend(agents);
     let expected: Vec<(&str, &str)> = agents.iter().map(|a| (*a, "per-launch")).collect();

@@ -90,3 +90,27 @@ pub async fn rows(state: &ProxyState, n: u64) {
     }
     panic!("{n} rows never came: {:?}", state.totals());
 }
+
+/// A Chat Completions body of `gpt-4o` with one user message of `content` (plain text: it
+/// is not escaped).
+pub fn chat_body(content: &str) -> String {
+    format!(r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{content}"}}]}}"#)
+}
+
+/// `n` tasks each posting `body` to `/v1/chat/completions` on `addr` over a connection of its
+/// own; each resolves to whether its reply was `200 OK`.
+pub fn post_chat_concurrently(
+    addr: std::net::SocketAddr,
+    n: usize,
+    body: &str,
+) -> Vec<tokio::task::JoinHandle<bool>> {
+    (0..n)
+        .map(|_| {
+            let body = body.to_owned();
+            tokio::spawn(async move {
+                let (got, _) = raw(addr, &post("/v1/chat/completions", &[], body.as_bytes())).await;
+                got.starts_with(b"HTTP/1.1 200 OK\r\n")
+            })
+        })
+        .collect()
+}

@@ -1,4 +1,5 @@
-//! The engine's tests, one binary: its causes and its bounds.
+//! The engine's tests, one binary: its causes, its bounds, and sessions across launches.
 
 mod bounds;
 mod causes;
+mod launches;

@@ -25,3 +25,7 @@ pub use labels::{AGENTS, MetricLabels, agent_label};
 pub use row::{Forwarded, Outcome, RequestReport, RequestRow, VERDICT_BYTES, verdict_line};
 pub use summary::{causes_text, provider_verdicts_text};
 pub use verdict::{provider_clause, utc, verdict_text, writer_clause};
+
+/// The stylesheet of a page of sessions and their requests, shared by `cacheline proxy`'s
+/// live page and `cacheline import`'s HTML report: one look, written once.
+pub const REQUESTS_STYLE: &str = include_str!("requests.css");

@@ -5,9 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use prompt_core::profile::Granularity;
+use prompt_measure::AuditConfig;
 use prompt_measure::audit::{Cause, RequestAudit};
-use prompt_measure::{AuditConfig, Rule};
 use prompt_wire::{Verdict, compare};
 use proptest::prelude::*;
 
@@ -322,35 +321,10 @@ fn a_previous_response_id_names_the_session_of_the_streamed_reply_it_follows() {
 /// and the rule's own step where it reads in steps.
 #[test]
 fn the_tokens_a_break_loses_are_its_provider_column_s() {
-    let mut logs: Vec<(String, Vec<u8>)> =
-        AGENTS.iter().map(|a| (a.to_string(), capture(a))).collect();
-    logs.extend(
-        agent_path_dirs()
-            .into_iter()
-            .map(|(n, d)| (n, capture_in(&d))),
-    );
-    let newest = agents_dir().join("../agents-newest");
-    let audit_fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit");
-    for dir in [newest, audit_fixtures] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .map(|p| {
-                if p.is_dir() {
-                    p.join("capture.jsonl")
-                } else {
-                    p
-                }
-            })
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
-            .collect();
-        files.sort();
-        for f in files {
-            let bytes = std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            logs.push((f.display().to_string(), bytes));
-        }
-    }
+    let logs = every_fixture_log().into_iter().map(|path| {
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        (path.display().to_string(), bytes)
+    });
     let mut checked = 0;
     for (name, log) in logs {
         let a = audit_bytes(&name, &log, AuditConfig::default());
@@ -364,43 +338,15 @@ fn the_tokens_a_break_loses_are_its_provider_column_s() {
             if v.tokens_lost == 0 || !p.same_lane || !in_the_bytes {
                 continue;
             }
-            let anthropic = v.provider == Some(prompt_core::profile::Provider::Anthropic);
             let pred = a
                 .requests
                 .iter()
                 .find(|x| x.line == p.tag)
                 .unwrap_or_else(|| panic!("{name} line {}: no line {}", r.line, p.tag));
-            let profile = prompt_core::profile::Profile::lookup(
-                r.shape,
-                v.model.as_deref().unwrap_or(""),
-                None,
-            );
-            // The provider's column: Anthropic's own; elsewhere the exact shared prefix (the
-            // llama_cpp column) read by the provider's rule (its minimum and steps).
-            let column = |x: &RequestAudit| x.cached.get(&Rule::LlamaCpp).copied().unwrap_or(0);
-            let (ideal, read, step) = if anthropic {
-                (
-                    continue_anthropic(pred),
-                    r.cached.get(&Rule::Anthropic).copied().unwrap_or(0),
-                    2,
-                )
-            } else {
-                let step = match profile.granularity() {
-                    Granularity::Steps(s) | Granularity::Units(s) | Granularity::Blocks(s) => {
-                        u64::from(s)
-                    }
-                    Granularity::Tokens => 2,
-                };
-                (
-                    profile.readable(pred.tokens, pred.tokens + 1),
-                    profile.readable(column(r), r.tokens),
-                    step,
-                )
-            };
-            let column_lost = ideal.saturating_sub(read);
+            let (column_lost, step) = r.lost_by_provider_column(pred);
             assert!(
                 v.tokens_lost.abs_diff(column_lost) <= step,
-                "{name} line {}: the verdict loses {}, its provider's column {column_lost} (an append-only request reads {ideal}, this one {read})",
+                "{name} line {}: the verdict loses {}, its provider's column {column_lost}",
                 r.line,
                 v.tokens_lost
             );
@@ -409,12 +355,6 @@ fn the_tokens_a_break_loses_are_its_provider_column_s() {
     }
     eprintln!("{checked} breaks checked");
     assert!(checked >= 10, "only {checked} breaks checked");
-}
-
-/// Anthropic: what an append-only continuation of `pred` reads is what its own writes
-/// covered (its last breakpoint's prefix, which the simulator wrote).
-fn continue_anthropic(pred: &RequestAudit) -> u64 {
-    pred.cached.get(&Rule::Anthropic).copied().unwrap_or(0) + pred.anthropic_write
 }
 
 /// Every capture and audit fixture: `tests/fixtures/agents*/*/capture.jsonl`,
