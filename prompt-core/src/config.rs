@@ -306,6 +306,33 @@ impl<P> Findings<P> {
         let problem = P::wrong_type(describe_value(value.get_ref()), expected);
         self.error(value.span(), problem);
     }
+
+    /// The table of a top-level section (`[prompt]`, `[provider]`); else `None`, with its
+    /// `[[key]]` form reported as `array_of_tables` and any other value as not `expected`.
+    /// Every file's section is refused the same way, with its own problem enum.
+    pub(crate) fn section_table<'v, 'd>(
+        &mut self,
+        key: &toml::Spanned<Cow<'_, str>>,
+        value: &'v toml::Spanned<DeValue<'d>>,
+        array_of_tables: P,
+        expected: &'static str,
+    ) -> Option<&'v toml::de::DeTable<'d>>
+    where
+        P: FileProblem,
+    {
+        match value.get_ref() {
+            DeValue::Table(table) => Some(table),
+            // `[[key]]`: the array's span is its first header, which starts before the key.
+            DeValue::Array(_) if value.span().start < key.span().start => {
+                self.error(value.span(), array_of_tables);
+                None
+            }
+            _ => {
+                self.wrong_type(value, expected);
+                None
+            }
+        }
+    }
 }
 
 /// Why a TOML input was not read at all.

@@ -249,14 +249,7 @@ mod tests {
     fn parse(tokens: TokenStream) -> (Args, Vec<String>) {
         let cx = Ctxt::new();
         let args = Args::from_tokens(&cx, tokens);
-        let errors = cx
-            .check()
-            .err()
-            .into_iter()
-            .flatten()
-            .map(|error| error.to_string())
-            .collect();
-        (args, errors)
+        (args, cx.messages())
     }
 
     #[test]

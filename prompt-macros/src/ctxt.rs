@@ -51,6 +51,17 @@ impl Ctxt {
         }
         Err(combined)
     }
+
+    /// The messages of every error reported, in order: what the tests compare.
+    #[cfg(test)]
+    pub(crate) fn messages(self) -> Vec<String> {
+        self.check()
+            .err()
+            .into_iter()
+            .flatten()
+            .map(|error| error.to_string())
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -68,13 +79,6 @@ mod tests {
         cx.error_at(Span::call_site(), "first");
         cx.error_spanned_by(quote::quote!(a b), "second");
         cx.syn_error(syn::Error::new(Span::call_site(), "third"));
-        let messages: Vec<String> = cx
-            .check()
-            .err()
-            .into_iter()
-            .flatten()
-            .map(|error| error.to_string())
-            .collect();
-        assert_eq!(messages, ["first", "second", "third"]);
+        assert_eq!(cx.messages(), ["first", "second", "third"]);
     }
 }

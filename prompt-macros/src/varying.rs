@@ -324,17 +324,14 @@ mod tests {
         let item: ItemFn = syn::parse2(item).unwrap();
         let cx = Ctxt::new();
         check_prefix_body(&cx, &item.sig.ident, &item.block);
-        cx.check()
-            .err()
+        cx.messages()
             .into_iter()
-            .flatten()
-            .map(|error| {
-                let message = error.to_string();
-                match message.strip_prefix("a prefix writer cannot use `") {
+            .map(
+                |message| match message.strip_prefix("a prefix writer cannot use `") {
                     Some(rest) => rest.split('`').next().unwrap().to_owned(),
                     None => message,
-                }
-            })
+                },
+            )
             .collect()
     }
 

@@ -181,10 +181,16 @@ pub(crate) fn limit_error(limit: Limit, message: String) -> JError {
 
 /// The [`LimitHit`] in `err`'s source chain, if any.
 pub(crate) fn limit_hit(err: &JError) -> Option<LimitHit> {
+    in_source_chain::<LimitHit>(err).cloned()
+}
+
+/// The first `T` in `err`'s source chain (`err` itself included): how the probe's own
+/// errors (a limit hit, a raised exception) come back out of a minijinja error.
+pub(crate) fn in_source_chain<T: std::error::Error + 'static>(err: &JError) -> Option<&T> {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = current {
-        if let Some(hit) = e.downcast_ref::<LimitHit>() {
-            return Some(hit.clone());
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
         }
         current = e.source();
     }

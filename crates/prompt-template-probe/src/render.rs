@@ -16,7 +16,7 @@ use super::clock::Clock;
 use super::guard::{self, ACYCLIC_GUARD, CYCLE_GUARD, GUARD, NO_CYCLE_ITEMS, STEP_GUARD};
 use super::limits::{
     CappedWriter, FueledWriter, Limit, RenderLimits, guard_acyclic, guard_cycle_items,
-    guard_slice_step, guard_value, limit_error, limit_hit, no_cycle_items,
+    guard_slice_step, guard_value, in_source_chain, limit_error, limit_hit, no_cycle_items,
 };
 
 /// The template could not be compiled.
@@ -421,14 +421,7 @@ impl ChatTemplate {
 }
 
 fn raised_message(err: &JError) -> Option<String> {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = current {
-        if let Some(raised) = e.downcast_ref::<Raised>() {
-            return Some(raised.0.clone());
-        }
-        current = e.source();
-    }
-    None
+    in_source_chain::<Raised>(err).map(|raised| raised.0.clone())
 }
 
 /// The longest `raise_exception` message kept, in bytes.

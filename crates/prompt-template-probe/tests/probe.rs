@@ -50,6 +50,24 @@ const STABLE_SYSTEM: Expected = Expected {
     prefix: "system",
 };
 
+/// A later system message dropped, updates as user reminders: a reading several templates
+/// share, named once.
+const DROPPED: Expected = Expected {
+    mid_system: "dropped",
+    raises: None,
+    unstable: None,
+    updates: "user_reminder",
+    prefix: "system",
+};
+
+/// A later system message hoisted into the head, so a system update changes the head's
+/// bytes: a reading several templates share, named once.
+const HOISTED: Expected = Expected {
+    mid_system: "hoisted",
+    unstable: Some(("system_update", "head")),
+    ..DROPPED
+};
+
 fn check(file: &str, expected: Expected) -> ProbeReport {
     let report = probe(&source(file));
     let context = format!("{file}:\n{report}");
@@ -384,13 +402,7 @@ const CASES: &[Case] = &[
         name: "phi_4_mini",
         file: "llama-cpp-microsoft-Phi-4-mini-instruct.jinja",
         reading: "Only `messages[0]` becomes `<|system|>`; the loop renders `message['role'] != 'system'` only, so a later system message vanishes. Updates as user messages.",
-        expected: Expected {
-            mid_system: "dropped",
-            raises: None,
-            unstable: None,
-            updates: "user_reminder",
-            prefix: "system",
-        },
+        expected: DROPPED,
         mid_system_detail: None,
         head_system: None,
         clock_dependent: false,
@@ -400,11 +412,8 @@ const CASES: &[Case] = &[
         file: "NVIDIA-Nemotron-Nano-v2.jinja",
         reading: "Only `messages[0]` is read as system; the loop renders user, tool and assistant only. The last assistant message is special-cased (`<think>\\n` + content) and rendered plainly once it is no longer last: the finished turn is not a prefix of the next.",
         expected: Expected {
-            mid_system: "dropped",
-            raises: None,
             unstable: Some(("reply_reasoning_field", "assistant_2")),
-            updates: "user_reminder",
-            prefix: "system",
+            ..DROPPED
         },
         mid_system_detail: None,
         head_system: None,
@@ -415,11 +424,8 @@ const CASES: &[Case] = &[
         file: "openai-gpt-oss-120b.jinja",
         reading: "Only `messages[0]` becomes the developer message; the loop renders assistant, tool and user only. `thinking` is rendered for the last assistant message only (\"CoT is dropped during all previous turns\"). `Current date:` from `strftime_now` in the head.",
         expected: Expected {
-            mid_system: "dropped",
-            raises: None,
             unstable: Some(("reply_reasoning_field", "assistant_2")),
-            updates: "user_reminder",
-            prefix: "system",
+            ..DROPPED
         },
         mid_system_detail: None,
         head_system: None,
@@ -429,13 +435,7 @@ const CASES: &[Case] = &[
         name: "deepseek_r1_distill_llama",
         file: "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
         reading: "`{% set ns.system_prompt = message['content'] %}` for every system message, then `{{ns.system_prompt}}` right after `bos_token`: the last system message replaces the first at byte 0.",
-        expected: Expected {
-            mid_system: "hoisted",
-            raises: None,
-            unstable: Some(("system_update", "head")),
-            updates: "user_reminder",
-            prefix: "system",
-        },
+        expected: HOISTED,
         mid_system_detail: None,
         head_system: None,
         clock_dependent: false,
@@ -444,13 +444,7 @@ const CASES: &[Case] = &[
         name: "deepseek_r1_distill_qwen",
         file: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
         reading: "Same template as the Llama distill.",
-        expected: Expected {
-            mid_system: "hoisted",
-            raises: None,
-            unstable: Some(("system_update", "head")),
-            updates: "user_reminder",
-            prefix: "system",
-        },
+        expected: HOISTED,
         mid_system_detail: None,
         head_system: None,
         clock_dependent: false,
@@ -459,13 +453,7 @@ const CASES: &[Case] = &[
         name: "llama_cpp_deepseek_r1",
         file: "llama-cpp-deepseek-r1.jinja",
         reading: "llama.cpp's R1 template: same `ns.system_prompt` hoisting.",
-        expected: Expected {
-            mid_system: "hoisted",
-            raises: None,
-            unstable: Some(("system_update", "head")),
-            updates: "user_reminder",
-            prefix: "system",
-        },
+        expected: HOISTED,
         mid_system_detail: Some("Hoisted { head_kept: false }"),
         head_system: None,
         clock_dependent: false,
@@ -474,13 +462,7 @@ const CASES: &[Case] = &[
         name: "deepseek_v3_1",
         file: "deepseek-ai-DeepSeek-V3.1.jinja",
         reading: "Every system message is concatenated (`'\\n\\n'`) into `ns.system_prompt` at the head: merged into the head, the first one kept.",
-        expected: Expected {
-            mid_system: "hoisted",
-            raises: None,
-            unstable: Some(("system_update", "head")),
-            updates: "user_reminder",
-            prefix: "system",
-        },
+        expected: HOISTED,
         mid_system_detail: Some("Hoisted { head_kept: true }"),
         head_system: None,
         clock_dependent: false,
@@ -489,13 +471,7 @@ const CASES: &[Case] = &[
         name: "rwkv_world",
         file: "llama-cpp-rwkv-world.jinja",
         reading: "`ns.system_prompt` takes the last system message and is printed as `System: …` at the head.",
-        expected: Expected {
-            mid_system: "hoisted",
-            raises: None,
-            unstable: Some(("system_update", "head")),
-            updates: "user_reminder",
-            prefix: "system",
-        },
+        expected: HOISTED,
         mid_system_detail: None,
         head_system: None,
         clock_dependent: false,

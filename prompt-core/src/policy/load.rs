@@ -404,18 +404,8 @@ fn read_prompt<'d>(
     value: &'d Spanned<DeValue<'_>>,
     findings: &mut Findings,
 ) -> Option<RawPrompt<'d>> {
-    let table = match value.get_ref() {
-        DeValue::Table(table) => table,
-        // `[[prompt]]`: the array's span is its first header, which starts before the key.
-        DeValue::Array(_) if value.span().start < key.span().start => {
-            findings.error(value.span(), PolicyProblem::ArrayOfTables);
-            return None;
-        }
-        _ => {
-            findings.wrong_type(value, "a [prompt] table");
-            return None;
-        }
-    };
+    let table =
+        findings.section_table(key, value, PolicyProblem::ArrayOfTables, "a [prompt] table")?;
     let mut raw = RawPrompt::default();
     for (key, value) in table {
         let name: &str = key.get_ref();

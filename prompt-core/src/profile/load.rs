@@ -402,17 +402,13 @@ fn read(
     spans: &mut Spans,
     findings: &mut Findings,
 ) {
-    let table = match value.get_ref() {
-        DeValue::Table(table) => table,
-        // `[[provider]]`: the array's span is its first header, which starts before the key.
-        DeValue::Array(_) if value.span().start < key.span().start => {
-            findings.error(value.span(), ProviderProblem::ArrayOfTables);
-            return;
-        }
-        _ => {
-            findings.wrong_type(value, "a [provider] table");
-            return;
-        }
+    let Some(table) = findings.section_table(
+        key,
+        value,
+        ProviderProblem::ArrayOfTables,
+        "a [provider] table",
+    ) else {
+        return;
     };
     section.present = true;
     for (key, value) in table {

@@ -6,14 +6,14 @@ use prompt_core::branch::BranchError;
 use prompt_core::delivery::PrefixRole;
 use prompt_core::history::SystemPromptChange;
 use prompt_core::node::NodeKind;
-use prompt_core::snapshot::{RestoreMode, Restored, SessionSnapshot};
+use prompt_core::snapshot::{PrefixChanges, Restored, SessionSnapshot};
 use prompt_core::{
     Component, ComposeError, DeliveryStyle, Extensions, History, Placement, PrefixCheck,
     PromptPolicy, Session, SessionContext, SessionOptions,
 };
 use serde_json::{Value, json};
 
-use crate::support::{Todo, id};
+use crate::support::{Todo, id, restore_strict};
 
 fn components() -> Vec<Component> {
     vec![
@@ -56,6 +56,17 @@ fn start(style: &DeliveryStyle, prompt: &str) -> Session {
         options(style, prompt),
     )
     .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `s` saved as JSON text and read back, as an app keeps it between runs.
+fn reloaded(s: &Session) -> SessionSnapshot {
+    serde_json::from_str(&s.save().to_json()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `snapshot` restored Strict over this file's components and policy: the app restarted.
+fn restart(snapshot: &SessionSnapshot, style: &DeliveryStyle, options: SessionOptions) -> Restored {
+    restore_strict(snapshot, components(), &policy(), options)
+        .unwrap_or_else(|e| panic!("{style:?}: {e}"))
 }
 
 fn todo(items: &[&str]) -> Extensions {
@@ -190,31 +201,19 @@ fn a_restart_with_an_edited_system_prompt_restores_strict_keeps_the_prefix_and_a
         let style = style();
         let mut s = start(&style, "You are Jan.");
         let sent = three_turns(&mut s);
-        let snapshot: SessionSnapshot =
-            serde_json::from_str(&s.save().to_json()).unwrap_or_else(|e| panic!("{e}"));
+        let snapshot = reloaded(&s);
         // The user edited the instructions while the app was closed.
         let Restored {
             session: mut restored,
             changes,
             system_prompt,
             ..
-        } = Session::restore(
+        } = restart(
             &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
+            &style,
             options(&style, "You are Jan, and terse."),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
-        assert!(changes.is_none(), "{style:?}: the prefix is kept");
-        assert!(
-            matches!(
-                system_prompt,
-                Some(SystemPromptChange::Appended(_) | SystemPromptChange::Deferred)
-            ),
-            "{style:?}: {system_prompt:?}"
         );
+        assert_prefix_kept_and_prompt_appended(&style, changes.as_ref(), system_prompt.as_ref());
         assert_eq!(
             restored.prefix_fingerprint(),
             s.prefix_fingerprint(),
@@ -237,17 +236,27 @@ fn a_restart_with_an_edited_system_prompt_restores_strict_keeps_the_prefix_and_a
         let bytes = next.to_bytes();
         assert_eq!(count(&bytes, "You are Jan, and terse."), 1, "{style:?}");
         // The same app restarted with the same text: nothing appended.
-        let Restored { system_prompt, .. } = Session::restore(
-            &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(&style, "You are Jan."),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let Restored { system_prompt, .. } =
+            restart(&snapshot, &style, options(&style, "You are Jan."));
         assert_eq!(system_prompt, None, "{style:?}");
     }
+}
+
+/// Restored with instructions other than the saved ones: the prefix is kept and the new
+/// text is appended (or held, in a merged style, for the next user message).
+fn assert_prefix_kept_and_prompt_appended(
+    style: &DeliveryStyle,
+    changes: Option<&PrefixChanges>,
+    system_prompt: Option<&SystemPromptChange>,
+) {
+    assert!(changes.is_none(), "{style:?}: the prefix is kept");
+    assert!(
+        matches!(
+            system_prompt,
+            Some(SystemPromptChange::Appended(_) | SystemPromptChange::Deferred)
+        ),
+        "{style:?}: {system_prompt:?}"
+    );
 }
 
 /// A session whose instructions were edited ("You are Jan." then "You are Jan, and terse.",
@@ -265,8 +274,7 @@ fn edited_and_saved(style: &DeliveryStyle) -> (Session, SessionSnapshot, Vec<u8>
         .stable_bytes();
     s.record_assistant(&reply("done"))
         .unwrap_or_else(|e| panic!("{e}"));
-    let snapshot: SessionSnapshot =
-        serde_json::from_str(&s.save().to_json()).unwrap_or_else(|e| panic!("{e}"));
+    let snapshot = reloaded(&s);
     (s, snapshot, last)
 }
 
@@ -286,15 +294,7 @@ fn restoring_without_instructions_keeps_the_saved_current_prompt_and_appends_not
             changes,
             system_prompt,
             ..
-        } = Session::restore(
-            &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
-            no_prompt,
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        } = restart(&snapshot, &style, no_prompt);
         assert!(changes.is_none(), "{style:?}");
         assert_eq!(system_prompt, None, "{style:?}: nothing appended");
         assert_eq!(
@@ -331,23 +331,8 @@ fn restoring_with_the_old_instructions_after_an_edit_appends_them_as_a_new_edit(
             changes,
             system_prompt,
             ..
-        } = Session::restore(
-            &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(&style, "You are Jan."),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
-        assert!(changes.is_none(), "{style:?}: the prefix is kept");
-        assert!(
-            matches!(
-                system_prompt,
-                Some(SystemPromptChange::Appended(_) | SystemPromptChange::Deferred)
-            ),
-            "{style:?}: {system_prompt:?}"
-        );
+        } = restart(&snapshot, &style, options(&style, "You are Jan."));
+        assert_prefix_kept_and_prompt_appended(&style, changes.as_ref(), system_prompt.as_ref());
         assert_eq!(restored.system_prompt().as_deref(), Some("You are Jan."));
         let next = restored
             .turn(todo(&["b"]), "after the restart")
@@ -501,20 +486,11 @@ fn branches_are_saved_and_restored_like_any_session() {
         let mut branch = s
             .edit_user_message(users[2])
             .unwrap_or_else(|e| panic!("{e}"));
-        let snapshot: SessionSnapshot =
-            serde_json::from_str(&branch.save().to_json()).unwrap_or_else(|e| panic!("{e}"));
+        let snapshot = reloaded(&branch);
         let Restored {
             session: mut restored,
             ..
-        } = Session::restore(
-            &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(&style, "You are Jan."),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        } = restart(&snapshot, &style, options(&style, "You are Jan."));
         assert_eq!(restored.session_id(), branch.session_id());
         assert_eq!(restored.routing_id(), s.routing_id());
         assert_eq!(

@@ -4,14 +4,14 @@
 
 use prompt_core::delivery::PrefixRole;
 use prompt_core::node::Producer;
-use prompt_core::snapshot::{RestoreMode, Restored, SessionSnapshot};
+use prompt_core::snapshot::SessionSnapshot;
 use prompt_core::{
-    Component, DeliveryStyle, Extensions, Persist, Placement, PromptPolicy, Session,
-    SessionContext, SessionOptions,
+    Component, DeliveryStyle, Extensions, Persist, Placement, Session, SessionContext,
+    SessionOptions,
 };
 use serde_json::json;
 
-use crate::support::{Todo, id};
+use crate::support::{Todo, id, instructions_in_prefix, restore_unchanged};
 
 const CLEARED: &str = "No open todo items.";
 
@@ -36,16 +36,6 @@ fn components(cleared: Option<&'static str>, persist: Persist) -> Vec<Component>
     ]
 }
 
-fn policy(components: &[Component]) -> PromptPolicy {
-    PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
-        "agent.toml",
-        components,
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-    .ignore_warnings()
-}
-
 fn options(style: &DeliveryStyle) -> SessionOptions {
     SessionOptions::new()
         .with_delivery(style.clone())
@@ -54,7 +44,7 @@ fn options(style: &DeliveryStyle) -> SessionOptions {
 
 fn start(style: &DeliveryStyle, cleared: Option<&'static str>, persist: Persist) -> Session {
     let components = components(cleared, persist);
-    let policy = policy(&components);
+    let policy = instructions_in_prefix(&components);
     Session::start(
         components,
         &policy,
@@ -169,20 +159,8 @@ fn round_trip(s: &Session, style: &DeliveryStyle) -> Session {
     let snapshot =
         SessionSnapshot::from_json(s.save().to_json().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
     let components = components(Some(CLEARED), Persist::History);
-    let policy = policy(&components);
-    let Restored {
-        session, changes, ..
-    } = Session::restore(
-        &snapshot,
-        components,
-        &policy,
-        SessionContext::default(),
-        options(style),
-        RestoreMode::Strict,
-    )
-    .unwrap_or_else(|e| panic!("restore: {e}"));
-    assert!(changes.is_none());
-    session
+    let policy = instructions_in_prefix(&components);
+    restore_unchanged(&snapshot, components, &policy, options(style))
 }
 
 #[test]

@@ -3,8 +3,8 @@
 use crate::support::{Date, PlanMode, ProjectRoot, Todo, components, id, known_ids};
 use prompt_core::{
     Component, ComposeError, DeliveryStyle, Extensions, Placement, PrefixCheck, PromptPolicy,
-    Session, SessionContext, SessionOptions, delivery::UpdateRole, divergence::check_prefix,
-    node::NodeKind, node::Producer,
+    Request, Session, SessionContext, SessionOptions, delivery::UpdateRole,
+    divergence::check_prefix, history::SystemPromptChange, node::NodeKind, node::Producer,
 };
 use serde_json::{Value, json};
 
@@ -16,6 +16,17 @@ prefix_deny = ["mcp:*"]
 "skill:pdf" = "prefix"
 "mcp:github" = "prefix"
 "#;
+
+/// Who writes the nodes of the first request, and of the first after a compaction (the
+/// tail stated anew): session tails (mcp:github demoted, project_memory), then turn tails
+/// by id, then the user.
+const FIRST_STATED: [&str; 5] = [
+    "mcp:github",
+    "project_memory",
+    "date",
+    "todo_addendum",
+    "user",
+];
 
 fn policy(src: &str, known: &[Component]) -> PromptPolicy {
     PromptPolicy::from_agent_toml(src, "agent.toml", known)
@@ -50,7 +61,7 @@ fn turn_values(date: &str, todo: &[&str], plan: bool) -> Extensions {
 }
 
 /// Who wrote each node that is new in this request.
-fn new_producers(request: &prompt_core::Request<'_>) -> Vec<String> {
+fn new_producers(request: &Request<'_>) -> Vec<String> {
     request
         .new_nodes()
         .iter()
@@ -84,16 +95,7 @@ fn prefix_holds_allowed_components_in_documented_order_and_tail_gets_the_rest() 
     );
     let producers = new_producers(&req);
     // Session tails (mcp:github demoted, project_memory), then turn tails by id, then the user.
-    assert_eq!(
-        producers,
-        [
-            "mcp:github",
-            "project_memory",
-            "date",
-            "todo_addendum",
-            "user"
-        ]
-    );
+    assert_eq!(producers, FIRST_STATED);
     // plan_addendum is ephemeral: last message, not in history.
     assert_eq!(req.ephemeral().len(), 1);
     let last = msgs.last().unwrap();
@@ -164,7 +166,7 @@ fn consecutive_requests_extend_each_other_through_updates_and_tool_calls() {
         .unwrap();
     assert!(matches!(
         s.set_system_prompt("New instructions."),
-        prompt_core::history::SystemPromptChange::Appended(_)
+        SystemPromptChange::Appended(_)
     ));
     let r2 = s
         .turn(turn_values("2026-12-01", &["x"], true), "t2")
@@ -291,16 +293,7 @@ fn compaction_keeps_the_prefix_and_re_appends_compacted_tail_state() {
     assert_eq!(r.epoch(), 1);
     let producers = new_producers(&r);
     // The todo and date updates were compacted away, so they are stated again.
-    assert_eq!(
-        producers,
-        [
-            "mcp:github",
-            "project_memory",
-            "date",
-            "todo_addendum",
-            "user"
-        ]
-    );
+    assert_eq!(producers, FIRST_STATED);
 }
 
 #[test]
@@ -337,6 +330,21 @@ fn roles(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// A later turn of the merged-delivery test: the assistant answers `ok`, the app sets the
+/// system prompt "Be terse." (as it does before every turn, `change` is what that does),
+/// and the user asks `question` with the same turn values each time.
+fn answer_then_ask_tersely<'s>(
+    s: &'s mut Session,
+    change: SystemPromptChange,
+    question: &str,
+) -> Request<'s> {
+    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
+        .unwrap();
+    assert_eq!(s.set_system_prompt("Be terse."), change);
+    s.turn(turn_values("2026-12-01", &["a", "b"], true), question)
+        .unwrap()
+}
+
 #[test]
 fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
     let mut s = session_delivering(DeliveryStyle::merged_into_user("system-reminder"));
@@ -360,15 +368,7 @@ fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
         "ephemeral output rides in the user message"
     );
     let stable1 = r1.stable_bytes();
-    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
-        .unwrap();
-    assert_eq!(
-        s.set_system_prompt("Be terse."),
-        prompt_core::history::SystemPromptChange::Deferred
-    );
-    let r2 = s
-        .turn(turn_values("2026-12-01", &["a", "b"], true), "second")
-        .unwrap();
+    let r2 = answer_then_ask_tersely(&mut s, SystemPromptChange::Deferred, "second");
     let b2 = r2.to_bytes();
     assert_eq!(roles(&b2), ["system", "user", "assistant", "user"]);
     assert_eq!(r2.extends(&stable1), PrefixCheck::Prefix);
@@ -380,15 +380,7 @@ fn merged_delivery_keeps_strict_alternation_and_a_stable_prefix() {
     assert!(last.contains("Today is 2026-12-01."), "{last}");
     assert_eq!(s.history().system_prompt().as_deref(), Some("Be terse."));
     // Unchanged tail output is not repeated; the system prompt is remembered as merged.
-    s.record_assistant(&json!({"role": "assistant", "content": "ok"}))
-        .unwrap();
-    assert_eq!(
-        s.set_system_prompt("Be terse."),
-        prompt_core::history::SystemPromptChange::Unchanged
-    );
-    let r3 = s
-        .turn(turn_values("2026-12-01", &["a", "b"], true), "third")
-        .unwrap();
+    let r3 = answer_then_ask_tersely(&mut s, SystemPromptChange::Unchanged, "third");
     let third = messages(&r3.to_bytes())[5]["content"]
         .as_str()
         .unwrap()
@@ -470,7 +462,7 @@ fn first_user_prefix_opens_the_message_even_with_a_deferred_prompt_after_compact
         .unwrap();
     assert_eq!(
         s.set_system_prompt("New rules."),
-        prompt_core::history::SystemPromptChange::Deferred
+        SystemPromptChange::Deferred
     );
     let len = s.history().len();
     s.compact(0..len, "Summary.").unwrap();

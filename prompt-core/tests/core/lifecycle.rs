@@ -11,33 +11,17 @@ use prompt_core::session::ToolResult;
 use prompt_core::snapshot::{RestoreError, RestoreMode, Restored, SessionSnapshot};
 use prompt_core::tools::{ToolSet, ToolSource};
 use prompt_core::{
-    Component, ComposeError, DeliveryStyle, Extensions, Placement, PrefixCheck, PromptPolicy,
-    Session, SessionContext, SessionOptions,
+    ComposeError, DeliveryStyle, Extensions, PrefixCheck, PromptPolicy, Session, SessionContext,
+    SessionOptions,
 };
 use serde_json::{Value, json};
 
-use crate::support::{Todo, id};
+use crate::support::{Todo, id, instructions_and_todo, instructions_in_prefix, restore_unchanged};
 
 const INSTRUCTIONS: &str = "You are a careful coding assistant.";
 
-fn components(instructions: &'static str) -> Vec<Component> {
-    vec![
-        Component::constant(id("assistant_instructions"), instructions)
-            .placement(Placement::Prefix),
-        Component::turn(id("todo_addendum"), |t| {
-            t.get::<Todo>().map(|todo| todo.0.join("\n"))
-        }),
-    ]
-}
-
 fn policy() -> PromptPolicy {
-    PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
-        "agent.toml",
-        &components(INSTRUCTIONS),
-    )
-    .unwrap()
-    .ignore_warnings()
+    instructions_in_prefix(&instructions_and_todo(INSTRUCTIONS))
 }
 
 fn tools(names: &[&str]) -> ToolSet {
@@ -65,7 +49,7 @@ fn options(style: DeliveryStyle) -> SessionOptions {
 
 fn session(style: DeliveryStyle) -> Session {
     Session::start(
-        components(INSTRUCTIONS),
+        instructions_and_todo(INSTRUCTIONS),
         &policy(),
         SessionContext::default(),
         options(style),
@@ -256,21 +240,12 @@ fn play(style: DeliveryStyle, pause_after: Option<usize>) -> Vec<Vec<u8>> {
             let text = serde_json::to_string(&s.save()).unwrap();
             let value: serde_json::Value = serde_json::from_str(&text).unwrap();
             let snapshot: SessionSnapshot = serde_json::from_value(value).unwrap();
-            let Restored {
-                session: restored,
-                changes,
-                ..
-            } = Session::restore(
+            s = restore_unchanged(
                 &snapshot,
-                components(INSTRUCTIONS),
+                instructions_and_todo(INSTRUCTIONS),
                 &policy(),
-                SessionContext::default(),
                 options(style.clone()),
-                RestoreMode::Strict,
-            )
-            .unwrap();
-            assert!(changes.is_none());
-            s = restored;
+            );
         }
     }
     out
@@ -296,7 +271,7 @@ fn restore_names_what_changed_or_starts_a_new_epoch_when_asked() {
     let mut s = session(DeliveryStyle::system());
     s.turn(todo(&[]), "hi").unwrap();
     let snapshot = s.save();
-    let edited = components("You are a reckless coding assistant.");
+    let edited = instructions_and_todo("You are a reckless coding assistant.");
     let err = Session::restore(
         &snapshot,
         edited.clone(),
@@ -336,7 +311,7 @@ fn restore_names_what_changed_or_starts_a_new_epoch_when_asked() {
     let damaged: SessionSnapshot = serde_json::from_value(damaged).unwrap();
     match Session::restore(
         &damaged,
-        components(INSTRUCTIONS),
+        instructions_and_todo(INSTRUCTIONS),
         &policy(),
         SessionContext::default(),
         options(DeliveryStyle::system()),
@@ -363,7 +338,7 @@ const JAN_CONVERSATION: &str = r#"[
 fn a_jan_shaped_conversation_is_adopted_without_rewriting_a_byte() {
     let adopt = AdoptOptions::new().with_compaction_marker("[conversation summary]");
     let (mut s, report) = Session::adopt(
-        components(INSTRUCTIONS),
+        instructions_and_todo(INSTRUCTIONS),
         &policy(),
         SessionContext::default(),
         options(DeliveryStyle::system()),
@@ -415,7 +390,7 @@ fn a_jan_shaped_conversation_is_adopted_without_rewriting_a_byte() {
 fn an_adopted_leading_prompt_that_differs_stays_and_the_prefix_is_appended() {
     let conversation = r#"[{"role":"system","content":"You are an old assistant."},{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."}]"#;
     let (mut s, report) = Session::adopt(
-        components(INSTRUCTIONS),
+        instructions_and_todo(INSTRUCTIONS),
         &policy(),
         SessionContext::default(),
         options(DeliveryStyle::system()),
@@ -456,7 +431,7 @@ fn a_refresh_reports_exactly_what_changed_and_never_happens_silently() {
     // Same components, policy and tools: nothing at all changes.
     let unchanged = s
         .refresh(
-            components(INSTRUCTIONS),
+            instructions_and_todo(INSTRUCTIONS),
             &policy(),
             tools(&["read_file", "run_tests"]),
             None,
@@ -475,7 +450,7 @@ fn a_refresh_reports_exactly_what_changed_and_never_happens_silently() {
     });
     let changed = s
         .refresh(
-            components(INSTRUCTIONS),
+            instructions_and_todo(INSTRUCTIONS),
             &policy(),
             ToolSet::new(with_mcp.clone()).unwrap(),
             None,
@@ -498,7 +473,7 @@ fn a_refresh_reports_exactly_what_changed_and_never_happens_silently() {
     // Deferred: held until the next compaction, which starts an epoch anyway.
     let held = s
         .refresh_at_next_compaction(
-            components("You are a concise coding assistant."),
+            instructions_and_todo("You are a concise coding assistant."),
             &policy(),
             ToolSet::new(with_mcp).unwrap(),
             None,
@@ -572,7 +547,7 @@ fn the_routing_key_is_one_per_session_stable_across_requests_and_a_restore() {
         ..
     } = Session::restore(
         &snapshot,
-        components(INSTRUCTIONS),
+        instructions_and_todo(INSTRUCTIONS),
         &policy(),
         SessionContext::default(),
         options(DeliveryStyle::system()),
@@ -609,7 +584,7 @@ fn the_routing_key_is_one_per_session_stable_across_requests_and_a_restore() {
     // A given id is the agent's own conversation id: the same id, the same key.
     let named = |id: &str| {
         let mut s = Session::start(
-            components(INSTRUCTIONS),
+            instructions_and_todo(INSTRUCTIONS),
             &policy(),
             SessionContext::default(),
             options(DeliveryStyle::system()).with_session_id(id),

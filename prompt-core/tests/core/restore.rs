@@ -1,38 +1,27 @@
 //! The saved session as a document: what it restores (every adopted shape, after removals),
 //! what it refuses (every edit, naming the field), and counters at their limit.
 
-use prompt_core::adopt::AdoptOptions;
+use prompt_core::adopt::{AdoptError, AdoptOptions, AdoptReport};
 use prompt_core::delivery::PrefixRole;
 use prompt_core::node::Producer;
-use prompt_core::snapshot::{RestoreError, RestoreMode, Restored, SessionSnapshot};
+use prompt_core::snapshot::{RestoreError, Restored, SessionSnapshot};
 use prompt_core::{
-    Component, DeliveryStyle, Extensions, Placement, PromptPolicy, Session, SessionContext,
-    SessionOptions,
+    Component, DeliveryStyle, Extensions, PromptPolicy, Session, SessionContext, SessionOptions,
 };
 use serde_json::{Value, json};
 
-use crate::support::{Todo, id};
+use crate::support::{
+    Todo, id, instructions_and_todo, instructions_in_prefix, restore_strict, restore_unchanged,
+};
 
 const INSTRUCTIONS: &str = "You are a careful coding assistant.";
 
 fn components() -> Vec<Component> {
-    vec![
-        Component::constant(id("assistant_instructions"), INSTRUCTIONS)
-            .placement(Placement::Prefix),
-        Component::turn(id("todo_addendum"), |t| {
-            t.get::<Todo>().map(|todo| todo.0.join("\n"))
-        }),
-    ]
+    instructions_and_todo(INSTRUCTIONS)
 }
 
 fn policy() -> PromptPolicy {
-    PromptPolicy::from_agent_toml(
-        "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
-        "agent.toml",
-        &components(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-    .ignore_warnings()
+    instructions_in_prefix(&components())
 }
 
 fn todo(items: &[&str]) -> Extensions {
@@ -45,25 +34,31 @@ fn options(style: &DeliveryStyle) -> SessionOptions {
         .with_session_id("jan-thread-7")
 }
 
+/// A new session over [`components`] and [`policy`].
+fn start(options: SessionOptions) -> Session {
+    Session::start(components(), &policy(), SessionContext::default(), options)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `conversation` adopted over [`components`] and [`policy`] with the default options.
+fn adopt(style: &DeliveryStyle, conversation: &str) -> Result<(Session, AdoptReport), AdoptError> {
+    Session::adopt(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        options(style),
+        conversation,
+        &AdoptOptions::default(),
+    )
+}
+
 /// Saves `session` as text, reads it back through `serde_json::Value` (as an app keeping
 /// it in its own JSON state would), and restores it Strict.
 fn round_trip(session: &Session, style: &DeliveryStyle) -> Session {
     let value: Value =
         serde_json::from_str(&session.save().to_json()).unwrap_or_else(|e| panic!("{e}"));
     let snapshot: SessionSnapshot = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
-    let Restored {
-        session, changes, ..
-    } = Session::restore(
-        &snapshot,
-        components(),
-        &policy(),
-        SessionContext::default(),
-        options(style),
-        RestoreMode::Strict,
-    )
-    .unwrap_or_else(|e| panic!("restore: {e}"));
-    assert!(changes.is_none());
-    session
+    restore_unchanged(&snapshot, components(), &policy(), options(style))
 }
 
 /// The next two requests' bytes, and the routing key and fingerprint of the first.
@@ -113,15 +108,8 @@ fn an_adopted_conversation_restores_with_the_same_bytes_fingerprint_and_routing_
         let style = style();
         for first in &first_messages {
             let conversation = format!("[{first}{rest}]");
-            let (adopted, _) = Session::adopt(
-                components(),
-                &policy(),
-                SessionContext::default(),
-                options(&style),
-                &conversation,
-                &AdoptOptions::default(),
-            )
-            .unwrap_or_else(|e| panic!("{style:?} {conversation}: {e}"));
+            let (adopted, _) = adopt(&style, &conversation)
+                .unwrap_or_else(|e| panic!("{style:?} {conversation}: {e}"));
             let mut uninterrupted = adopted.clone();
             let mut restored = round_trip(&adopted, &style);
             assert_eq!(
@@ -142,13 +130,7 @@ fn an_adopted_conversation_restores_with_the_same_bytes_fingerprint_and_routing_
 fn a_session_that_removed_nodes_restores_and_sends_what_it_would_have_sent() {
     for style in STYLES {
         let style = style();
-        let mut s = Session::start(
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(&style),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let mut s = start(options(&style));
         s.turn(todo(&["a"]), "one")
             .unwrap_or_else(|e| panic!("{e}"));
         s.record_assistant(&json!({"role": "assistant", "content": "1"}))
@@ -175,13 +157,7 @@ fn a_session_that_removed_nodes_restores_and_sends_what_it_would_have_sent() {
 /// updates, pending texts, a held system prompt, checkpoints.
 fn rich_snapshot() -> Value {
     let style = DeliveryStyle::system();
-    let mut s = Session::start(
-        components(),
-        &policy(),
-        SessionContext::default(),
-        options(&style),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = start(options(&style));
     s.turn(todo(&["a"]), "Read main.rs")
         .unwrap_or_else(|e| panic!("{e}"));
     s.record_assistant(
@@ -196,13 +172,11 @@ fn rich_snapshot() -> Value {
 
 fn restore_value(value: Value) -> Result<Restored, RestoreError> {
     let snapshot: SessionSnapshot = serde_json::from_value(value).map_err(RestoreError::Json)?;
-    Session::restore(
+    restore_strict(
         &snapshot,
         components(),
         &policy(),
-        SessionContext::default(),
         options(&DeliveryStyle::system()),
-        RestoreMode::Strict,
     )
 }
 
@@ -370,26 +344,14 @@ fn a_system_prompt_set_before_the_first_request_is_saved_and_restored_with_the_s
         let style = style();
         // Set through `set_system_prompt`, and given in the options: both before a request.
         let set = {
-            let mut s = Session::start(
-                components(),
-                &policy(),
-                SessionContext::default(),
-                options(&style),
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+            let mut s = start(options(&style));
             assert_eq!(
                 s.set_system_prompt("Answer in French."),
                 prompt_core::history::SystemPromptChange::Placed
             );
             s
         };
-        let given = Session::start(
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(&style).with_system_prompt("Answer in French."),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let given = start(options(&style).with_system_prompt("Answer in French."));
         for session in [set, given] {
             let mut uninterrupted = session.clone();
             // Restored with options that carry no system prompt: the saved one is kept.
@@ -423,15 +385,8 @@ fn an_adopted_conversation_whose_user_message_is_only_a_reminder_restores_in_a_m
         DeliveryStyle::merged_into_user("system-reminder"),
         DeliveryStyle::merged_into_user("system-reminder").with_prefix(PrefixRole::FirstUser),
     ] {
-        let (adopted, report) = Session::adopt(
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(&style),
-            &conversation,
-            &AdoptOptions::default(),
-        )
-        .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        let (adopted, report) =
+            adopt(&style, &conversation).unwrap_or_else(|e| panic!("{style:?}: {e}"));
         assert_eq!(report.updates, ["todo_addendum"], "{style:?}");
         // The reminder is the tail component's last update: it is not sent again.
         assert_eq!(
@@ -479,13 +434,7 @@ fn errors_whose_cause_says_what_failed_show_it_in_their_message() {
         "{message}"
     );
     // A message that is not JSON.
-    let mut s = Session::start(
-        components(),
-        &policy(),
-        SessionContext::default(),
-        SessionOptions::new(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = start(SessionOptions::new());
     let message = s
         .record_assistant_raw(r#"{"role": "assistant", "content": "#)
         .unwrap_err()

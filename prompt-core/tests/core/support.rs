@@ -1,6 +1,10 @@
 //! Shared fixtures: a small, realistic component set.
 
-use prompt_core::{Component, ComponentId, Persist, Placement};
+use prompt_core::snapshot::{RestoreError, RestoreMode, Restored, SessionSnapshot};
+use prompt_core::{
+    Component, ComponentId, Persist, Placement, PromptPolicy, Session, SessionContext,
+    SessionOptions,
+};
 
 /// A per-turn value: today's date.
 pub struct Date(pub String);
@@ -77,4 +81,61 @@ pub fn components() -> Vec<Component> {
 /// The ids of [`components`].
 pub fn known_ids() -> Vec<ComponentId> {
     components().iter().map(|c| c.id().clone()).collect()
+}
+
+/// The assistant's instructions in the prefix and the todo list as a turn value: the agent
+/// whose sessions the lifecycle and restore tests save and resume.
+pub fn instructions_and_todo(instructions: &'static str) -> Vec<Component> {
+    vec![
+        Component::constant(id("assistant_instructions"), instructions)
+            .placement(Placement::Prefix),
+        Component::turn(id("todo_addendum"), |t| {
+            t.get::<Todo>().map(|todo| todo.0.join("\n"))
+        }),
+    ]
+}
+
+/// The policy that lets `assistant_instructions` into the prefix, checked against
+/// `components`.
+pub fn instructions_in_prefix(components: &[Component]) -> PromptPolicy {
+    PromptPolicy::from_agent_toml(
+        "[prompt]\nprefix_allow = [\"assistant_instructions\"]",
+        "agent.toml",
+        components,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .ignore_warnings()
+}
+
+/// Restores `snapshot` Strict with no session values, as an app does at a restart.
+pub fn restore_strict(
+    snapshot: &SessionSnapshot,
+    components: Vec<Component>,
+    policy: &PromptPolicy,
+    options: SessionOptions,
+) -> Result<Restored, RestoreError> {
+    Session::restore(
+        snapshot,
+        components,
+        policy,
+        SessionContext::default(),
+        options,
+        RestoreMode::Strict,
+    )
+}
+
+/// [`restore_strict`] of a session restored over the components it was saved with: its
+/// prefix comes back unchanged.
+pub fn restore_unchanged(
+    snapshot: &SessionSnapshot,
+    components: Vec<Component>,
+    policy: &PromptPolicy,
+    options: SessionOptions,
+) -> Session {
+    let Restored {
+        session, changes, ..
+    } = restore_strict(snapshot, components, policy, options)
+        .unwrap_or_else(|e| panic!("restore: {e}"));
+    assert!(changes.is_none());
+    session
 }
