@@ -2,3 +2,4 @@
 
 mod bounds;
 mod causes;
+mod json_path;
