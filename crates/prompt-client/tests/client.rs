@@ -88,6 +88,25 @@ async fn resend(client: &Client, chat: &mut Conversation) -> prompt_wire::Reply 
     stream.finish().await.unwrap()
 }
 
+/// The error a streamed turn of "Hi" ends with (the tests below expect one).
+async fn streamed_error(client: &Client, chat: &mut Conversation) -> ClientError {
+    client
+        .stream(chat, hi())
+        .unwrap()
+        .finish()
+        .await
+        .unwrap_err()
+}
+
+/// A client for `server`'s address once it has stopped: its port refuses connections.
+fn client_after_stop(server: ScriptedServer, retries: u32) -> Client {
+    let url = server.url().to_owned();
+    drop(server);
+    Client::new(Endpoint::new(format!("{url}/v1")))
+        .unwrap()
+        .retry(fast_retries(retries))
+}
+
 /// Every event of a stream, or the first error.
 async fn events(
     stream: &mut prompt_client::ReplyStream<'_>,
@@ -355,12 +374,7 @@ async fn a_reply_cut_after_text_streamed_is_a_cut_error_with_what_was_received_n
     // A body that ends cleanly before its last event is cut too, with no transport error.
     let server = ScriptedServer::start(vec![ScriptedResponse::sse(&text[..third])]).unwrap();
     let mut chat = conversation(api, false);
-    let error = client(&server, 0)
-        .stream(&mut chat, hi())
-        .unwrap()
-        .finish()
-        .await
-        .unwrap_err();
+    let error = streamed_error(&client(&server, 0), &mut chat).await;
     assert!(
         matches!(&error, ClientError::Cut { events: 2, source: None, missing: Some("data: [DONE]"), text, .. } if text == "The answer is 42"),
         "{error}"
@@ -392,18 +406,9 @@ async fn a_reply_cut_after_text_streamed_is_a_cut_error_with_what_was_received_n
     );
 
     // No server at all: no response began, a transport error.
-    let url = server.url().to_owned();
-    drop(server);
-    let client = Client::new(Endpoint::new(format!("{url}/v1")))
-        .unwrap()
-        .retry(fast_retries(0));
+    let client = client_after_stop(server, 0);
     let mut chat = conversation(api, false);
-    let error = client
-        .stream(&mut chat, hi())
-        .unwrap()
-        .finish()
-        .await
-        .unwrap_err();
+    let error = streamed_error(&client, &mut chat).await;
     assert!(matches!(error, ClientError::Transport { .. }), "{error}");
 }
 
@@ -521,12 +526,7 @@ async fn an_error_status_is_typed_with_a_bounded_excerpt_and_a_4xx_is_not_retrie
     let long = format!("{{\"error\":{{\"message\":\"{}\"}}}}", "x".repeat(10_000));
     let server = ScriptedServer::start(vec![ScriptedResponse::status(400, long)]).unwrap();
     let mut chat = conversation(ApiKind::OpenAi, false);
-    let error = client(&server, 3)
-        .stream(&mut chat, hi())
-        .unwrap()
-        .finish()
-        .await
-        .unwrap_err();
+    let error = streamed_error(&client(&server, 3), &mut chat).await;
     match &error {
         ClientError::Status {
             status,
@@ -551,19 +551,9 @@ async fn an_error_status_is_typed_with_a_bounded_excerpt_and_a_4xx_is_not_retrie
 #[tokio::test]
 async fn no_server_is_a_transport_error_after_every_retry() {
     // A server with nothing to answer stops at once: its port refuses connections.
-    let server = ScriptedServer::start(vec![]).unwrap();
-    let url = server.url().to_owned();
-    drop(server);
-    let client = Client::new(Endpoint::new(format!("{url}/v1")))
-        .unwrap()
-        .retry(fast_retries(2));
+    let client = client_after_stop(ScriptedServer::start(vec![]).unwrap(), 2);
     let mut chat = conversation(ApiKind::OpenAi, false);
-    let error = client
-        .stream(&mut chat, hi())
-        .unwrap()
-        .finish()
-        .await
-        .unwrap_err();
+    let error = streamed_error(&client, &mut chat).await;
     assert!(
         matches!(error, ClientError::Transport { attempts: 3, .. }),
         "{error}"
@@ -579,12 +569,7 @@ async fn no_server_is_a_transport_error_after_every_retry() {
 
 #[tokio::test]
 async fn a_transport_error_shows_the_connection_error_under_reqwest_s_message() {
-    let server = ScriptedServer::start(vec![]).unwrap();
-    let url = server.url().to_owned();
-    drop(server);
-    let client = Client::new(Endpoint::new(format!("{url}/v1")))
-        .unwrap()
-        .retry(fast_retries(0));
+    let client = client_after_stop(ScriptedServer::start(vec![]).unwrap(), 0);
     let mut whole = conversation(ApiKind::OpenAi, true);
     let message = client.send(&mut whole, hi()).await.unwrap_err().to_string();
     // reqwest's own message is only "error sending request"; what failed is in its causes.
@@ -705,12 +690,7 @@ async fn after_a_failed_send_a_turn_is_refused_unsent_and_resend_carries_the_que
     assert_eq!(body.matches(r#""content":"Hi""#).count(), 1, "{body}");
 
     // No server at all: the transport error leaves the turn unanswered too.
-    let gone = ScriptedServer::start(vec![]).unwrap();
-    let url = gone.url().to_owned();
-    drop(gone);
-    let nowhere = Client::new(Endpoint::new(format!("{url}/v1")))
-        .unwrap()
-        .retry(fast_retries(0));
+    let nowhere = client_after_stop(ScriptedServer::start(vec![]).unwrap(), 0);
     let mut whole = conversation(api, true);
     let error = nowhere.send(&mut whole, hi()).await.unwrap_err();
     assert!(matches!(error, ClientError::Transport { .. }), "{error}");

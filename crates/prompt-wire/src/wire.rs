@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use prompt_core::hash::{Fingerprint, NodeId};
 use prompt_core::node::{Node, NodeKind};
 use prompt_core::profile::{CacheTtl, Profile};
-use prompt_core::tools::ToolSet;
+use prompt_core::tools::{ToolDefinition, ToolSet};
 use prompt_core::{ApiKind, Request};
 
 use crate::convert::{self, Call, Part, Role, Style};
@@ -941,29 +941,19 @@ fn tools_field(api: ApiKind, tools: &ToolSet, control: &str) -> Option<String> {
         ApiKind::OpenAi | ApiKind::LlamaCpp => return Some(tools.openai_json().to_owned()),
         ApiKind::OpenAiResponses => {
             for (i, d) in defs.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(r#"{"type":"function","name":"#);
-                push_quoted(&mut out, &d.name);
-                out.push_str(r#","description":"#);
-                push_quoted(&mut out, &d.description);
-                out.push_str(r#","parameters":"#);
-                out.push_str(&d.parameters);
+                push_tool(
+                    &mut out,
+                    i,
+                    r#"{"type":"function","name":"#,
+                    d,
+                    r#","parameters":"#,
+                );
                 out.push_str(r#","strict":false}"#);
             }
         }
         ApiKind::Anthropic => {
             for (i, d) in defs.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(r#"{"name":"#);
-                push_quoted(&mut out, &d.name);
-                out.push_str(r#","description":"#);
-                push_quoted(&mut out, &d.description);
-                out.push_str(r#","input_schema":"#);
-                out.push_str(&d.parameters);
+                push_tool(&mut out, i, r#"{"name":"#, d, r#","input_schema":"#);
                 if i + 1 == defs.len() {
                     out.push_str(control);
                 }
@@ -973,15 +963,7 @@ fn tools_field(api: ApiKind, tools: &ToolSet, control: &str) -> Option<String> {
         ApiKind::Gemini => {
             out.push_str(r#"{"functionDeclarations":["#);
             for (i, d) in defs.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(r#"{"name":"#);
-                push_quoted(&mut out, &d.name);
-                out.push_str(r#","description":"#);
-                push_quoted(&mut out, &d.description);
-                out.push_str(r#","parameters":"#);
-                out.push_str(&d.parameters);
+                push_tool(&mut out, i, r#"{"name":"#, d, r#","parameters":"#);
                 out.push('}');
             }
             out.push_str("]}");
@@ -989,6 +971,21 @@ fn tools_field(api: ApiKind, tools: &ToolSet, control: &str) -> Option<String> {
     }
     out.push(']');
     Some(out)
+}
+
+/// Tool `i` of a tools list, left open for the API's own closing: a comma before all but
+/// the first, `open` up to the name, then the name, the description and the schema after
+/// `schema_key` (the fields every API writes alike).
+fn push_tool(out: &mut String, i: usize, open: &str, tool: &ToolDefinition, schema_key: &str) {
+    if i > 0 {
+        out.push(',');
+    }
+    out.push_str(open);
+    push_quoted(out, &tool.name);
+    out.push_str(r#","description":"#);
+    push_quoted(out, &tool.description);
+    out.push_str(schema_key);
+    out.push_str(&tool.parameters);
 }
 
 /// Everything before the first history message, in the documented key order, and whether
@@ -1006,6 +1003,16 @@ fn head(
     let model = |out: &mut String| {
         out.push_str(r#""model":"#);
         push_quoted(out, options.model());
+    };
+    // Anthropic's and Gemini's system field: the frozen prefix, then the leading texts.
+    let system_texts = || -> Vec<&str> {
+        frozen
+            .prefix
+            .as_deref()
+            .into_iter()
+            .chain(leading.iter().copied())
+            .filter(|t| !t.is_empty())
+            .collect()
     };
     match api {
         ApiKind::OpenAi | ApiKind::LlamaCpp => {
@@ -1039,13 +1046,7 @@ fn head(
                 out.push_str(r#","tools":"#);
                 out.push_str(tools);
             }
-            let texts: Vec<&str> = frozen
-                .prefix
-                .as_deref()
-                .into_iter()
-                .chain(leading.iter().copied())
-                .filter(|t| !t.is_empty())
-                .collect();
+            let texts = system_texts();
             if !texts.is_empty() {
                 system = true;
                 out.push_str(r#","system":["#);
@@ -1065,13 +1066,7 @@ fn head(
             out.push_str(r#","messages":["#);
         }
         ApiKind::Gemini => {
-            let texts: Vec<&str> = frozen
-                .prefix
-                .as_deref()
-                .into_iter()
-                .chain(leading.iter().copied())
-                .filter(|t| !t.is_empty())
-                .collect();
+            let texts = system_texts();
             if !texts.is_empty() {
                 system = true;
                 out.push_str(r#""systemInstruction":{"parts":["#);

@@ -5,6 +5,8 @@ use prompt_engine::{
     Block, Canonical, Cause, CauseKind, Engine, EngineConfig, Exchange, ReportedRead, ToolChange,
 };
 
+use crate::json_path::resolve;
+
 /// A Chat Completions body of model `m` with these (role, content) messages.
 fn chat(messages: &[(&str, &str)]) -> String {
     let messages: Vec<_> = messages
@@ -197,23 +199,6 @@ fn codex_s_additional_tools_item_as_codex_sends_it_is_read_as_tools() {
     // The same bytes again: it extends.
     let v = engine_run(&[at(&e, Some("/v1/responses")), at(&e, Some("/v1/responses"))]);
     assert_eq!(v[1].cause, None, "{:?}", v[1].changes);
-}
-
-/// The value at `path` (`input[0].tools[1]`, `system`, `reasoning.effort`) in `value`.
-fn resolve<'v>(value: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
-    let mut at = value;
-    for segment in path.split('.') {
-        let (name, mut rest) = segment.split_once('[').unwrap_or((segment, ""));
-        if !name.is_empty() {
-            at = at.get(name)?;
-        }
-        while !rest.is_empty() {
-            let (index, tail) = rest.split_once(']')?;
-            at = at.get(index.parse::<usize>().ok()?)?;
-            rest = tail.strip_prefix('[').unwrap_or(tail);
-        }
-    }
-    Some(at)
 }
 
 #[test]

@@ -2,4 +2,5 @@
 
 mod bounds;
 mod causes;
+mod json_path;
 mod launches;

@@ -11,6 +11,7 @@ use prompt_wire::{Verdict, compare};
 use proptest::prelude::*;
 
 use super::audit::audit_bytes;
+use super::json_path::resolve;
 
 fn agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/agents")
@@ -390,26 +391,6 @@ fn every_fixture_log() -> Vec<PathBuf> {
     );
     logs.sort();
     logs
-}
-
-/// The value at `path` (`messages[1].content[3]`, `instructions`, `reasoning.effort`) in
-/// `value`, if there is one.
-fn resolve<'v>(value: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
-    let mut at = value;
-    for segment in path.split('.') {
-        let (name, mut rest) = segment
-            .split_once('[')
-            .map_or((segment, ""), |(n, r)| (n, r));
-        if !name.is_empty() {
-            at = at.get(name)?;
-        }
-        while !rest.is_empty() {
-            let (index, tail) = rest.split_once(']')?;
-            at = at.get(index.parse::<usize>().ok()?)?;
-            rest = tail.strip_prefix('[').unwrap_or(tail);
-        }
-    }
-    Some(at)
 }
 
 #[test]

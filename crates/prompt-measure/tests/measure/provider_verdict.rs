@@ -25,24 +25,35 @@ use serde_json::{Value, json};
 
 use super::audit::{Audited, audit_bytes};
 
-fn filler() -> String {
-    "lorem ipsum dolor sit amet ".repeat(400)
+/// The texts of `turns` user and assistant turns and of the next user message, each long
+/// enough to cache: the one conversation both APIs' bodies below carry.
+fn conversation_texts(turns: usize) -> (Vec<(String, String)>, String) {
+    let filler = "lorem ipsum dolor sit amet ".repeat(400);
+    let past = (0..turns)
+        .map(|t| {
+            (
+                format!("user {t}: {filler}"),
+                format!("assistant {t}: {filler}"),
+            )
+        })
+        .collect();
+    (past, format!("user {turns}: {filler}"))
 }
 
 /// An Anthropic Messages body: one tool, a system block, `turns` turns, a breakpoint on the
 /// last assistant message.
 fn anthropic(turns: usize, tool_text: &str) -> String {
-    let f = filler();
+    let (past, next) = conversation_texts(turns);
     let mut messages = Vec::new();
-    for t in 0..turns {
-        messages.push(json!({"role": "user", "content": [{"type": "text", "text": format!("user {t}: {f}")}]}));
-        let mut block = json!({"type": "text", "text": format!("assistant {t}: {f}")});
+    for (t, (user, assistant)) in past.into_iter().enumerate() {
+        messages.push(json!({"role": "user", "content": [{"type": "text", "text": user}]}));
+        let mut block = json!({"type": "text", "text": assistant});
         if t + 1 == turns {
             block["cache_control"] = json!({"type": "ephemeral"});
         }
         messages.push(json!({"role": "assistant", "content": [block]}));
     }
-    messages.push(json!({"role": "user", "content": format!("user {turns}: {f}")}));
+    messages.push(json!({"role": "user", "content": next}));
     json!({
         "model": "claude-sonnet-4-5",
         "max_tokens": 1024,
@@ -55,13 +66,13 @@ fn anthropic(turns: usize, tool_text: &str) -> String {
 
 /// An OpenAI Responses body of `turns` turns.
 fn responses(turns: usize, tool: &str) -> String {
-    let f = filler();
+    let (past, next) = conversation_texts(turns);
     let mut input = Vec::new();
-    for t in 0..turns {
-        input.push(json!({"role": "user", "content": format!("user {t}: {f}")}));
-        input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": format!("assistant {t}: {f}")}]}));
+    for (user, assistant) in past {
+        input.push(json!({"role": "user", "content": user}));
+        input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": assistant}]}));
     }
-    input.push(json!({"role": "user", "content": format!("user {turns}: {f}")}));
+    input.push(json!({"role": "user", "content": next}));
     json!({
         "model": "gpt-5.6",
         "instructions": "You are a coding agent.",
@@ -153,6 +164,35 @@ fn agreement(r: &RequestAudit) -> &Agreement {
         .agreement
 }
 
+const MESSAGES: &str = "/v1/messages";
+const RESPONSES: &str = "/v1/responses";
+
+/// `body` answered by `reply` on `path` ([`MESSAGES`] or [`RESPONSES`]), ten seconds after
+/// a first request of two turns there, and diagnosed `against` a reply when given: every
+/// pair below is audited through this.
+fn after_first(
+    path: &str,
+    body: &str,
+    reply: Value,
+    stream: bool,
+    against: Option<&str>,
+) -> Audited {
+    let (first, first_reply) = match path {
+        MESSAGES => (
+            anthropic(2, "Read a file."),
+            anthropic_reply("msg_01", 9_000, 0, None, stream),
+        ),
+        _ => (
+            responses(2, "read"),
+            responses_reply("resp_01", 9_000, 0, None, stream),
+        ),
+    };
+    run(&[
+        line(path, &first, first_reply, 1000.0, None),
+        line(path, body, reply, 1010.0, against),
+    ])
+}
+
 /// Anthropic: the later request's one tool edited; the provider's answer as given.
 fn anthropic_pair(
     diagnostics: Option<&str>,
@@ -161,41 +201,38 @@ fn anthropic_pair(
     cached: u64,
     against: Option<&str>,
 ) -> Audited {
-    run(&[
-        line(
-            "/v1/messages",
-            &anthropic(2, "Read a file."),
-            anthropic_reply("msg_01", 9_000, 0, None, stream),
-            1000.0,
-            None,
-        ),
-        line(
-            "/v1/messages",
-            &anthropic(3, tool),
-            anthropic_reply("msg_02", 13_000, cached, diagnostics, stream),
-            1010.0,
-            against,
-        ),
-    ])
+    let reply = anthropic_reply("msg_02", 13_000, cached, diagnostics, stream);
+    after_first(MESSAGES, &anthropic(3, tool), reply, stream, against)
 }
 
 fn openai_pair(diagnostics: Option<&str>, stream: bool, tool: &str, cached: u64) -> Audited {
-    run(&[
-        line(
-            "/v1/responses",
-            &responses(2, "read"),
-            responses_reply("resp_01", 9_000, 0, None, stream),
-            1000.0,
-            None,
-        ),
-        line(
-            "/v1/responses",
-            &responses(3, tool),
-            responses_reply("resp_02", 13_000, cached, diagnostics, stream),
-            1010.0,
-            None,
-        ),
-    ])
+    let reply = responses_reply("resp_02", 13_000, cached, diagnostics, stream);
+    after_first(RESPONSES, &responses(3, tool), reply, stream, None)
+}
+
+/// The engine names the edited tool and the provider's verdict agrees (both APIs' first case).
+fn assert_both_say_tools_changed(r: &RequestAudit, stream: bool) {
+    assert!(
+        matches!(r.verdict.cause, Some(Cause::ToolsChanged { .. })),
+        "{}",
+        verdict_text(r)
+    );
+    assert_eq!(agreement(r), &Agreement::Agree, "stream {stream}");
+}
+
+/// The engine finds no cause in the bytes and the provider's verdict is provider-side too;
+/// returns how many tokens the read fell short, when usage was reported.
+fn provider_side_shortfall(r: &RequestAudit) -> Option<u64> {
+    assert_eq!(
+        r.verdict.cause,
+        Some(Cause::ProviderSide),
+        "{}",
+        verdict_text(r)
+    );
+    match agreement(r) {
+        Agreement::ProviderSide { short } => *short,
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -205,12 +242,7 @@ fn anthropic_diagnostics_agree_disagree_and_provider_side_whole_and_streamed() {
             r#"{"cache_miss_reason":{"type":"tools_changed","cache_missed_input_tokens":12900}}"#;
         let a = anthropic_pair(Some(tools), stream, "Read any file.", 0, None);
         let r = second(&a);
-        assert!(
-            matches!(r.verdict.cause, Some(Cause::ToolsChanged { .. })),
-            "{}",
-            verdict_text(r)
-        );
-        assert_eq!(agreement(r), &Agreement::Agree, "stream {stream}");
+        assert_both_say_tools_changed(r, stream);
         assert!(
             verdict_text(r).ends_with("; provider: tools_changed, ~12,900 tokens missed (agrees)"),
             "{}",
@@ -241,17 +273,8 @@ fn anthropic_diagnostics_agree_disagree_and_provider_side_whole_and_streamed() {
         // the proxy, found no divergence (no `diagnostics`), yet read 300 of 13,000 tokens.
         let a = anthropic_pair(None, stream, "Read a file.", 300, Some("msg_01"));
         let r = second(&a);
-        assert_eq!(
-            r.verdict.cause,
-            Some(Cause::ProviderSide),
-            "{}",
-            verdict_text(r)
-        );
-        assert!(
-            matches!(agreement(r), Agreement::ProviderSide { short: Some(n) } if *n > 5_000),
-            "{:?}",
-            agreement(r)
-        );
+        let short = provider_side_shortfall(r);
+        assert!(short.is_some_and(|n| n > 5_000), "{short:?}");
         assert!(
             verdict_text(r).contains("fewer tokens read than expected (provider_side)"),
             "{}",
@@ -265,22 +288,8 @@ fn anthropic_diagnostics_agree_disagree_and_provider_side_whole_and_streamed() {
             r#"{},"diagnostics":{{"previous_message_id":"msg_01"}}}}"#,
             &asked[..asked.len() - 1]
         );
-        let a = run(&[
-            line(
-                "/v1/messages",
-                &anthropic(2, "Read a file."),
-                anthropic_reply("msg_01", 9_000, 0, None, stream),
-                1000.0,
-                None,
-            ),
-            line(
-                "/v1/messages",
-                &asked,
-                anthropic_reply("msg_02", 13_000, 300, None, stream),
-                1010.0,
-                None,
-            ),
-        ]);
+        let reply = anthropic_reply("msg_02", 13_000, 300, None, stream);
+        let a = after_first(MESSAGES, &asked, reply, stream, None);
         assert!(
             matches!(agreement(second(&a)), Agreement::ProviderSide { .. }),
             "{}",
@@ -300,12 +309,7 @@ fn openai_diagnostics_agree_disagree_provider_side_and_provider_only_whole_and_s
         let tools = r#"{"type":"cache_miss","reason":"tools_changed","cache_missed_tokens":12900,"comparison_reusable_tokens":9000}"#;
         let a = openai_pair(Some(tools), stream, "read_file", 0);
         let r = second(&a);
-        assert!(
-            matches!(r.verdict.cause, Some(Cause::ToolsChanged { .. })),
-            "{}",
-            verdict_text(r)
-        );
-        assert_eq!(agreement(r), &Agreement::Agree, "stream {stream}");
+        assert_both_say_tools_changed(r, stream);
         assert_eq!(
             r.provider_verdict.as_ref().unwrap().diagnosis,
             Some(ProviderDiagnosis::Miss {
@@ -327,18 +331,7 @@ fn openai_diagnostics_agree_disagree_provider_side_and_provider_only_whole_and_s
 
         let hit = r#"{"type":"cache_hit"}"#;
         let a = openai_pair(Some(hit), stream, "read", 300);
-        let r = second(&a);
-        assert_eq!(
-            r.verdict.cause,
-            Some(Cause::ProviderSide),
-            "{}",
-            verdict_text(r)
-        );
-        assert!(
-            matches!(agreement(r), Agreement::ProviderSide { .. }),
-            "{:?}",
-            agreement(r)
-        );
+        provider_side_shortfall(second(&a));
 
         // The provider names a parameter the bodies do not show changing.
         let tier =
@@ -363,22 +356,8 @@ fn openai_diagnostics_agree_disagree_provider_side_and_provider_only_whole_and_s
     // is assumed here, as the reader takes any `*_changed` that names the parameter.)
     let effort = |b: String| b.replacen('{', r#"{"reasoning":{"effort":"high"},"#, 1);
     let pair = |diagnostics: &str| {
-        run(&[
-            line(
-                "/v1/responses",
-                &responses(2, "read"),
-                responses_reply("resp_01", 9_000, 0, None, false),
-                1000.0,
-                None,
-            ),
-            line(
-                "/v1/responses",
-                &effort(responses(3, "read")),
-                responses_reply("resp_02", 13_000, 0, Some(diagnostics), false),
-                1010.0,
-                None,
-            ),
-        ])
+        let reply = responses_reply("resp_02", 13_000, 0, Some(diagnostics), false);
+        after_first(RESPONSES, &effort(responses(3, "read")), reply, false, None)
     };
     let a =
         pair(r#"{"type":"cache_miss","reason":"reasoning_changed","cache_missed_tokens":13000}"#);

@@ -186,59 +186,45 @@ fn llama_cpp_rule_is_the_exact_prefix_against_requests_still_cached() {
 #[test]
 fn anthropic_rule_reads_written_breakpoints_within_20_blocks_above_the_model_minimum() {
     let mut sim = CacheSim::new(SimConfig::unbounded());
-    // Below the 1,024-token minimum nothing is written.
-    let first = sim.observe(req(&[(1, 900), (2, 100)], &[1, 2]));
-    assert_eq!(
-        first.outcome(Rule::Anthropic),
-        RuleOutcome {
-            read: 0,
-            write: 0,
-            miss: 1000
-        }
-    );
-    let second = sim.observe(req(&[(1, 900), (2, 100), (3, 100)], &[1, 3]));
-    assert_eq!(
-        second.outcome(Rule::Anthropic),
-        RuleOutcome {
-            read: 0,
-            write: 1100,
-            miss: 0
-        }
-    );
-    // The breakpoint written at 1,100 is found from the new breakpoint 3 blocks later.
-    let third = sim.observe(req(
-        &[(1, 900), (2, 100), (3, 100), (4, 5), (5, 5), (6, 5)],
-        &[1, 6],
-    ));
-    assert_eq!(
-        third.outcome(Rule::Anthropic),
-        RuleOutcome {
-            read: 1100,
-            write: 15,
-            miss: 0
-        }
-    );
-    // A block with no breakpoint after it: the tail is a plain miss.
-    let fourth = sim.observe(req(
-        &[
-            (1, 900),
-            (2, 100),
-            (3, 100),
-            (4, 5),
-            (5, 5),
-            (6, 5),
-            (7, 40),
-        ],
-        &[1, 6],
-    ));
-    assert_eq!(
-        fourth.outcome(Rule::Anthropic),
-        RuleOutcome {
-            read: 1115,
-            write: 0,
-            miss: 40
-        }
-    );
+    // One simulator, request after request: (segments, breakpoints, read, write, miss).
+    type Step = (&'static [(u32, usize)], &'static [usize], u64, u64, u64);
+    let steps: [Step; 4] = [
+        // Below the 1,024-token minimum nothing is written.
+        (&[(1, 900), (2, 100)], &[1, 2], 0, 0, 1000),
+        (&[(1, 900), (2, 100), (3, 100)], &[1, 3], 0, 1100, 0),
+        // The breakpoint written at 1,100 is found from the new breakpoint 3 blocks later.
+        (
+            &[(1, 900), (2, 100), (3, 100), (4, 5), (5, 5), (6, 5)],
+            &[1, 6],
+            1100,
+            15,
+            0,
+        ),
+        // A block with no breakpoint after it: the tail is a plain miss.
+        (
+            &[
+                (1, 900),
+                (2, 100),
+                (3, 100),
+                (4, 5),
+                (5, 5),
+                (6, 5),
+                (7, 40),
+            ],
+            &[1, 6],
+            1115,
+            0,
+            40,
+        ),
+    ];
+    for (i, (segments, breakpoints, read, write, miss)) in steps.into_iter().enumerate() {
+        assert_eq!(
+            sim.observe(req(segments, breakpoints))
+                .outcome(Rule::Anthropic),
+            RuleOutcome { read, write, miss },
+            "request {i}"
+        );
+    }
     // The minimum is a parameter (Haiku: 2,048).
     let mut config = SimConfig::unbounded();
     config.anthropic.min_tokens = 2048;

@@ -196,17 +196,9 @@ fn anthropic_bodies_have_at_most_four_breakpoints_and_none_on_ephemeral_content(
     }
 }
 
-/// Anthropic: turn 1, then a reply with `calls` parallel tool calls, their results, and the
-/// continuation; returns both bodies.
-fn parallel_calls(calls: usize) -> (Value, Value, usize) {
-    let api = ApiKind::Anthropic;
-    let mut s = session(api);
-    let mut w = wire(api);
-    let first = json(
-        &w.body(&s.turn(values("a", 1), "Read everything.").unwrap())
-            .unwrap()
-            .to_bytes(),
-    );
+/// Anthropic: records a reply with `calls` parallel `read_file` calls and a result for each
+/// (the blocks appended before the continuation, shared by the rolling-breakpoint tests).
+fn record_parallel_reads(s: &mut Session, w: &mut Wire, calls: usize) {
     let args: Vec<(String, Value)> = (0..calls)
         .map(|i| {
             (
@@ -220,11 +212,25 @@ fn parallel_calls(calls: usize) -> (Value, Value, usize) {
         .map(|(id, a)| (id.as_str(), "read_file", a.clone()))
         .collect();
     let reply = w
-        .record_reply(&mut s, reply(api, 1, "", &refs).as_bytes())
+        .record_reply(s, reply(ApiKind::Anthropic, 1, "", &refs).as_bytes())
         .unwrap();
     for call in &reply.tool_calls {
         s.record_tool(&ToolResult::text(&call.id, "…")).unwrap();
     }
+}
+
+/// Anthropic: turn 1, then a reply with `calls` parallel tool calls, their results, and the
+/// continuation; returns both bodies.
+fn parallel_calls(calls: usize) -> (Value, Value, usize) {
+    let api = ApiKind::Anthropic;
+    let mut s = session(api);
+    let mut w = wire(api);
+    let first = json(
+        &w.body(&s.turn(values("a", 1), "Read everything.").unwrap())
+            .unwrap()
+            .to_bytes(),
+    );
+    record_parallel_reads(&mut s, &mut w, calls);
     let body = w.body(&s.continuation(values("a", 2)).unwrap()).unwrap();
     let count = body.breakpoint_count();
     (first, json(&body.to_bytes()), count)
@@ -273,24 +279,7 @@ fn a_wire_resumed_from_its_point_in_a_new_process_writes_the_body_the_old_wire_w
     let mut w = wire(api);
     w.body(&s.turn(values("a", 1), "Read everything.").unwrap())
         .unwrap();
-    let calls: Vec<(String, Value)> = (0..11)
-        .map(|i| {
-            (
-                format!("toolu_{i:02}"),
-                json!({"path": format!("src/{i}.rs")}),
-            )
-        })
-        .collect();
-    let refs: Vec<(&str, &str, Value)> = calls
-        .iter()
-        .map(|(id, a)| (id.as_str(), "read_file", a.clone()))
-        .collect();
-    let reply = w
-        .record_reply(&mut s, reply(api, 1, "", &refs).as_bytes())
-        .unwrap();
-    for call in &reply.tool_calls {
-        s.record_tool(&ToolResult::text(&call.id, "…")).unwrap();
-    }
+    record_parallel_reads(&mut s, &mut w, 11);
     // Saved here, as an agent stopping between the results and the next request would.
     let snapshot = s.save();
     let point = w.resume_point().unwrap();

@@ -256,23 +256,6 @@ fn sent(label: &str, request: &Request<'_>, body: &Body<'_>) -> Sent {
     }
 }
 
-/// Records `reply` through the wire; returns the tool calls' ids.
-fn answer(
-    api: ApiKind,
-    wire: &Wire,
-    session: &mut Session,
-    sent: &mut Sent,
-    n: usize,
-    text: &str,
-    calls: &[(&str, &str, Value)],
-) -> Vec<prompt_wire::ToolCall> {
-    let body = reply(api, n, text, calls);
-    let reply = wire.record_reply(session, body.as_bytes()).unwrap();
-    assert!(reply.usage.is_some(), "{api:?}: usage");
-    sent.reply = Some(reply.message.clone());
-    reply.tool_calls
-}
-
 /// Plays the script against `api`; every body, in order.
 pub fn play(api: ApiKind) -> Vec<Sent> {
     play_with(api, wire(api))
@@ -309,53 +292,78 @@ pub fn profile_wire(api: ApiKind, profile: &prompt_core::profile::Profile) -> Wi
     Wire::new(api, options).unwrap()
 }
 
+/// The script as it plays: each step sends the next body or records the reply to the last
+/// one, so the script below reads as its steps.
+struct Script {
+    api: ApiKind,
+    s: Session,
+    w: Wire,
+    out: Vec<Sent>,
+    requests: u64,
+}
+
+impl Script {
+    /// Sends the next request (a turn, or a continuation after tool results) as `label`.
+    fn send(&mut self, label: &str, todo: &'static str, continuation: bool) {
+        self.requests += 1;
+        let n = self.requests;
+        let values = values(todo, n);
+        let request = if continuation {
+            self.s.continuation(values).unwrap()
+        } else {
+            self.s
+                .turn(values, format!("Request {n}: please look at the parser."))
+                .unwrap()
+        };
+        let body = self.w.body(&request).unwrap();
+        self.out.push(sent(label, &request, &body));
+    }
+
+    /// Records reply `n` to the last body through the wire; returns its tool calls.
+    fn answer(
+        &mut self,
+        n: usize,
+        text: &str,
+        calls: &[(&str, &str, Value)],
+    ) -> Vec<prompt_wire::ToolCall> {
+        let api = self.api;
+        let body = reply(api, n, text, calls);
+        let reply = self.w.record_reply(&mut self.s, body.as_bytes()).unwrap();
+        assert!(reply.usage.is_some(), "{api:?}: usage");
+        if let Some(last) = self.out.last_mut() {
+            last.reply = Some(reply.message.clone());
+        }
+        reply.tool_calls
+    }
+}
+
 /// [`play`] of session `s` through `w`.
 pub fn play_in(api: ApiKind, s: Session, w: Wire) -> Vec<Sent> {
-    let mut w = w;
-    let mut s = s;
-    let mut out: Vec<Sent> = Vec::new();
-    let mut n = 0;
-    let mut next =
-        |label: &str, todo: &'static str, s: &mut Session, w: &mut Wire, continuation: bool| {
-            n += 1;
-            let values = values(todo, n as u64);
-            let request = if continuation {
-                s.continuation(values).unwrap()
-            } else {
-                s.turn(values, format!("Request {n}: please look at the parser."))
-                    .unwrap()
-            };
-            let body = w.body(&request).unwrap();
-            sent(label, &request, &body)
-        };
+    let mut p = Script {
+        api,
+        s,
+        w,
+        out: Vec::new(),
+        requests: 0,
+    };
 
     // Turn 1: a tool call, answered in a continuation.
-    let mut b = next("1", "a", &mut s, &mut w, false);
-    let calls = answer(
-        api,
-        &w,
-        &mut s,
-        &mut b,
+    p.send("1", "a", false);
+    let calls = p.answer(
         1,
         "Reading it.",
         &[("call_1", "read_file", json!({"path": "src/main.rs"}))],
     );
-    out.push(b);
-    s.record_tool(&ToolResult::text(&calls[0].id, "fn main() {}").name("read_file"))
+    p.s.record_tool(&ToolResult::text(&calls[0].id, "fn main() {}").name("read_file"))
         .unwrap();
-    let mut b = next("1.1", "a", &mut s, &mut w, true);
-    answer(api, &w, &mut s, &mut b, 2, "main.rs is empty.", &[]);
-    out.push(b);
+    p.send("1.1", "a", true);
+    p.answer(2, "main.rs is empty.", &[]);
 
     // Turn 2: the system prompt changes; two parallel calls, one failing; the todo list
     // changes meanwhile, so its update follows the results.
-    s.set_system_prompt("Answer in English.");
-    let mut b = next("2", "a", &mut s, &mut w, false);
-    let calls = answer(
-        api,
-        &w,
-        &mut s,
-        &mut b,
+    p.s.set_system_prompt("Answer in English.");
+    p.send("2", "a", false);
+    let calls = p.answer(
         3,
         "",
         &[
@@ -363,57 +371,39 @@ pub fn play_in(api: ApiKind, s: Session, w: Wire) -> Vec<Sent> {
             ("call_3", "read_file", json!({"path": "missing.rs"})),
         ],
     );
-    out.push(b);
-    s.record_tool(&ToolResult::text(
+    p.s.record_tool(&ToolResult::text(
         &calls[0].id,
         "src/parser.rs:12: fn parse",
     ))
     .unwrap();
-    s.record_tool(&ToolResult::text(&calls[1].id, "no such file").error())
+    p.s.record_tool(&ToolResult::text(&calls[1].id, "no such file").error())
         .unwrap();
-    let mut b = next("2.1", "b", &mut s, &mut w, true);
-    answer(
-        api,
-        &w,
-        &mut s,
-        &mut b,
-        4,
-        "The parser is in src/parser.rs.",
-        &[],
-    );
-    out.push(b);
+    p.send("2.1", "b", true);
+    p.answer(4, "The parser is in src/parser.rs.", &[]);
 
     // Turn 3: the todo list changes again.
-    let mut b = next("3", "c", &mut s, &mut w, false);
-    answer(api, &w, &mut s, &mut b, 5, "Done.", &[]);
-    out.push(b);
+    p.send("3", "c", false);
+    p.answer(5, "Done.", &[]);
 
     // Compaction: keep the last two nodes.
-    let cut = s.history().safe_cut(0, 2);
-    s.compact(0..cut, "Summary: the parser lives in src/parser.rs.")
+    let cut = p.s.history().safe_cut(0, 2);
+    p.s.compact(0..cut, "Summary: the parser lives in src/parser.rs.")
         .unwrap();
 
     // Turns 4 and 5, the second with a tool call.
-    let mut b = next("4", "c", &mut s, &mut w, false);
-    answer(api, &w, &mut s, &mut b, 6, "Noted.", &[]);
-    out.push(b);
-    let mut b = next("5", "c", &mut s, &mut w, false);
-    let calls = answer(
-        api,
-        &w,
-        &mut s,
-        &mut b,
+    p.send("4", "c", false);
+    p.answer(6, "Noted.", &[]);
+    p.send("5", "c", false);
+    let calls = p.answer(
         7,
         "",
         &[("call_4", "read_file", json!({"path": "src/parser.rs"}))],
     );
-    out.push(b);
-    s.record_tool(&ToolResult::text(&calls[0].id, "pub fn parse() {}"))
+    p.s.record_tool(&ToolResult::text(&calls[0].id, "pub fn parse() {}"))
         .unwrap();
-    let mut b = next("5.1", "c", &mut s, &mut w, true);
-    answer(api, &w, &mut s, &mut b, 8, "It is a stub.", &[]);
-    out.push(b);
-    out
+    p.send("5.1", "c", true);
+    p.answer(8, "It is a stub.", &[]);
+    p.out
 }
 
 /// The body parsed.

@@ -4,22 +4,75 @@
 //! the body sent at their fork point.
 
 use prompt_core::tools::{ToolSet, ToolSource};
-use prompt_core::{ApiKind, RestoreMode, Session, SessionContext};
+use prompt_core::{ApiKind, Request, RestoreMode, Session, SessionContext, SessionOptions};
 use prompt_wire::{Conversation, ConversationError, ConversationSnapshot, WireError, compare};
 use serde_json::{Value, json};
 
 use crate::common::{APIS, components, options, policy, reply, tools, values, wire};
+
+/// The session options every conversation here starts (and is restored) with.
+fn thread_options(api: ApiKind) -> SessionOptions {
+    prompt_wire::session_options(api, tools()).with_session_id("thread-1")
+}
 
 fn start(api: ApiKind) -> Conversation {
     Conversation::start(
         components(),
         &policy(),
         SessionContext::default(),
-        prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
+        thread_options(api),
         api,
         options(api),
     )
     .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A bare session on `api` (no conversation around it), as an app driving its own wire has.
+fn start_session(api: ApiKind) -> Session {
+    Session::start(
+        components(),
+        &policy(),
+        SessionContext::default(),
+        prompt_wire::session_options(api, tools()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The next turn's request of a bare session (an app's own wire writes its body).
+fn session_turn<'s>(s: &'s mut Session, todo: &'static str, n: u64, question: &str) -> Request<'s> {
+    s.turn(values(todo, n), question)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `snapshot` restored strictly with the test components, `session` options and `api`'s
+/// wire options: the one restore every test here goes through.
+fn try_restore(
+    snapshot: &ConversationSnapshot,
+    api: ApiKind,
+    session: SessionOptions,
+) -> Result<Conversation, ConversationError> {
+    Conversation::restore(
+        snapshot,
+        components(),
+        &policy(),
+        SessionContext::default(),
+        session,
+        options(api),
+        RestoreMode::Strict,
+    )
+    .map(|restored| restored.conversation)
+}
+
+/// [`try_restore`] with the options [`start`] used.
+fn restore(snapshot: &ConversationSnapshot, api: ApiKind) -> Conversation {
+    try_restore(snapshot, api, thread_options(api)).unwrap_or_else(|e| panic!("{api:?}: {e}"))
+}
+
+/// The bytes of the next turn's body.
+fn turn_bytes(c: &mut Conversation, todo: &'static str, n: u64, question: &str) -> Vec<u8> {
+    c.turn(values(todo, n), question)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_bytes()
 }
 
 /// Three turns with replies; each body's stable body (the earlier body `compare` takes).
@@ -47,36 +100,15 @@ fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_w
  {
     for api in APIS {
         let mut w = wire(api);
-        let options = || prompt_wire::session_options(api, tools());
-        let mut a = Session::start(
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let mut a = start_session(api);
         let first = w
-            .body(
-                &a.turn(values("a", 1), "hi")
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
+            .body(&session_turn(&mut a, "a", 1, "hi"))
             .unwrap_or_else(|e| panic!("{e}"))
             .stable_body();
         // Before: a second session with the same prefix was accepted, and sent with the
         // first session's prompt_cache_key.
-        let mut b = Session::start(
-            components(),
-            &policy(),
-            SessionContext::default(),
-            options(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let err = w
-            .body(
-                &b.turn(values("a", 1), "hi")
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-            .unwrap_err();
+        let mut b = start_session(api);
+        let err = w.body(&session_turn(&mut b, "a", 1, "hi")).unwrap_err();
         assert!(
             matches!(err, WireError::OtherSession { .. }),
             "{api:?}: {err}"
@@ -100,9 +132,7 @@ fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_w
         .unwrap_or_else(|e| panic!("{e}"));
         a.refresh(components(), &policy(), merged, None)
             .unwrap_or_else(|e| panic!("{e}"));
-        let request = a
-            .turn(values("a", 2), "again")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let request = session_turn(&mut a, "a", 2, "again");
         let epoch = request.epoch();
         let body = w.body(&request).unwrap_or_else(|e| panic!("{api:?}: {e}"));
         let bytes = body.to_bytes();
@@ -118,10 +148,7 @@ fn the_wire_follows_its_session_through_a_refresh_and_refuses_a_second_session_w
         a.record_assistant(&json!({"role": "assistant", "content": "ok"}))
             .unwrap_or_else(|e| panic!("{e}"));
         let next = w
-            .body(
-                &a.turn(values("a", 3), "and again")
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
+            .body(&session_turn(&mut a, "a", 3, "and again"))
             .unwrap_or_else(|e| panic!("{e}"))
             .to_bytes();
         assert!(extends(&stable, &next), "{api:?}");
@@ -141,27 +168,11 @@ fn a_conversation_restored_from_its_document_sends_the_same_bodies_on_every_api(
             } else {
                 serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
             };
-            let mut restored = Conversation::restore(
-                &snapshot,
-                components(),
-                &policy(),
-                SessionContext::default(),
-                prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
-                options(api),
-                RestoreMode::Strict,
-            )
-            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
-            .conversation;
+            let mut restored = restore(&snapshot, api);
             assert_eq!(restored.save(), c.save(), "{api:?}");
             assert_eq!(restored.routing_header(), c.routing_header(), "{api:?}");
-            let a = c
-                .turn(values("c", 4), "after")
-                .unwrap_or_else(|e| panic!("{e}"))
-                .to_bytes();
-            let b = restored
-                .turn(values("c", 4), "after")
-                .unwrap_or_else(|e| panic!("{e}"))
-                .to_bytes();
+            let a = turn_bytes(&mut c, "c", 4, "after");
+            let b = turn_bytes(&mut restored, "c", 4, "after");
             assert_eq!(a, b, "{api:?}");
         }
     }
@@ -179,30 +190,14 @@ fn a_conversation_saved_before_its_first_body_keeps_the_system_prompt_set_and_it
         let snapshot =
             ConversationSnapshot::from_json(file.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         // The app restarts with options that carry no system prompt.
-        let mut restored = Conversation::restore(
-            &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
-            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
-            options(api),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
-        .conversation;
+        let mut restored = restore(&snapshot, api);
         assert_eq!(
             restored.session().system_prompt().as_deref(),
             Some("Answer in French."),
             "{api:?}"
         );
-        let a = c
-            .turn(values("a", 1), "hi")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_bytes();
-        let b = restored
-            .turn(values("a", 1), "hi")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_bytes();
+        let a = turn_bytes(&mut c, "a", 1, "hi");
+        let b = turn_bytes(&mut restored, "a", 1, "hi");
         assert!(
             String::from_utf8_lossy(&b).contains("Answer in French."),
             "{api:?}"
@@ -289,15 +284,7 @@ fn an_edited_conversation_document_is_refused_naming_the_part() {
         edit(&mut edited);
         let snapshot: ConversationSnapshot =
             serde_json::from_value(edited).unwrap_or_else(|e| panic!("{e}"));
-        match Conversation::restore(
-            &snapshot,
-            components(),
-            &policy(),
-            SessionContext::default(),
-            prompt_wire::session_options(api, tools()),
-            options(api),
-            RestoreMode::Strict,
-        ) {
+        match try_restore(&snapshot, api, prompt_wire::session_options(api, tools())) {
             Err(ConversationError::Edited { field }) => assert_eq!(field, part),
             other => panic!("{part}: expected Edited, got {other:?}"),
         }
@@ -307,16 +294,7 @@ fn an_edited_conversation_document_is_refused_naming_the_part() {
     edited["session"]["history"]["nodes"][1]["text"] = json!("edited");
     let snapshot: ConversationSnapshot =
         serde_json::from_value(edited).unwrap_or_else(|e| panic!("{e}"));
-    let err = Conversation::restore(
-        &snapshot,
-        components(),
-        &policy(),
-        SessionContext::default(),
-        prompt_wire::session_options(api, tools()),
-        options(api),
-        RestoreMode::Strict,
-    )
-    .unwrap_err();
+    let err = try_restore(&snapshot, api, prompt_wire::session_options(api, tools())).unwrap_err();
     assert!(err.to_string().contains("history.nodes[1].text"), "{err}");
 }
 
@@ -362,10 +340,7 @@ fn a_regenerated_reply_is_the_last_body_again_and_an_edit_extends_the_body_befor
         );
         // A fork goes on from the last body.
         let mut fork = c.fork();
-        let body = fork
-            .turn(values("b", 3), "sub-task")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_bytes();
+        let body = turn_bytes(&mut fork, "b", 3, "sub-task");
         assert!(extends(&sent[2], &body), "{api:?}");
     }
 }
@@ -430,10 +405,7 @@ fn a_restored_conversation_names_the_last_reply_in_its_cache_diagnostics_streame
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .conversation;
-    let body = restored
-        .turn(values("a", 2), "again")
-        .unwrap_or_else(|e| panic!("{e}"))
-        .to_bytes();
+    let body = turn_bytes(&mut restored, "a", 2, "again");
     let body: Value = serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         body["diagnostics"],
@@ -470,17 +442,7 @@ fn a_turn_after_an_unanswered_request_is_refused_and_resend_sends_the_question_o
         );
         assert_eq!(c.session().unanswered_request(), Some(1));
         // A saved and restored conversation still knows the request has no reply.
-        let restored = Conversation::restore(
-            &c.save(),
-            components(),
-            &policy(),
-            SessionContext::default(),
-            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
-            options(api),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
-        .conversation;
+        let restored = restore(&c.save(), api);
         assert_eq!(restored.session().unanswered_request(), Some(1));
         // The retry: the same bytes, the question once.
         let again = c
@@ -494,10 +456,7 @@ fn a_turn_after_an_unanswered_request_is_refused_and_resend_sends_the_question_o
         c.record_reply(reply(api, 0, "4", &[]).as_bytes())
             .unwrap_or_else(|e| panic!("{api:?}: {e}"));
         assert_eq!(c.session().unanswered_request(), None);
-        let next = c
-            .turn(values("a", 2), "And 3 + 3?")
-            .unwrap_or_else(|e| panic!("{api:?}: {e}"))
-            .to_bytes();
+        let next = turn_bytes(&mut c, "a", 2, "And 3 + 3?");
         assert!(extends(&stable, &next), "{api:?}");
     }
 }
@@ -571,48 +530,35 @@ fn shown_messages_leave_out_updates_and_edit_and_regenerate_by_handle_on_every_a
         assert_eq!(fixed_shown[0].handle(), shown[0].handle());
 
         // Assistant message 1 by the user-edit call; an assistant edit of a user message.
-        let err = c.edit_user_message_by(shown[1].handle()).err();
-        assert!(
-            matches!(
-                &err,
-                Some(ConversationError::Branch(BranchError::NoSuchMessage {
-                    expected: "user",
-                    ..
-                }))
+        // (the kind the call expected, its error)
+        let wrong_kind = [
+            ("user", c.edit_user_message_by(shown[1].handle()).err()),
+            (
+                "assistant",
+                c.edit_assistant_message_by(
+                    shown[0].handle(),
+                    &json!({"role": "assistant", "content": "x"}),
+                )
+                .err(),
             ),
-            "{api:?}: {err:?}"
-        );
-        let err = c
-            .edit_assistant_message_by(
-                shown[0].handle(),
-                &json!({"role": "assistant", "content": "x"}),
-            )
-            .err();
-        assert!(
-            matches!(
-                &err,
-                Some(ConversationError::Branch(BranchError::NoSuchMessage {
-                    expected: "assistant",
-                    ..
-                }))
-            ),
-            "{api:?}: {err:?}"
-        );
+        ];
+        for (kind, err) in wrong_kind {
+            assert!(
+                matches!(
+                    &err,
+                    Some(ConversationError::Branch(BranchError::NoSuchMessage {
+                        expected,
+                        ..
+                    })) if *expected == kind
+                ),
+                "{api:?}: {err:?}"
+            );
+        }
         let stranger = MessageHandle::parse(&"0".repeat(32)).unwrap_or_else(|| panic!());
         assert!(c.regenerate_reply(stranger).is_err());
 
         // Handles survive a save and a restore.
-        let restored = Conversation::restore(
-            &c.save(),
-            components(),
-            &policy(),
-            SessionContext::default(),
-            prompt_wire::session_options(api, tools()).with_session_id("thread-1"),
-            options(api),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
-        .conversation;
+        let restored = restore(&c.save(), api);
         let after: Vec<MessageHandle> = restored
             .shown_messages()
             .iter()
@@ -724,26 +670,12 @@ fn continuing_from_the_apps_last_body_extends_it_and_keeps_its_cache_key() {
         // Saved and restored, the next body still carries the app's key (or none).
         c.record_reply(reply(api, 2, "answer 2", &[]).as_bytes())
             .unwrap_or_else(|e| panic!("{api:?}: {e}"));
-        let mut restored = Conversation::restore(
-            &ConversationSnapshot::from_json(c.save().to_json().as_bytes())
-                .unwrap_or_else(|e| panic!("{e}")),
-            components(),
-            &policy(),
-            SessionContext::default(),
-            session_options(),
-            options(api),
-            RestoreMode::Strict,
-        )
-        .unwrap_or_else(|e| panic!("{api:?}: {e}"))
-        .conversation;
-        let a = c
-            .turn(values("a", 4), "question 3")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_bytes();
-        let b = restored
-            .turn(values("a", 4), "question 3")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_bytes();
+        let saved = ConversationSnapshot::from_json(c.save().to_json().as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut restored =
+            try_restore(&saved, api, session_options()).unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let a = turn_bytes(&mut c, "a", 4, "question 3");
+        let b = turn_bytes(&mut restored, "a", 4, "question 3");
         assert_eq!(a, b, "{api:?}");
         let verdict = compare(last.as_bytes(), &b).unwrap_or_else(|e| panic!("{e}"));
         assert!(verdict.extends(), "{api:?}: {verdict:?}");
