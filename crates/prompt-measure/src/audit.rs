@@ -833,7 +833,9 @@ impl<'t> Auditor<'t> {
     ) -> Option<WriterFinding> {
         let cause = v.cause.as_ref()?;
         let pred = v.predecessor.as_ref()?;
-        if v.tokens_lost == 0 && v.shortfall.is_none() {
+        // A change that loses nothing is no one's doing, unless it only lost nothing because
+        // the prompt was shorter than the provider caches (the writer breaks a longer one).
+        if v.tokens_lost == 0 && v.shortfall.is_none() && !v.nothing_cached() {
             return None;
         }
         let own = v.changes.iter().find(|c| c.cause == *cause);
