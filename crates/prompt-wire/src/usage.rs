@@ -24,7 +24,8 @@ use crate::reply::{Reply, UsageReport};
 /// | `prompt_ms`, `generation_ms` | `prompt_ms`, `predicted_ms` | `None` | `None` | `None` | `None` |
 ///
 /// ```
-/// use prompt_wire::{UsageFigures, Provider};
+/// use prompt_wire::UsageFigures;
+/// use prompt_core::profile::Provider;
 ///
 /// let timings = r#"{"cache_n":1098,"prompt_n":196,"prompt_ms":1543.2,"predicted_n":4,"predicted_ms":61.0}"#;
 /// let figures = UsageFigures::read(Provider::LlamaCpp, timings)?;
