@@ -6,6 +6,7 @@
 //! engine's predecessor search. Deterministic: one seed, one table.
 
 mod inject;
+mod launches;
 pub mod synth;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use prompt_wire::engine::{Analysis, CauseKind, Place};
 use serde_json::Value;
 
 pub use inject::{Expected, applicable};
+pub use launches::{Launches, Resumed};
 pub use synth::{Request, Rng};
 
 /// Why the benchmark could not run.
@@ -350,6 +352,14 @@ pub struct Report {
     /// The concurrency set by kind of request (the session's first left out): the baseline,
     /// then the engine.
     pub concurrency_by_kind: BTreeMap<&'static str, (Method, Method)>,
+    /// Sessions continued by a new launch.
+    pub launches: Launches,
+    /// Injected breaks of the bytes whose tokens lost were checked against the provider's own
+    /// column ([`RequestAudit::lost_by_provider_column`]), by API: checked, and off by more
+    /// than the rule's tolerance.
+    pub tokens_lost: BTreeMap<ApiKind, (u64, u64)>,
+    /// Tokens lost off the provider's column: what was said and what the column says.
+    pub tokens_lost_examples: Vec<String>,
 }
 
 impl Report {
@@ -391,14 +401,8 @@ pub fn run(root: &Path, config: Config) -> Result<Report, AccuracyError> {
         let mut turn_no = 0usize;
         let mut next_cause = 0usize;
         for episode in 0..config.episodes {
-            let base = &agent.requests[rng.below(agent.requests.len())];
-            let mut prev = base.clone();
+            let mut prev = session_start(agent, &mut rng, episode);
             prev.session = format!("{}-{episode}", agent.name);
-            prev.ts = Some(base.ts.unwrap_or(1.8e9) + 86_400.0 * episode as f64);
-            if api == ApiKind::Anthropic {
-                let markers = synth::message_markers(prev.messages(api)).max(1);
-                synth::move_markers(prev.messages_mut(api), markers);
-            }
             clean.push(&prev)?;
             for _ in 0..config.turns {
                 n += 1;
@@ -435,8 +439,9 @@ pub fn run(root: &Path, config: Config) -> Result<Report, AccuracyError> {
                     if kind != CauseKind::ColdStart {
                         x.session = session;
                     }
-                    injected.push(&pred)?;
+                    let pred_audit = injected.push(&pred)?;
                     let audit = injected.push(&x)?;
+                    check_tokens_lost(&mut report, api, agent.name, &pred_audit, &audit);
                     let (outcome, said) = score(&expected, &audit.verdict);
                     report.injected.entry((api, kind)).or_default().add(outcome);
                     if outcome != Outcome::Right {
@@ -454,7 +459,54 @@ pub fn run(root: &Path, config: Config) -> Result<Report, AccuracyError> {
         }
     }
     report.concurrency = concurrency(&agents, &tokenizer, &mut rng, &mut report, config)?;
+    report.launches = launches::run(&agents, &tokenizer, config)?;
     Ok(report)
+}
+
+/// A session's first request: one of the agent's captured requests, a day later per
+/// episode, Anthropic's markers where the agents place them.
+fn session_start(agent: &Agent, rng: &mut Rng, episode: usize) -> Request {
+    let api = agent.api;
+    let base = &agent.requests[rng.below(agent.requests.len())];
+    let mut first = base.clone();
+    first.ts = Some(base.ts.unwrap_or(1.8e9) + 86_400.0 * episode as f64);
+    if api == ApiKind::Anthropic {
+        let markers = synth::message_markers(first.messages(api)).max(1);
+        synth::move_markers(first.messages_mut(api), markers);
+    }
+    first
+}
+
+/// Holds an injected break's tokens lost against what its provider's own column says (a
+/// break of the bytes against its predecessor, on the same lane: a cold start, a model
+/// change and what usage alone tells are not counted in the bytes).
+fn check_tokens_lost(
+    report: &mut Report,
+    api: ApiKind,
+    agent: &str,
+    pred: &RequestAudit,
+    r: &RequestAudit,
+) {
+    let v = &r.verdict;
+    let (Some(p), Some(cause)) = (&v.predecessor, &v.cause) else {
+        return;
+    };
+    let in_the_bytes = v.changes.iter().any(|c| &c.cause == cause);
+    if v.tokens_lost == 0 || !p.same_lane || !in_the_bytes || p.tag != pred.line {
+        return;
+    }
+    let (column, tolerance) = r.lost_by_provider_column(pred);
+    let row = report.tokens_lost.entry(api).or_default();
+    row.0 += 1;
+    if v.tokens_lost.abs_diff(column) > tolerance {
+        row.1 += 1;
+        if report.tokens_lost_examples.len() < 12 {
+            report.tokens_lost_examples.push(format!(
+                "{agent} line {}: {} tokens lost, the provider's column {column}",
+                r.line, v.tokens_lost
+            ));
+        }
+    }
 }
 
 /// The concurrency set: Anthropic sessions (Claude Code's and opencode's captures) where the
@@ -642,6 +694,64 @@ pub fn markdown(report: &Report, config: &Config) -> String {
         .collect();
     let _ = writeln!(s, "| append-only | {} |", cells.join(" | "));
     let _ = writeln!(s, "\n— : the cause cannot occur on that API (see below).\n");
+    let (checked, off) = report
+        .tokens_lost
+        .values()
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let _ = writeln!(
+        s,
+        "Tokens lost against the provider's own column (each injected break of the bytes): {} checked, {} off by more than the rule's step.\n",
+        thousands(checked),
+        thousands(off)
+    );
+    let l = &report.launches;
+    let _ = writeln!(
+        s,
+        "Sessions continued by a new launch (the predecessor restored from the earlier launch's record, as `cacheline proxy` keeps it):\n"
+    );
+    let _ = writeln!(
+        s,
+        "| | {} |",
+        apis.iter()
+            .map(|a| label(*a))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(s, "|---|{}", "---|".repeat(apis.len()));
+    for (name, rows) in [
+        (
+            "append-only turns resumed *(turns / false breaks / wrong predecessor)*",
+            &l.resumed,
+        ),
+        (
+            "the same beside a side call of another lane",
+            &l.beside_side_call,
+        ),
+    ] {
+        let cells: Vec<String> = apis
+            .iter()
+            .map(|api| {
+                let r = rows.get(api).copied().unwrap_or_default();
+                format!("{} / {} / {}", r.turns, r.false_breaks, r.wrong_predecessor)
+            })
+            .collect();
+        let _ = writeln!(s, "| {name} | {} |", cells.join(" | "));
+    }
+    let cells: Vec<String> = apis
+        .iter()
+        .map(|api| {
+            let c = l.injected.get(api).copied().unwrap_or_default();
+            format!(
+                "{} / {} / {} / {}",
+                c.injected, c.right, c.misnamed, c.missed
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "| changes injected *(injected / right / misnamed / missed)* | {} |\n",
+        cells.join(" | ")
+    );
     let (b, e) = report.concurrency;
     let kinds: Vec<String> = report
         .concurrency_kinds
@@ -688,6 +798,12 @@ pub fn findings(report: &Report) -> String {
     }
     for e in &report.false_break_examples {
         let _ = writeln!(s, "false break: {e}");
+    }
+    for e in &report.launches.examples {
+        let _ = writeln!(s, "launches: {e}");
+    }
+    for e in &report.tokens_lost_examples {
+        let _ = writeln!(s, "tokens lost: {e}");
     }
     s
 }

@@ -10,16 +10,6 @@ use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
-const CHAT: &[u8] = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
-
-fn ok_json(body: &str) -> Script {
-    always(whole(
-        "200 OK",
-        &[("Content-Type", "application/json")],
-        body.as_bytes(),
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_reach_the_upstream_byte_for_byte_but_hop_by_hop_headers() {
     let up = upstream(ok_json("{}")).await;

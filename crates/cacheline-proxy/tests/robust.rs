@@ -15,16 +15,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-const CHAT: &[u8] = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
-
-fn ok_json(body: &str) -> Script {
-    always(whole(
-        "200 OK",
-        &[("Content-Type", "application/json")],
-        body.as_bytes(),
-    ))
-}
-
 /// How a read of a whole connection ended.
 #[derive(Debug, PartialEq, Eq)]
 enum End {

@@ -94,6 +94,12 @@ fn with_log_and_state(dir: &Path) -> ProxyConfig {
         .with_state(Some(StateConfig::in_dir(dir.join("state"))))
 }
 
+/// Asserts one of `warnings` holds `text`, and only one.
+fn said_once(warnings: &[String], text: &str) {
+    let n = warnings.iter().filter(|w| w.contains(text)).count();
+    assert_eq!(n, 1, "{text:?} in {warnings:?}");
+}
+
 fn said(rows: &[RequestRow]) -> Vec<(u64, String)> {
     rows.iter()
         .map(|r| (r.line.unwrap(), r.verdict.clone()))
@@ -202,14 +208,7 @@ async fn a_damaged_state_is_cut_where_it_stops_holding_and_said_once() {
         "what held is kept: {}",
         second[0].verdict
     );
-    assert_eq!(
-        warnings
-            .iter()
-            .filter(|w| w.contains("damaged entry"))
-            .count(),
-        1,
-        "{warnings:?}"
-    );
+    said_once(&warnings, "damaged entry");
     let now = String::from_utf8(std::fs::read(&journal).unwrap()).unwrap();
     assert!(!now.contains("{\"log\":nul"), "the torn entry is cut away");
     assert!(now.len() > keep, "the new launch's entry follows what held");
@@ -231,14 +230,7 @@ async fn a_state_of_another_version_is_set_aside_with_one_warning() {
         "{}",
         rows[1].verdict
     );
-    assert_eq!(
-        warnings
-            .iter()
-            .filter(|w| w.contains("another version"))
-            .count(),
-        1,
-        "{warnings:?}"
-    );
+    said_once(&warnings, "another version");
     let aside = std::fs::read_dir(&state)
         .unwrap()
         .filter_map(Result::ok)
@@ -280,12 +272,5 @@ async fn a_full_state_keeps_the_latest_sessions_within_its_cap() {
         "the journal holds {len} bytes, over its {cap}-byte cap"
     );
     // Compacted again and again in this launch (240 sessions through a 64 KiB cap), said once.
-    assert_eq!(
-        warnings
-            .iter()
-            .filter(|w| w.contains("least recently active sessions dropped"))
-            .count(),
-        1,
-        "{warnings:?}"
-    );
+    said_once(&warnings, "least recently active sessions dropped");
 }

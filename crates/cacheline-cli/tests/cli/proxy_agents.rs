@@ -35,13 +35,7 @@ pub fn proxy_agents(label: &str, env: &[(&str, &str)], agents: &[&str]) -> (i32,
 }
 
 /// The five agents, as the script names them.
-const AGENTS: [&str; 5] = [
-    "claude-code",
-    "codex",
-    "gemini-cli",
-    "qwen-code",
-    "opencode",
-];
+use prompt_measure::report::KNOWN_AGENTS as AGENTS;
 
 #[test]
 fn five_agents_through_the_launcher_bytes_verdicts_and_exit_codes_hold() {

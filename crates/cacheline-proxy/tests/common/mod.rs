@@ -114,3 +114,15 @@ pub fn post_chat_concurrently(
         })
         .collect()
 }
+
+/// A small Chat Completions body.
+pub const CHAT: &[u8] = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+
+/// An upstream answering every request `200 OK` with this JSON body.
+pub fn ok_json(body: &str) -> Script {
+    always(whole(
+        "200 OK",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    ))
+}

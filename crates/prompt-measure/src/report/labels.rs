@@ -5,15 +5,25 @@ use crate::catalogue::AgentId;
 
 use super::row::RequestRow;
 
-/// The agents a `user-agent` is normalised to (anything else is `other`).
-pub const AGENTS: [&str; 6] = [
+/// The five coding agents the workspace captures, catalogues and runs through the proxy.
+pub const KNOWN_AGENTS: [&str; 5] = [
     "claude-code",
     "codex",
     "gemini-cli",
     "qwen-code",
     "opencode",
-    "other",
 ];
+
+/// The agents a `user-agent` is normalised to: [`KNOWN_AGENTS`], and `other` for anything else.
+pub const AGENTS: [&str; 6] = {
+    let mut all = ["other"; 6];
+    let mut i = 0;
+    while i < KNOWN_AGENTS.len() {
+        all[i] = KNOWN_AGENTS[i];
+        i += 1;
+    }
+    all
+};
 
 /// The agent label of a `user-agent` header: one of [`AGENTS`], from the agent the audit
 /// reads ([`AgentId`]: one reading of an agent, in one place); an agent outside the closed

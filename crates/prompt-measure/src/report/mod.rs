@@ -21,7 +21,7 @@ mod summary;
 mod verdict;
 
 pub use evidence::{evidence_json, evidence_markdown};
-pub use labels::{AGENTS, MetricLabels, agent_label};
+pub use labels::{AGENTS, KNOWN_AGENTS, MetricLabels, agent_label};
 pub use row::{Forwarded, Outcome, RequestReport, RequestRow, VERDICT_BYTES, verdict_line};
 pub use summary::{causes_text, provider_verdicts_text};
 pub use verdict::{provider_clause, utc, verdict_text, writer_clause};

@@ -105,7 +105,11 @@ fn a_head_rewrite_is_found_at_message_0_where_the_date_changed() {
     assert_eq!(r.verdict.tokens_lost, 0);
     assert!(r.verdict.nothing_cached(), "{:?}", r.verdict);
     // Top breakers rank tokens lost: a break that lost none is not among them.
-    assert!(a.summary.top_breakers.is_empty(), "{:?}", a.summary.top_breakers);
+    assert!(
+        a.summary.top_breakers.is_empty(),
+        "{:?}",
+        a.summary.top_breakers
+    );
 }
 
 #[test]

@@ -43,13 +43,7 @@ fn capture_dirs(folder: &str) -> Vec<(String, PathBuf)> {
     dirs
 }
 
-const AGENTS: [&str; 5] = [
-    "claude-code",
-    "codex",
-    "gemini-cli",
-    "qwen-code",
-    "opencode",
-];
+use prompt_measure::report::KNOWN_AGENTS as AGENTS;
 
 /// (line, predecessor, cause, JSON path) as the `verdicts.tsv` in `dir` writes them.
 fn expected_in(dir: &Path, agent: &str) -> Vec<(u64, String, String, String)> {
