@@ -25,6 +25,22 @@ fn the_accuracy_table_in_the_docs_is_what_the_benchmark_produces() {
     // Five agents, four APIs, each with its append-only turns.
     assert_eq!(report.append_only.len(), 4);
     assert!(report.concurrency.0.requests > 0);
+    // Sessions continued by a new launch: every API, append-only turns without a false break
+    // and compared with their own conversation's request of the earlier launch, beside a
+    // side call of another lane too; tokens lost held against the provider's column.
+    let l = &report.launches;
+    for rows in [&l.resumed, &l.beside_side_call] {
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        for r in rows.values() {
+            assert!(
+                r.turns > 0 && r.false_breaks == 0 && r.wrong_predecessor == 0,
+                "{r:?}"
+            );
+        }
+    }
+    assert_eq!(l.injected.len(), 4);
+    let checked: u64 = report.tokens_lost.values().map(|c| c.0).sum();
+    assert!(checked >= 1_000, "{checked} breaks' tokens lost checked");
 
     let doc = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap();
     let in_doc = accuracy::table_in(&doc).expect("docs/benchmarks.md has the accuracy markers");

@@ -195,6 +195,24 @@ impl CauseKind {
     pub fn loses_tokens(self) -> bool {
         !matches!(self, CauseKind::SerializationOnly)
     }
+    /// Whether a change of this kind is in the prompt's text (its tools, system, messages or
+    /// breakpoints), rather than in what keys the cache beside it (the model, the cache key,
+    /// a header or parameter) or in what only timing and usage tell.
+    pub fn in_the_prompt(self) -> bool {
+        matches!(
+            self,
+            CauseKind::ToolsChanged
+                | CauseKind::SystemChanged
+                | CauseKind::InsertAboveHistory
+                | CauseKind::EditInPlace
+                | CauseKind::Removed
+                | CauseKind::Reorder
+                | CauseKind::Compaction
+                | CauseKind::TailDropped
+                | CauseKind::BreakpointMoved
+                | CauseKind::LookbackExceeded
+        )
+    }
 }
 
 impl fmt::Display for CauseKind {

@@ -111,10 +111,21 @@ impl RequestAudit {
     /// shared prefix, the `llama_cpp` column, read by the provider's minimum and steps). With
     /// the tolerance a comparison with [`Analysis::tokens_lost`] allows: the rule's step, or
     /// two tokens (the tokenizer cut at the change), and on Anthropic the tokens of the
-    /// breakpoint markers that moved.
+    /// breakpoint markers that moved. `None` where the columns cannot tell: a cause not in
+    /// the prompt's text ([`CauseKind::in_the_prompt`]: the simulator's columns read the
+    /// prompt's tokens alone, so a model, cache-key or parameter change is invisible to them).
     ///
     /// [`Analysis::tokens_lost`]: prompt_wire::engine::Analysis::tokens_lost
-    pub fn lost_by_provider_column(&self, pred: &RequestAudit) -> (u64, u64) {
+    /// [`CauseKind::in_the_prompt`]: prompt_wire::engine::CauseKind::in_the_prompt
+    pub fn lost_by_provider_column(&self, pred: &RequestAudit) -> Option<(u64, u64)> {
+        if !self
+            .verdict
+            .cause
+            .as_ref()
+            .is_some_and(|c| c.kind().in_the_prompt())
+        {
+            return None;
+        }
         use prompt_core::profile::{Granularity, Profile};
         let column = |r: &RequestAudit, rule: Rule| r.cached.get(&rule).copied().unwrap_or(0);
         if self.verdict.provider == Some(Host::Anthropic) {
@@ -124,10 +135,10 @@ impl RequestAudit {
             // on one side only (about ten tokens of JSON each).
             const MARKER_TOKENS: u64 = 12;
             let markers = (pred.verdict.breakpoints.len() + self.verdict.breakpoints.len()) as u64;
-            return (
+            return Some((
                 ideal.saturating_sub(column(self, Rule::Anthropic)),
                 2 + MARKER_TOKENS * markers,
-            );
+            ));
         }
         let profile = Profile::lookup(
             self.shape,
@@ -140,7 +151,7 @@ impl RequestAudit {
         };
         let ideal = profile.readable(pred.tokens, pred.tokens + 1);
         let read = profile.readable(column(self, Rule::LlamaCpp), self.tokens);
-        (ideal.saturating_sub(read), step)
+        Some((ideal.saturating_sub(read), step))
     }
 }
 

@@ -338,7 +338,9 @@ fn the_tokens_a_break_loses_are_its_provider_column_s() {
                 .iter()
                 .find(|x| x.line == p.tag)
                 .unwrap_or_else(|| panic!("{name} line {}: no line {}", r.line, p.tag));
-            let (column_lost, step) = r.lost_by_provider_column(pred);
+            let Some((column_lost, step)) = r.lost_by_provider_column(pred) else {
+                continue;
+            };
             assert!(
                 v.tokens_lost.abs_diff(column_lost) <= step,
                 "{name} line {}: the verdict loses {}, its provider's column {column_lost}",
