@@ -155,6 +155,9 @@ impl RequestAudit {
     }
 }
 
+/// The most element forms whose own token count is remembered ([`Auditor`]).
+const OWN_TOKENS_CAP: usize = 1 << 17;
+
 /// Why a line was skipped.
 #[derive(Debug, thiserror::Error)]
 pub enum LineProblem {
@@ -415,6 +418,9 @@ const MAX_LANES: usize = 256;
 pub struct Auditor<'t> {
     config: AuditConfig,
     cache: TokenCache<'t>,
+    /// Each element form's own token count, by the hash of its bytes as sent: an element equal
+    /// to one cached but sent otherwise is counted once in its own form, then looked up.
+    own_tokens: HashMap<u64, u32>,
     engine: Engine,
     sims: HashMap<String, CacheSim>,
     overflow_sim: CacheSim,
@@ -493,6 +499,7 @@ impl<'t> Auditor<'t> {
     pub fn new(tokenizer: &'t dyn Tokenizer, config: AuditConfig) -> Self {
         Self {
             cache: TokenCache::new(tokenizer, config.token_cache),
+            own_tokens: HashMap::new(),
             engine: Engine::new(config.engine),
             sims: HashMap::new(),
             overflow_sim: CacheSim::new(config.sim),
@@ -704,6 +711,11 @@ impl<'t> Auditor<'t> {
         // its text), for the engine's counts and the simulator's rules alike.
         let mut segments: Vec<Segment> = Vec::new();
         let cache = &mut self.cache;
+        let own_tokens = &mut self.own_tokens;
+        // Bounded like the token cache: forgotten at once past it, then counted again.
+        if own_tokens.len() >= OWN_TOKENS_CAP {
+            own_tokens.clear();
+        }
         let mut verdict = self
             .engine
             .analyze_read(canonical, &exchange, line, &mut |c, b| {
@@ -711,15 +723,19 @@ impl<'t> Auditor<'t> {
                 // The engine counts the element's own bytes: one equal as cached but sent
                 // otherwise (a string re-sent as its one text block) is not counted as the
                 // form seen first, so a verdict does not depend on what else was seen (a
-                // proxy launched per turn prints what the audit of its log says).
-                let sent = c.sent_text(b);
-                let len = if segment.text() == sent.as_ref() {
-                    segment.len()
-                } else {
-                    cache.tokenizer().encode(&sent).len()
-                };
+                // proxy launched per turn prints what the audit of its log says). Each
+                // form is compared once, by the hash of its bytes.
+                let len = *own_tokens.entry(b.raw_hash).or_insert_with(|| {
+                    let sent = c.sent_text(b);
+                    let n = if segment.text() == sent.as_ref() {
+                        segment.len()
+                    } else {
+                        cache.tokenizer().encode(&sent).len()
+                    };
+                    u32::try_from(n).unwrap_or(u32::MAX)
+                });
                 segments.push(segment);
-                u32::try_from(len).unwrap_or(u32::MAX)
+                len
             });
         // A break's tokens lost end where the provider's rule stops reading: inside the
         // changed element, after the tokens still shared there.
