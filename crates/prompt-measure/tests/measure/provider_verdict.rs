@@ -82,14 +82,20 @@ fn responses(turns: usize, tool: &str) -> String {
     .to_string()
 }
 
-/// An Anthropic reply: `input` tokens in all, `cached` of them read from the cache.
-fn anthropic_reply(
+/// The reply on `path` ([`MESSAGES`]: Anthropic's; else OpenAI Responses'), whole or
+/// streamed: `input` tokens in all, `cached` of them read from the cache, the provider's cache
+/// diagnostics when given.
+fn provider_reply(
+    path: &str,
     id: &str,
     input: u64,
     cached: u64,
     diagnostics: Option<&str>,
     stream: bool,
 ) -> Value {
+    if path != MESSAGES {
+        return responses_reply(id, input, cached, diagnostics, stream);
+    }
     let usage = json!({"input_tokens": input - cached, "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0, "output_tokens": 2});
     let diag = diagnostics
         .map(|d| format!(r#","diagnostics":{d}"#))
@@ -110,15 +116,9 @@ event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
     ))
 }
 
-/// An OpenAI Responses reply.
-fn responses_reply(
-    id: &str,
-    input: u64,
-    cached: u64,
-    diagnostics: Option<&str>,
-    stream: bool,
-) -> Value {
-    let diag = diagnostics
+/// [`provider_reply`] of OpenAI Responses.
+fn responses_reply(id: &str, input: u64, cached: u64, diag: Option<&str>, stream: bool) -> Value {
+    let diag = diag
         .map(|d| format!(r#","prompt_cache_diagnostics":{d}"#))
         .unwrap_or_default();
     let whole = format!(
@@ -180,11 +180,11 @@ fn after_first(
     let (first, first_reply) = match path {
         MESSAGES => (
             anthropic(2, "Read a file."),
-            anthropic_reply("msg_01", 9_000, 0, None, stream),
+            provider_reply(MESSAGES, "msg_01", 9_000, 0, None, stream),
         ),
         _ => (
             responses(2, "read"),
-            responses_reply("resp_01", 9_000, 0, None, stream),
+            provider_reply(RESPONSES, "resp_01", 9_000, 0, None, stream),
         ),
     };
     run(&[
@@ -201,12 +201,12 @@ fn anthropic_pair(
     cached: u64,
     against: Option<&str>,
 ) -> Audited {
-    let reply = anthropic_reply("msg_02", 13_000, cached, diagnostics, stream);
+    let reply = provider_reply(MESSAGES, "msg_02", 13_000, cached, diagnostics, stream);
     after_first(MESSAGES, &anthropic(3, tool), reply, stream, against)
 }
 
 fn openai_pair(diagnostics: Option<&str>, stream: bool, tool: &str, cached: u64) -> Audited {
-    let reply = responses_reply("resp_02", 13_000, cached, diagnostics, stream);
+    let reply = provider_reply(RESPONSES, "resp_02", 13_000, cached, diagnostics, stream);
     after_first(RESPONSES, &responses(3, tool), reply, stream, None)
 }
 
@@ -288,7 +288,7 @@ fn anthropic_diagnostics_agree_disagree_and_provider_side_whole_and_streamed() {
             r#"{},"diagnostics":{{"previous_message_id":"msg_01"}}}}"#,
             &asked[..asked.len() - 1]
         );
-        let reply = anthropic_reply("msg_02", 13_000, 300, None, stream);
+        let reply = provider_reply(MESSAGES, "msg_02", 13_000, 300, None, stream);
         let a = after_first(MESSAGES, &asked, reply, stream, None);
         assert!(
             matches!(agreement(second(&a)), Agreement::ProviderSide { .. }),
@@ -356,7 +356,7 @@ fn openai_diagnostics_agree_disagree_provider_side_and_provider_only_whole_and_s
     // is assumed here, as the reader takes any `*_changed` that names the parameter.)
     let effort = |b: String| b.replacen('{', r#"{"reasoning":{"effort":"high"},"#, 1);
     let pair = |diagnostics: &str| {
-        let reply = responses_reply("resp_02", 13_000, 0, Some(diagnostics), false);
+        let reply = provider_reply(RESPONSES, "resp_02", 13_000, 0, Some(diagnostics), false);
         after_first(RESPONSES, &effort(responses(3, "read")), reply, false, None)
     };
     let a =
