@@ -167,8 +167,12 @@ pub(super) fn run(
                     let (outcome, said) = score(&expected, &audit.verdict);
                     out.injected.entry(api).or_default().add(outcome);
                     if outcome != super::Outcome::Right && out.examples.len() < 12 {
+                        // The same pair in one launch, to tell what the launches change.
+                        let mut one = Audit::new(agent.name, api, tokenizer);
+                        one.push(&pred)?;
+                        let (_, in_one) = score(&expected, &one.push(&x)?.verdict);
                         out.examples.push(format!(
-                            "{}: injected {kind} at {:?} across launches ({}); said {said}",
+                            "{}: injected {kind} at {:?} across launches ({}); said {said}; in one launch: {in_one}",
                             agent.name, expected.place, expected.how
                         ));
                     }
