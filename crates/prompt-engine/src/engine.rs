@@ -776,7 +776,17 @@ impl Engine {
                     // less what it reads of this request (nothing, for a change of the
                     // model, key or a parameter the cache is keyed by).
                     let ideal = ideal_read(&profile, pred);
-                    let keyed = chain_element(&change.place, &canonical).is_none();
+                    // A change of what keys the cache (the model, the key, a header or a
+                    // parameter) leaves nothing readable; one in the prompt's elements (a
+                    // tool, a system block, a message, removed at the end included) leaves
+                    // what comes before it.
+                    let keyed = matches!(
+                        change.place,
+                        Place::Model
+                            | Place::CacheKey
+                            | Place::Parameter { .. }
+                            | Place::Header { .. }
+                    );
                     let read = match expected {
                         _ if keyed => 0,
                         Expected::Tokens(t)
@@ -785,8 +795,18 @@ impl Engine {
                         Expected::BelowMinimum => 0,
                     };
                     analysis.tokens_lost = ideal.saturating_sub(read);
+                    // Read on into the changed element only where the earlier request had the
+                    // same element there (an edit in place): the divergence of a tool is
+                    // told against the earlier tool of its name, wherever that was.
+                    let in_place = match change.place {
+                        Place::Tools { index } => {
+                            pred.canonical.tools.get(index).map(|t| &t.name)
+                                == canonical.tools.get(index).map(|t| &t.name)
+                        }
+                        _ => true,
+                    };
                     let partial = chain_element(&change.place, &canonical)
-                        .filter(|_| profile.lookback_blocks().is_none())
+                        .filter(|_| in_place && profile.lookback_blocks().is_none())
                         .map(|b| (b.start as usize, change.divergence.byte_offset))
                         .filter(|(start, at)| at > start);
                     if !keyed {

@@ -691,3 +691,69 @@ fn a_message_re_sent_with_other_whitespace_is_serialization_only() {
     let v = engine_run(&[at(&e, None), at(&edited, None)]);
     assert_eq!(v[1].cause, Some(Cause::EditInPlace), "{:?}", v[1]);
 }
+
+/// A Chat Completions body of model `m` with these tools (name, description) and messages.
+fn chat_with_tools(tools: &[(&str, &str)], messages: &[(&str, &str)]) -> String {
+    let tools: Vec<_> = tools
+        .iter()
+        .map(|(name, description)| {
+            serde_json::json!({"type": "function", "function": {"name": name, "description": description, "parameters": {"type": "object"}}})
+        })
+        .collect();
+    let mut body: serde_json::Value = serde_json::from_str(&chat(messages)).unwrap_or_default();
+    body["tools"] = serde_json::Value::Array(tools);
+    body.to_string()
+}
+
+#[test]
+fn a_tool_removed_at_the_end_loses_what_follows_it_not_what_precedes_it() {
+    let read = ("read", &*"Read a file. ".repeat(200));
+    let grep = ("grep", &*"Search files. ".repeat(200));
+    let turns = [
+        ("system", "Be brief."),
+        ("user", "list the files"),
+        ("assistant", "src, tests"),
+        ("user", "and in src?"),
+    ];
+    let e = chat_with_tools(&[read, grep], &turns);
+    let l = chat_with_tools(&[read], &turns);
+    let path = Some("/v1/chat/completions");
+    let v = engine_run(&[at(&e, path), at(&l, path)]);
+    assert_eq!(
+        v[1].cause.as_ref().map(Cause::kind),
+        Some(CauseKind::ToolsChanged)
+    );
+    // The first tool is still read: lost is the rest, not the whole request (a change of
+    // the model or a parameter would lose it all).
+    assert!(
+        v[1].tokens_lost > 0 && v[1].tokens_lost < v[0].tokens,
+        "{} of {}",
+        v[1].tokens_lost,
+        v[0].tokens
+    );
+    assert!(v[1].expected_cached > 0, "{:?}", v[1]);
+}
+
+#[test]
+fn a_tool_moved_and_edited_reads_nothing_of_the_tool_that_took_its_place() {
+    let read = ("read", &*"Read a file. ".repeat(200));
+    let grep = ("grep", &*"Search files. ".repeat(200));
+    let grep_edited = ("grep", &*"Search files. ".repeat(201));
+    let turns = [
+        ("system", "Be brief."),
+        ("user", "list the files"),
+        ("assistant", "src, tests"),
+        ("user", "and in src?"),
+    ];
+    let e = chat_with_tools(&[read, grep], &turns);
+    // `grep` edited and moved first: the earlier first tool was `read`, so the provider
+    // shares nothing of the tools field past its opening bytes.
+    let l = chat_with_tools(&[grep_edited, read], &turns);
+    let path = Some("/v1/chat/completions");
+    let v = engine_run(&[at(&e, path), at(&l, path)]);
+    assert_eq!(
+        v[1].cause.as_ref().map(Cause::kind),
+        Some(CauseKind::ToolsChanged)
+    );
+    assert_eq!(v[1].tokens_lost, v[0].tokens, "{:?}", v[1]);
+}
