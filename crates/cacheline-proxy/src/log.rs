@@ -79,7 +79,7 @@ impl ExchangeLog {
                 if n == 0 {
                     break;
                 }
-                self.lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+                self.lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
                 last = buf[n - 1];
             }
             self.len = len;
