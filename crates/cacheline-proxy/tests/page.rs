@@ -471,13 +471,14 @@ fn assert_page(dom: &str) {
         third.contains("the system field was rewritten"),
         "the verdict:\n{third}"
     );
-    // Its bar: nothing shared, 76 tokens re-processed, the rest new; widths add up.
+    // Its bar: nothing shared; re-processed, what OpenAI would have read of an append-only
+    // request (1,280 tokens, in its 128-token steps); the rest new; widths add up.
     assert!(
-        third.contains("data-cached=\"0\" data-reprocessed=\"76\" data-new=\"29\""),
+        third.contains("data-cached=\"0\" data-reprocessed=\"1280\" data-new=\"148\""),
         "{third}"
     );
     assert!(
-        third.contains("width: 72.38%") && third.contains("width: 27.62%"),
+        third.contains("width: 89.64%") && third.contains("width: 10.36%"),
         "{third}"
     );
     assert!(
