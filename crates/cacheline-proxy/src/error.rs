@@ -3,6 +3,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// A shell's exit status for a command it cannot find.
+pub const NOT_FOUND: i32 = 127;
+/// A shell's exit status for a command it found but cannot run (not executable, not a
+/// program, a directory).
+pub const NOT_EXECUTABLE: i32 = 126;
+
 /// Why the proxy could not start or run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -60,22 +66,20 @@ pub enum ProxyError {
 
 impl ProxyError {
     /// The exit status a shell gives when it cannot run the command:
-    /// [`NOT_FOUND`](crate::launcher::NOT_FOUND) (127) for a launched command that does not
-    /// exist, [`NOT_EXECUTABLE`](crate::launcher::NOT_EXECUTABLE) (126) for one that cannot
+    /// [`NOT_FOUND`](NOT_FOUND) (127) for a launched command that does not
+    /// exist, [`NOT_EXECUTABLE`](NOT_EXECUTABLE) (126) for one that cannot
     /// be executed; `None` for every other error.
     pub fn shell_exit_code(&self) -> Option<i32> {
         let ProxyError::Command { source, .. } = self else {
             return None;
         };
         match source.kind() {
-            std::io::ErrorKind::NotFound => Some(crate::launcher::NOT_FOUND),
+            std::io::ErrorKind::NotFound => Some(NOT_FOUND),
             std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::IsADirectory => {
-                Some(crate::launcher::NOT_EXECUTABLE)
+                Some(NOT_EXECUTABLE)
             }
             // ENOEXEC: a file the kernel cannot run (no shebang, another architecture).
-            _ if source.raw_os_error() == Some(libc::ENOEXEC) => {
-                Some(crate::launcher::NOT_EXECUTABLE)
-            }
+            _ if source.raw_os_error() == Some(libc::ENOEXEC) => Some(NOT_EXECUTABLE),
             _ => None,
         }
     }

@@ -22,9 +22,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prompt_engine::headers::{Forwarding, forwarding};
 
-use crate::accept::ConnState;
 use crate::access::LocalRoutes;
 use crate::analysis::{Job, Message};
+use crate::conn::ConnState;
 use crate::copy::BodyCopy;
 use crate::diagnose::{self, Diagnose, DiagnoseJob};
 use crate::error::ProxyError;
@@ -59,13 +59,23 @@ pub(crate) struct Shared {
     pub(crate) routes: LocalRoutes,
     pub(crate) listen: SocketAddr,
     /// `/_cacheline/state`, as last built.
-    pub(crate) state_json: crate::page::StateCache,
+    pub(crate) state_json: crate::state::StateCache,
+}
+
+/// What forwarding takes of the proxy's configuration.
+pub(crate) struct ForwardConfig {
+    pub(crate) limits: Limits,
+    pub(crate) upstreams: Upstreams,
+    pub(crate) max_copy_bytes: usize,
+    pub(crate) upstream_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) local_routes: LocalRoutes,
 }
 
 impl Shared {
     /// What every connection of a proxy listening on `listen` with `config` shares.
     pub(crate) fn new(
-        config: &crate::ProxyConfig,
+        config: ForwardConfig,
         listen: SocketAddr,
         queue: SyncSender<Message>,
         state: Arc<ProxyState>,
@@ -85,16 +95,16 @@ impl Shared {
         Ok(Shared {
             client: RwLock::new(client),
             connector,
-            limits: config.limits.clone(),
-            upstreams: config.upstreams.clone(),
+            limits: config.limits,
+            upstreams: config.upstreams,
             queue,
             state,
             max_copy_bytes: config.max_copy_bytes,
             upstream_timeout: config.upstream_timeout,
             diagnose,
-            routes: config.local_routes.clone(),
+            routes: config.local_routes,
             listen,
-            state_json: crate::page::StateCache::default(),
+            state_json: crate::state::StateCache::default(),
         })
     }
 

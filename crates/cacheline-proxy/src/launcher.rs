@@ -23,11 +23,9 @@ pub fn base_url_env(addr: SocketAddr) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// A shell's exit status for a command it cannot find.
-pub const NOT_FOUND: i32 = 127;
-/// A shell's exit status for a command it found but cannot run (not executable, not a
-/// program, a directory).
-pub const NOT_EXECUTABLE: i32 = 126;
+/// The exit statuses a shell gives a command it cannot find or cannot run
+/// ([`ProxyError::shell_exit_code`]).
+pub use crate::error::{NOT_EXECUTABLE, NOT_FOUND};
 
 /// The exit status a shell would report: the code, or 128 + the signal that ended it.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {

@@ -40,6 +40,7 @@ use tokio::sync::watch;
 mod accept;
 pub mod access;
 mod analysis;
+mod conn;
 mod copy;
 mod counts;
 pub mod diagnose;
@@ -268,7 +269,14 @@ impl Proxy {
             .diagnose
             .then(|| Arc::new(diagnose::Diagnose::default()));
         let shared = Arc::new(forward::Shared::new(
-            &config,
+            forward::ForwardConfig {
+                limits: config.limits.clone(),
+                upstreams: config.upstreams.clone(),
+                max_copy_bytes: config.max_copy_bytes,
+                upstream_timeout: config.upstream_timeout,
+                connect_timeout: config.connect_timeout,
+                local_routes: config.local_routes.clone(),
+            },
             addr,
             queue.clone(),
             state.clone(),

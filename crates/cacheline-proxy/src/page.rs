@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::access;
 use crate::counts::Totals;
 use crate::forward::Shared;
-use crate::state::{ProxyState, SessionView};
+use crate::state::{ProxyState, SessionView, StateCache};
 use prompt_measure::report::RequestRow;
 
 /// The page: one static file, no CDN, no build step.
@@ -77,12 +77,6 @@ struct StateJson {
 fn for_page(mut row: RequestRow) -> RequestRow {
     row.body = None;
     row
-}
-
-/// `/_cacheline/state` as last built, and the state's version it was built at.
-#[derive(Default)]
-pub(crate) struct StateCache {
-    built: tokio::sync::Mutex<Option<(u64, Bytes)>>,
 }
 
 /// The state's JSON: the cached one while the state has not changed; else built again on the

@@ -297,6 +297,13 @@ impl ProxyState {
     }
 }
 
+/// `/_cacheline/state` as last built, and the state's version it was built at (the page
+/// serves it; the proxy's shared state holds it).
+#[derive(Default)]
+pub(crate) struct StateCache {
+    pub(crate) built: tokio::sync::Mutex<Option<(u64, bytes::Bytes)>>,
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

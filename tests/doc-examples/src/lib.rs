@@ -19,6 +19,8 @@ pub mod docs {
     pub mod agent_toml {}
     #[doc = include_str!("../../../docs/agents.md")]
     pub mod agents {}
+    #[doc = include_str!("../../../docs/architecture.md")]
+    pub mod architecture {}
     #[doc = include_str!("../../../docs/benchmarks.md")]
     pub mod benchmarks {}
     #[doc = include_str!("../../../docs/catalogue.md")]
