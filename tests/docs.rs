@@ -801,6 +801,10 @@ fn every_readme_dependency_snippet_builds_and_runs_a_crate_of_its_own() {
             .args(["run", "--offline", "--quiet"])
             .current_dir(&dir)
             .env("CARGO_TARGET_DIR", &target)
+            // What the snippet builds is only run once: no debuginfo, no incremental state
+            // (a cold CI run filled its disk with them).
+            .env("CARGO_PROFILE_DEV_DEBUG", "false")
+            .env("CARGO_INCREMENTAL", "0")
             .output()
             .unwrap_or_else(|e| panic!("{cargo}: {e}"));
         let stdout = String::from_utf8_lossy(&output.stdout);
