@@ -541,3 +541,226 @@ fn live_isolation_exact_reuse_while_another_client_uses_the_shared_server() {
         }
     });
 }
+
+/// `cacheline proxy --stabilize` on a Qwen Code session rolled past midnight, on the live
+/// server: the date line of its setup context (`messages[1]`, what the catalogue's
+/// `qwen-code-session-date` names) is rewritten by the agent; the proxy's repair (the same
+/// function the proxy runs, `RepairState::decide`) sends the first day's line and appends
+/// the new one. Asked for today's date, the model must give the new date at least as often
+/// as after the agent's own rewrite (within a tenth of the trials) and far more often than
+/// with no update; and the repaired request re-processes only what follows the history,
+/// where the rewrite re-processes everything after the system message.
+mod stabilize_live {
+    use cacheline_proxy::stabilize::{Decision, RepairState, repairable};
+    use prompt_llama::ChatOptions;
+    use prompt_measure::catalogue::{AgentId, Catalogue};
+
+    use super::{say, server};
+
+    /// The days: the session's first, and the one after it.
+    const DAYS: [(&str, &[&str], &str, &[&str]); 2] = [
+        (
+            "Friday, December 4, 2026",
+            &["december 4", "dec 4", "friday", "12/04", "2026-12-04"],
+            "Saturday, December 5, 2026",
+            &["december 5", "dec 5", "saturday", "12/05", "2026-12-05"],
+        ),
+        (
+            "Sunday, February 28, 2027",
+            &["february 28", "feb 28", "sunday", "02/28", "2027-02-28"],
+            "Monday, March 1, 2027",
+            &["march 1", "mar 1", "monday", "03/01", "2027-03-01"],
+        ),
+    ];
+
+    const QUESTIONS: [&str; 5] = [
+        "What is today's date?",
+        "What day is it today?",
+        "Tell me today's date.",
+        "Which date is it now?",
+        "What's the date today?",
+    ];
+
+    const EXCHANGES: [(&str, &str); 6] = [
+        (
+            "List the files here.",
+            "There are README.md and src/main.rs.",
+        ),
+        ("What does main.rs do?", "It prints a greeting."),
+        ("Run the tests.", "All tests passed."),
+        ("Add a comment to main.rs.", "Done: the comment is added."),
+        ("Show the git status.", "One file is modified."),
+        ("Commit the change.", "The change is committed."),
+    ];
+
+    const HISTORIES: [usize; 4] = [0, 1, 3, 6];
+
+    /// Qwen Code's shape: a system message, the setup context with the date line (as a text
+    /// part, as Qwen Code sends it), its acknowledgement, `history` exchanges, `question`.
+    fn body(date: &str, history: usize, question: &str) -> Vec<u8> {
+        let system = "You are Qwen Code, an interactive CLI agent for software engineering tasks. Answer briefly. ".repeat(12);
+        let setup = format!(
+            "This is the Qwen Code. We are setting up the context for our chat.\nToday's date is {date} (formatted according to the user's locale).\nMy operating system is: linux\n"
+        );
+        let mut messages = vec![
+            serde_json::json!({"role": "system", "content": system}),
+            serde_json::json!({"role": "user", "content": [{"type": "text", "text": setup}]}),
+            serde_json::json!({"role": "assistant", "content": "Got it. Thanks for the context!"}),
+        ];
+        for (q, a) in EXCHANGES.iter().take(history) {
+            messages.push(serde_json::json!({"role": "user", "content": q}));
+            messages.push(serde_json::json!({"role": "assistant", "content": a}));
+        }
+        messages.push(serde_json::json!({"role": "user", "content": question}));
+        serde_json::json!({"model": "qwen3-coder-plus", "messages": messages})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn messages(body: &[u8]) -> Vec<u8> {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));
+        v["messages"].to_string().into_bytes()
+    }
+
+    /// The request `--stabilize` sends for the second day's `later`, after the first day's
+    /// `earlier` was seen.
+    fn repaired(earlier: &[u8], later: &[u8]) -> Vec<u8> {
+        let catalogue = Catalogue::builtin().unwrap_or_else(|e| panic!("{e}"));
+        let entries = repairable(
+            catalogue.writers(),
+            Some(&["qwen-code-session-date".to_owned()]),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let agent = AgentId::from_user_agent("QwenCode/0.15.10 (linux; x64)");
+        let mut state = RepairState::default();
+        let api = prompt_core::ApiKind::OpenAi;
+        assert!(matches!(
+            state.decide(&entries, api, agent.as_ref(), earlier, 1),
+            Decision::Untouched
+        ));
+        match state.decide(&entries, api, agent.as_ref(), later, 2) {
+            Decision::Repaired { body, .. } => body,
+            other => panic!("not repaired: {other:?}"),
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum Arm {
+        NoUpdate,
+        AgentRewrite,
+        Stabilized,
+    }
+
+    #[test]
+    fn live_stabilize_the_model_still_learns_the_new_date_and_the_cache_is_kept() {
+        let Some((client, _guard)) =
+            server("live_stabilize_the_model_still_learns_the_new_date_and_the_cache_is_kept")
+        else {
+            return;
+        };
+        let options = ChatOptions::greedy_uncached(24);
+        let arms = [Arm::NoUpdate, Arm::AgentRewrite, Arm::Stabilized];
+        // (new, old) answers per arm, and per arm and history for the spread.
+        let mut new = [0usize; 3];
+        let mut old = [0usize; 3];
+        let mut by_history = [[0usize; HISTORIES.len()]; 3];
+        let mut trials = 0;
+        for (first, old_marks, second, new_marks) in DAYS {
+            for (h, &history) in HISTORIES.iter().enumerate() {
+                for question in QUESTIONS {
+                    trials += 1;
+                    let earlier = body(first, history, question);
+                    let later = body(second, history, question);
+                    for (a, arm) in arms.iter().enumerate() {
+                        let sent = match arm {
+                            Arm::NoUpdate => earlier.clone(),
+                            Arm::AgentRewrite => later.clone(),
+                            Arm::Stabilized => repaired(&earlier, &later),
+                        };
+                        let reply = client
+                            .chat(&messages(&sent), &options)
+                            .unwrap_or_else(|e| panic!("{arm:?}: {e}"));
+                        let text = reply.content.to_lowercase();
+                        let says_new = new_marks.iter().any(|m| text.contains(m));
+                        let says_old = old_marks.iter().any(|m| text.contains(m));
+                        if says_new {
+                            new[a] += 1;
+                            by_history[a][h] += 1;
+                        } else if says_old {
+                            old[a] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        for (a, arm) in arms.iter().enumerate() {
+            let per: Vec<String> = HISTORIES
+                .iter()
+                .zip(by_history[a])
+                .map(|(h, n)| format!("h{h} {n}/{}", DAYS.len() * QUESTIONS.len()))
+                .collect();
+            say(&format!(
+                "stabilize probe: {arm:?}: the new date {}/{trials}, the old date {}/{trials} (by history: {})",
+                new[a],
+                old[a],
+                per.join(", ")
+            ));
+        }
+        assert!(trials >= 40, "{trials} trials");
+        let [none, rewrite, stabilized] = new;
+        assert!(
+            stabilized + trials / 10 >= rewrite,
+            "repaired: the new date {stabilized}/{trials}, the agent's rewrite {rewrite}/{trials}"
+        );
+        assert!(
+            stabilized >= none + trials / 4,
+            "repaired: the new date {stabilized}/{trials}, no update {none}/{trials}"
+        );
+
+        // The cache: the first day's request, then the second day's, rewritten or repaired,
+        // each pair on a slot of its own (the prompt cache on).
+        let cached = ChatOptions::cached(4);
+        let mut reprocessed = Vec::new();
+        for arm in [Arm::AgentRewrite, Arm::Stabilized] {
+            let earlier = body(DAYS[0].0, 6, "Summarize what we did.");
+            let later_agent = body(DAYS[0].2, 6, "Summarize what we did.");
+            // The next turn on the next day: the history plus the reply and a new question.
+            let mut later: serde_json::Value =
+                serde_json::from_slice(&later_agent).unwrap_or_else(|e| panic!("{e}"));
+            if let Some(list) = later["messages"].as_array_mut() {
+                list.push(
+                    serde_json::json!({"role": "assistant", "content": "We committed a change."}),
+                );
+                list.push(serde_json::json!({"role": "user", "content": "What is next?"}));
+            }
+            let later = later.to_string().into_bytes();
+            let sent = match arm {
+                Arm::Stabilized => repaired(&earlier, &later),
+                _ => later,
+            };
+            let first = client
+                .chat(&messages(&earlier), &cached)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let second = client
+                .chat(&messages(&sent), &cached)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let tokens = client
+                .prompt_tokens(&messages(&sent))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .len();
+            say(&format!(
+                "stabilize cache: {arm:?}: the first day's request {} tokens; the next day's {tokens} tokens, {} re-processed, {} reused",
+                first.timings.prompt_n + first.timings.cache_n,
+                second.timings.prompt_n,
+                second.timings.cache_n
+            ));
+            reprocessed.push(second.timings.prompt_n);
+        }
+        assert!(
+            reprocessed[1] * 4 < reprocessed[0],
+            "repaired re-processed {} tokens, the rewrite {}",
+            reprocessed[1],
+            reprocessed[0]
+        );
+    }
+}

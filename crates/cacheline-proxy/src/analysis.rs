@@ -4,8 +4,8 @@
 //! the same lines: its verdicts are the proxy's.
 
 use std::io::Read;
-use std::sync::Arc;
 use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prompt_measure::audit::AuditSummary;
@@ -38,6 +38,10 @@ pub(crate) struct Job {
     /// `--diagnose`: the session its reply id is held under, and the reply its request was
     /// compared with.
     pub(crate) diagnose: Option<DiagnoseJob>,
+    /// `--stabilize`: what it did (the request copy is then what was sent upstream).
+    pub(crate) repair: Option<crate::stabilize::RepairNote>,
+    /// `--stabilize`: the agent's own body, when what was sent differs.
+    pub(crate) agent_request: Option<Arc<Mutex<BodyCopy>>>,
 }
 
 /// What the analysis thread is told.
@@ -169,6 +173,10 @@ pub(crate) fn run(
             ));
         } else {
             let request = job.request.bytes();
+            let agent_request = job
+                .agent_request
+                .as_ref()
+                .and_then(|c| c.lock().ok().map(|c| c.bytes()));
             let response = if job.response.is_over() {
                 Err(format!("the reply is over {cap} bytes"))
             } else {
@@ -203,6 +211,8 @@ pub(crate) fn run(
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
                     launch: &settings.launch,
+                    repair: job.repair.as_ref(),
+                    agent_request: agent_request.as_deref(),
                 };
                 // The log's own numbering: lines of earlier and concurrent launches count.
                 if let Some((line, at)) =
@@ -226,10 +236,18 @@ pub(crate) fn run(
             exchange.ts = Some(job.ts);
             exchange.diagnosed_against = job.diagnose.as_ref().and_then(|d| d.against.clone());
             exchange.launch = Some(settings.launch.clone());
+            exchange.repair = job.repair.clone();
             report.audit = auditor
                 .push_exchange(line_no, exchange)
                 .map(Box::new)
-                .map_err(|e| format!("could not be read: {e}"));
+                .map_err(|e| {
+                    let refused = job
+                        .repair
+                        .as_ref()
+                        .map(prompt_measure::report::refusal_clause)
+                        .unwrap_or_default();
+                    format!("could not be read: {e}{refused}")
+                });
             if let Ok(audit) = &report.audit {
                 state.set_lifetime(auditor.lifetime_total());
                 if let Some(h) = held.as_mut() {

@@ -45,6 +45,10 @@ pub enum ProxyError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// `--stabilize` cannot be used as given (an entry that is not in the catalogue or not
+    /// marked `repair`; with `--diagnose`).
+    #[error("{0}")]
+    Stabilize(String),
     /// The TLS setup for the hosted APIs failed.
     #[error("TLS setup: {0}")]
     Tls(String),

@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     pub(crate) upstream_timeout: Duration,
     /// `--diagnose`: its state, when on.
     pub(crate) diagnose: Option<Arc<Diagnose>>,
+    /// `--stabilize`: its entries and state, when on.
+    pub(crate) stabilize: Option<Arc<crate::stabilize::Stabilizer>>,
     /// Who may read the proxy's own routes, and the address it listens on.
     pub(crate) routes: LocalRoutes,
     pub(crate) listen: SocketAddr,
@@ -70,6 +72,7 @@ pub(crate) struct ForwardConfig {
     pub(crate) upstream_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) local_routes: LocalRoutes,
+    pub(crate) stabilize: Option<Arc<crate::stabilize::Stabilizer>>,
 }
 
 impl Shared {
@@ -102,6 +105,7 @@ impl Shared {
             max_copy_bytes: config.max_copy_bytes,
             upstream_timeout: config.upstream_timeout,
             diagnose,
+            stabilize: config.stabilize,
             routes: config.local_routes,
             listen,
             state_json: crate::state::StateCache::default(),
@@ -566,7 +570,7 @@ pub(crate) async fn handle(
         .get(hyper::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(|v| head(v, 128).to_owned());
-    let copy = Arc::new(Mutex::new(BodyCopy::new(
+    let mut copy = Arc::new(Mutex::new(BodyCopy::new(
         &shared.state.budget,
         body.size_hint().exact(),
         shared.max_copy_bytes,
@@ -656,6 +660,82 @@ pub(crate) async fn handle(
             }
         }
     }
+    // `--stabilize`: a request an entry may apply to is read whole and, when the entry's
+    // change is there and the repair is sure, sent repaired (the analysis then judges what
+    // was sent; the agent's own body goes to the log beside it).
+    let mut repair = None;
+    let mut agent_request = None;
+    if let Some(st) = &shared.stabilize
+        && diagnose_job.is_none()
+        && let Some(kind) = prompt_engine::shape_of_path(&path)
+    {
+        let agent_id = prompt_measure::catalogue::AgentId::from_headers(&headers);
+        if let Some(entry) = st.watches(agent_id.as_ref()) {
+            let entry = entry.to_owned();
+            if parts.headers.contains_key(hyper::header::CONTENT_ENCODING) {
+                repair = Some(st.refuse(&entry, "a compressed request body is not repaired"));
+            } else {
+                let (frames, whole) = match read_whole(
+                    &mut body,
+                    &copy,
+                    shared.max_copy_bytes,
+                    shared.upstream_timeout,
+                )
+                .await
+                {
+                    Ok(read) => read,
+                    Err(e) => {
+                        return Ok(text(
+                            StatusCode::BAD_REQUEST,
+                            format!(
+                                "cacheline proxy: the request body could not be read: {}\n",
+                                chain(&e)
+                            ),
+                        ));
+                    }
+                };
+                read = frames;
+                if whole {
+                    rest = None;
+                    let mut bytes = Vec::new();
+                    for f in &read {
+                        if let Some(data) = f.data_ref() {
+                            bytes.extend_from_slice(data);
+                        }
+                    }
+                    match st.decide(kind, agent_id.as_ref(), &bytes) {
+                        crate::stabilize::Decision::Untouched => {}
+                        crate::stabilize::Decision::Refused(note) => repair = Some(note),
+                        crate::stabilize::Decision::Repaired { body: sent, note } => {
+                            parts.headers.remove(hyper::header::TRANSFER_ENCODING);
+                            parts.headers.insert(
+                                hyper::header::CONTENT_LENGTH,
+                                HeaderValue::from(sent.len()),
+                            );
+                            let sent = Bytes::from(sent);
+                            let mut sent_copy = BodyCopy::new(
+                                &shared.state.budget,
+                                Some(sent.len() as u64),
+                                shared.max_copy_bytes,
+                            );
+                            sent_copy.push(&sent, shared.max_copy_bytes);
+                            agent_request = Some(std::mem::replace(
+                                &mut copy,
+                                Arc::new(Mutex::new(sent_copy)),
+                            ));
+                            read = VecDeque::from([Frame::data(sent)]);
+                            repair = Some(note);
+                        }
+                    }
+                } else {
+                    repair = Some(st.refuse(
+                        &entry,
+                        "the body is over the copy cap or did not end in time",
+                    ));
+                }
+            }
+        }
+    }
     if chunked && !parts.headers.contains_key(hyper::header::CONTENT_LENGTH) {
         parts.headers.insert(
             hyper::header::TRANSFER_ENCODING,
@@ -712,6 +792,8 @@ pub(crate) async fn handle(
         outcome: Outcome::Complete,
         added_latency: added,
         diagnose: diagnose_job.clone(),
+        repair: repair.clone(),
+        agent_request: agent_request.clone(),
     };
     let response = match sent {
         Ok(Ok(response)) => response,

@@ -53,6 +53,7 @@ pub mod metrics;
 mod page;
 pub mod route;
 pub mod sessions;
+pub mod stabilize;
 pub mod state;
 
 pub use access::LocalRoutes;
@@ -97,6 +98,9 @@ pub struct ProxyConfig {
     /// `--diagnose`: ask the provider for its own verdict on each request
     /// ([`diagnose`]). Off by default.
     pub diagnose: bool,
+    /// `--stabilize`: repair the catalogue's repairable writers ([`stabilize`]). Off by
+    /// default.
+    pub stabilize: StabilizeMode,
     /// Where sessions carry over between launches ([`sessions`]); `None` (the library's
     /// default; the CLI's is [`sessions::default_state_dir`]): this launch keeps nothing.
     pub state: Option<sessions::StateConfig>,
@@ -122,6 +126,7 @@ impl Default for ProxyConfig {
             audit: AuditConfig::default(),
             catalogue: None,
             diagnose: false,
+            stabilize: StabilizeMode::Off,
             state: None,
             limits: Limits::default(),
             local_routes: LocalRoutes::default(),
@@ -158,6 +163,12 @@ impl ProxyConfig {
     /// The same, asking the provider for its own verdict (`--diagnose`) or not.
     pub fn with_diagnose(mut self, diagnose: bool) -> Self {
         self.diagnose = diagnose;
+        self
+    }
+
+    /// The same, repairing as `mode` says (`--stabilize`).
+    pub fn with_stabilize(mut self, mode: StabilizeMode) -> Self {
+        self.stabilize = mode;
         self
     }
 
@@ -210,6 +221,18 @@ impl ProxyConfig {
     }
 }
 
+/// Which catalogue entries `--stabilize` repairs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StabilizeMode {
+    /// None: every request is forwarded as it came (the default).
+    #[default]
+    Off,
+    /// Every entry marked `repair` (`--stabilize`).
+    Every,
+    /// These entries, each marked `repair` (`--stabilize=ID,…`).
+    Only(Vec<String>),
+}
+
 /// Binds `addr`, refusing a non-loopback one unless `allow_remote`. Port 0 takes a free port.
 pub async fn bind(addr: SocketAddr, allow_remote: bool) -> Result<TcpListener, ProxyError> {
     if !addr.ip().is_loopback() && !allow_remote {
@@ -230,6 +253,7 @@ pub struct Proxy {
     queue: std::sync::mpsc::SyncSender<analysis::Message>,
     analysis: std::thread::JoinHandle<analysis::Finished>,
     diagnose: Option<Arc<diagnose::Diagnose>>,
+    stabilize: Option<Arc<stabilize::Stabilizer>>,
 }
 
 /// What a proxy leaves when it stops.
@@ -241,6 +265,8 @@ pub struct ProxySummary {
     pub audit: Option<AuditSummary>,
     /// What `--diagnose` did, when it was on.
     pub diagnose: Option<diagnose::DiagnoseCounts>,
+    /// What `--stabilize` did, when it was on.
+    pub stabilize: Option<stabilize::StabilizeCounts>,
 }
 
 impl Proxy {
@@ -268,6 +294,39 @@ impl Proxy {
         let diagnose = config
             .diagnose
             .then(|| Arc::new(diagnose::Diagnose::default()));
+        let stabilize = match &config.stabilize {
+            StabilizeMode::Off => None,
+            mode => {
+                if config.diagnose {
+                    return Err(ProxyError::Stabilize(
+                        "--stabilize and --diagnose cannot be used together: each changes the request, and a verdict would not say whose change it judged".to_owned(),
+                    ));
+                }
+                let builtin;
+                let catalogue = match &config.catalogue {
+                    Some(c) => c,
+                    None => {
+                        builtin = prompt_measure::catalogue::Catalogue::builtin()
+                            .map_err(|e| ProxyError::Stabilize(e.to_string()))?;
+                        builtin
+                    }
+                };
+                let chosen = match mode {
+                    StabilizeMode::Only(ids) => Some(ids.as_slice()),
+                    _ => None,
+                };
+                let entries = stabilize::repairable(catalogue.writers(), chosen)
+                    .map_err(ProxyError::Stabilize)?;
+                let (s, warning) = stabilize::Stabilizer::new(
+                    entries,
+                    config.state.as_ref().map(|c| c.dir.clone()),
+                );
+                if let Some(w) = warning {
+                    eprintln!("cacheline proxy: --stabilize: {w}");
+                }
+                Some(Arc::new(s))
+            }
+        };
         let shared = Arc::new(forward::Shared::new(
             forward::ForwardConfig {
                 limits: config.limits.clone(),
@@ -276,6 +335,7 @@ impl Proxy {
                 upstream_timeout: config.upstream_timeout,
                 connect_timeout: config.connect_timeout,
                 local_routes: config.local_routes.clone(),
+                stabilize: stabilize.clone(),
             },
             addr,
             queue.clone(),
@@ -312,6 +372,7 @@ impl Proxy {
             queue,
             analysis,
             diagnose,
+            stabilize,
         })
     }
 
@@ -343,6 +404,7 @@ impl Proxy {
             totals: self.state.totals(),
             audit,
             diagnose: self.diagnose.as_ref().map(|d| d.counts()),
+            stabilize: self.stabilize.as_ref().map(|s| s.counts()),
         }
     }
 }
@@ -430,6 +492,12 @@ impl ProxySummary {
                 d.added, d.unnamed, d.agent_sent, d.unsupported, d.no_previous, d.failed
             ));
         }
+        if let Some(r) = &self.stabilize {
+            s.push_str(&format!(
+                "\n  --stabilize: {} requests repaired, {} forwarded unchanged (each verdict says why)",
+                r.repaired, r.refused
+            ));
+        }
         if let Some(line) = self
             .audit
             .as_ref()
@@ -470,6 +538,7 @@ mod lifetime_tests {
             totals: Totals::default(),
             audit: Some(audit),
             diagnose: None,
+            stabilize: None,
         }
         .text();
         assert!(

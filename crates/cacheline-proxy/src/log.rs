@@ -173,6 +173,10 @@ pub(crate) struct LogLine<'a> {
     pub(crate) diagnosed_against: Option<&'a str>,
     /// The launch that saw it.
     pub(crate) launch: &'a str,
+    /// `--stabilize`: what it did (the request above is then what was sent upstream).
+    pub(crate) repair: Option<&'a crate::stabilize::RepairNote>,
+    /// `--stabilize`: the agent's own body, when it was repaired.
+    pub(crate) agent_request: Option<&'a [u8]>,
 }
 
 impl LogLine<'_> {
@@ -209,6 +213,19 @@ impl LogLine<'_> {
                 Value::String(against.to_owned()),
             );
         }
+        // `--stabilize` sent the provider another body than the agent's: the log's request
+        // is what the provider saw (what the audit judges), the agent's own beside it.
+        if let Some(note) = self.repair
+            && let Ok(v) = serde_json::to_value(note)
+        {
+            o.insert("repair".to_owned(), v);
+        }
+        if let Some(agent) = self.agent_request {
+            o.insert(
+                "agent_request".to_owned(),
+                Value::String(String::from_utf8_lossy(agent).into_owned()),
+            );
+        }
         Value::Object(o).to_string()
     }
 }
@@ -226,6 +243,8 @@ mod tests {
             response: Some(b"{}"),
             diagnosed_against: None,
             launch: "1-2",
+            repair: None,
+            agent_request: None,
         }
     }
 

@@ -262,22 +262,12 @@ mod tests {
                 request: i as u64,
                 line: Some(i as u64),
                 session: "s".to_owned(),
-                api: prompt_core::profile::Provider::OpenAi,
-                agent: None,
                 model: Some(format!("model-{i}\"\n")),
                 status: 200,
-                outcome: prompt_measure::report::Outcome::Complete,
                 input: 1,
-                cached: None,
-                reprocessed: 0,
                 new: 1,
-                expected_cached: 0,
-                cause: None,
-                place: None,
-                excerpt: None,
-                verdict: String::new(),
                 added_latency: std::time::Duration::from_micros(70),
-                body: None,
+                ..RequestRow::default()
             });
         }
         let text = m.render(&Totals::default(), 0);

@@ -306,10 +306,6 @@ pub(crate) struct StateCache {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use prompt_measure::report::Outcome;
-
     use super::*;
 
     fn row(session: &str) -> RequestRow {
@@ -317,22 +313,12 @@ mod tests {
             request: 1,
             line: Some(1),
             session: session.to_owned(),
-            api: prompt_core::profile::Provider::OpenAi,
-            agent: None,
-            model: None,
             status: 200,
-            outcome: Outcome::Complete,
             input: 10,
             cached: Some(4),
-            reprocessed: 0,
             new: 6,
             expected_cached: 4,
-            cause: None,
-            place: None,
-            excerpt: None,
-            verdict: String::new(),
-            added_latency: Duration::ZERO,
-            body: None,
+            ..RequestRow::default()
         }
     }
 

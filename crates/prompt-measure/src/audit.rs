@@ -101,6 +101,9 @@ pub struct RequestAudit {
     /// The provider's verdict beside the engine's, when the logged response carries cache
     /// diagnostics ([`ProviderVerdict`]).
     pub provider_verdict: Option<ProviderVerdict>,
+    /// What `cacheline proxy --stabilize` did to it (the audited request is then what was
+    /// sent upstream).
+    pub repair: Option<crate::logged::RepairNote>,
 }
 
 impl RequestAudit {
@@ -671,6 +674,7 @@ impl<'t> Auditor<'t> {
             .as_ref()
             .is_some_and(|r| matches!(r.usage, Ok(Some(_))));
         let diagnostics = response.as_ref().and_then(|r| r.diagnostics.clone());
+        let repair = logged.repair.clone();
         // Anthropic omits `diagnostics` when its comparison found no divergence: a reply
         // without them, to a request that named the previous reply, is its "no change".
         let asked = shape == ApiKind::Anthropic
@@ -843,6 +847,7 @@ impl<'t> Auditor<'t> {
             agent,
             writer,
             provider_verdict,
+            repair,
         };
         self.lifetime.record(&audit, &self.config.prices);
         Ok(audit)

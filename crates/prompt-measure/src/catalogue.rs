@@ -406,6 +406,7 @@ struct RawWriter {
     within: Option<u64>,
     when: Option<String>,
     gone: Option<String>,
+    repair: Option<String>,
 }
 
 /// One known writer.
@@ -442,6 +443,11 @@ pub struct Writer {
     /// The first version checked without the writer: from it on the entry is not named (a
     /// retired entry), however new the agent.
     pub gone: Option<Version>,
+    /// `cacheline proxy --stabilize` may repair the change: the element kept as the provider
+    /// last saw it, the changed line (from the pattern, at most `within` bytes, to the end
+    /// of its line) delivered as an appended update from this producer (`date`). Set only
+    /// with `within`.
+    pub repair: Option<prompt_core::ComponentId>,
 }
 
 /// Which requests an entry is named on (`when` in the file).
@@ -635,6 +641,22 @@ impl Catalogue {
                     format!("{g} is not past the versions checked (up to {u})"),
                 ));
             }
+            let repair = match w.repair.as_deref() {
+                None => None,
+                Some(_) if w.within.is_none() => {
+                    return Err(err(
+                        "repair",
+                        "a repair needs `within`: the bytes after the pattern it may change"
+                            .to_owned(),
+                    ));
+                }
+                Some(text) => Some(prompt_core::ComponentId::new(text.trim()).map_err(|e| {
+                    err(
+                        "repair",
+                        format!("{text:?} is not the name of an update's producer: {e}"),
+                    )
+                })?),
+            };
             writers.push(Writer {
                 id: w.id,
                 agent: w.agent.trim().to_ascii_lowercase(),
@@ -659,6 +681,7 @@ impl Catalogue {
                 },
                 when,
                 gone,
+                repair,
             });
         }
         Ok(Catalogue { writers })

@@ -59,6 +59,9 @@ pub struct LoggedExchange<'a> {
     /// The launch that saw it (a proxy's process: the line's `launch`), when the logger
     /// said: a request continuing a session another launch saw is a resumed one.
     pub launch: Option<String>,
+    /// What `cacheline proxy --stabilize` did to the request (the line's `repair`): the
+    /// logged request is then what was sent upstream.
+    pub repair: Option<RepairNote>,
     /// The usage the provider reported, when the logger kept its counts instead of the
     /// reply (a session store): read as a reply's usage would be, when no response is
     /// given or it reports none.
@@ -220,8 +223,59 @@ pub fn read_line(text: &str) -> Result<LoggedExchange<'_>, LineProblem> {
         session: bounded_string(line.get("session")),
         diagnosed_against: bounded_string(line.get("diagnosed_against")),
         launch: bounded_string(line.get("launch")),
+        repair: line.get("repair").and_then(RepairNote::read),
         ..LoggedExchange::default()
     })
+}
+
+/// What `cacheline proxy --stabilize` did to one request: the catalogue entry whose change
+/// it repaired (the element sent as the provider last saw it, the new line appended as an
+/// update), or why it forwarded the request unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RepairNote {
+    /// The catalogue entry (`*` when the body could not be looked at).
+    pub entry: String,
+    /// Repaired, or refused (forwarded unchanged).
+    pub outcome: RepairOutcome,
+    /// Why it was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The line the appended update delivers (the newest, when there are several).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<String>,
+}
+
+/// Whether a request was repaired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairOutcome {
+    /// Sent with the element as the provider last saw it and the update appended.
+    Repaired,
+    /// Forwarded unchanged.
+    Refused,
+}
+
+impl RepairNote {
+    /// A refusal for `entry`, for `reason`.
+    pub fn refused(entry: &str, reason: impl Into<String>) -> Self {
+        RepairNote {
+            entry: entry.to_owned(),
+            outcome: RepairOutcome::Refused,
+            reason: Some(reason.into()),
+            update: None,
+        }
+    }
+
+    /// A log line's `repair`, its texts bounded; `None` when it is not one.
+    fn read(raw: &RawValue) -> Option<RepairNote> {
+        let note: RepairNote = serde_json::from_str(raw.get()).ok()?;
+        Some(RepairNote {
+            entry: bounded_field(&note.entry),
+            outcome: note.outcome,
+            reason: note.reason.as_deref().map(bounded_field),
+            update: note.update.as_deref().map(bounded_field),
+        })
+    }
 }
 
 /// The request body of a log line: the line itself, or its `request` (an object, or its

@@ -13,6 +13,7 @@ mod policy_loader;
 mod proxy_request;
 mod saved_session;
 mod shared;
+mod stabilize_body;
 mod stream;
 mod template_probe;
 mod usage;
@@ -25,6 +26,7 @@ pub use lock_file::lock_file;
 pub use policy_loader::policy_loader;
 pub use proxy_request::{proxy_request, proxy_request_init};
 pub use saved_session::saved_session;
+pub use stabilize_body::stabilize_body;
 pub use stream::{
     stream_anthropic, stream_gemini, stream_llama_cpp, stream_openai_chat, stream_openai_responses,
 };
@@ -67,6 +69,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "saved_session",
         run: saved_session,
+    },
+    Target {
+        name: "stabilize_body",
+        run: stabilize_body,
     },
     Target {
         name: "stream_anthropic",

@@ -70,24 +70,3 @@ pub fn lock_file(data: &[u8]) {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn known_inputs_hold_the_invariants() {
-        for input in [
-            &b""[..],
-            b"version = 1\n",
-            b"version = 1\n[writer.house_rules]\nfile = \"a.rs\"\nstability = \"constant\"\nlands = \"prefix\"\nfingerprint = \"b624cb805ab495d5da60e6a3cf9aa2bc\"\n",
-            b"version = 1\n[writer.\"skill:x\"]\nfile = \"\\u0001\"\nstability = \"session\"\nlands = \"tail\"\n",
-            b"version = 1\n[writer.clock]\nfile = \"a.rs\"\nstability = \"session\"\nlands = \"prefix\"\n",
-            b"version = 9\nwriter = [1]\n",
-            b"\xef\xbb\xbfversion = 1\r\n[writer.x\r\n",
-            b"version = 1\n[writer.a]\nfile = \"\xff\"\n",
-        ] {
-            lock_file(input);
-        }
-    }
-}

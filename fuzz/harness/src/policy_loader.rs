@@ -78,24 +78,3 @@ pub fn policy_loader(data: &[u8]) {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn known_inputs_hold_the_invariants() {
-        for input in [
-            &b""[..],
-            b"[prompt]\ndefault = \"prefix\"\nprefix_allow = [\"*\"]\n",
-            b"[prompt]\nprefix_allow = [\"*\"]\n[prompt.placement]\n\"mcp:github\" = \"prefix\"\n\"skill:pdf\" = \"prefix\"\n",
-            b"prompt = [\"prefix\", [\"*\"]]",
-            b"[[prompt]]\nprefix_allow = [\"*\"]",
-            b"[prompt]\nprefix_allow = [\"date\"]\n",
-            b"[prompt]\nprefix_allow = [\"\xff\xfe\"]\n",
-            b"\xef\xbb\xbf[prompt]\r\nprefix_allow = [\"x\r\n",
-        ] {
-            policy_loader(input);
-        }
-    }
-}

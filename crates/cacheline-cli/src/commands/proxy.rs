@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use cacheline_proxy::{LocalRoutes, Proxy, ProxyConfig, Upstreams, bind, launcher};
+use cacheline_proxy::{LocalRoutes, Proxy, ProxyConfig, StabilizeMode, Upstreams, bind, launcher};
 
 /// Arguments of `proxy`.
 #[derive(Debug, clap::Args)]
@@ -37,6 +37,19 @@ pub(crate) struct ProxyArgs {
     /// name a session (see docs/proxy.md). Off by default.
     #[arg(long)]
     diagnose: bool,
+    /// Repair the agent's volatile writers the catalogue marks `repair` (a date line
+    /// rewritten above the history): the element sent as the provider last saw it, the new
+    /// line appended after the history as an update, so the cache survives (docs/proxy.md).
+    /// `--stabilize=ID,…` repairs only those entries. Off by default.
+    #[arg(
+        long,
+        value_name = "ID,…",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        conflicts_with = "diagnose"
+    )]
+    stabilize: Option<String>,
     /// Carry sessions over between launches in DIR: each request is compared with its
     /// session's last one even when an earlier launch saw it (see docs/proxy.md). Default:
     /// $XDG_STATE_HOME/cacheline, else ~/.local/state/cacheline.
@@ -78,6 +91,17 @@ pub(crate) fn run(
         .with_upstreams(upstreams)
         .with_keep_bodies(args.keep_bodies)
         .with_diagnose(args.diagnose)
+        .with_stabilize(match args.stabilize.as_deref() {
+            None => StabilizeMode::Off,
+            Some("") => StabilizeMode::Every,
+            Some(ids) => StabilizeMode::Only(
+                ids.split(',')
+                    .map(str::trim)
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+        })
         // Verdict lines are printed here, from the state's event stream: the facade holds
         // standard error's lock while a command runs.
         .with_print_verdicts(false);

@@ -24,7 +24,7 @@ pub use evidence::{evidence_json, evidence_markdown};
 pub use labels::{AGENTS, KNOWN_AGENTS, MetricLabels, agent_label};
 pub use row::{Forwarded, Outcome, RequestReport, RequestRow, VERDICT_BYTES, verdict_line};
 pub use summary::{causes_text, provider_verdicts_text};
-pub use verdict::{provider_clause, utc, verdict_text, writer_clause};
+pub use verdict::{provider_clause, refusal_clause, utc, verdict_text, writer_clause};
 
 /// The stylesheet of a page of sessions and their requests, shared by `cacheline proxy`'s
 /// live page and `cacheline import`'s HTML report: one look, written once.

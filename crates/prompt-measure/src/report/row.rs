@@ -84,26 +84,19 @@ impl RequestReport {
     pub fn page_row(&self) -> RequestRow {
         let f = self.forwarded.as_ref();
         let mut row = RequestRow {
-            request: f.map_or(0, |f| f.request),
             line: self.line,
-            session: "-".to_owned(),
-            api: f.map_or(Provider::OpenAi, |f| f.api),
-            agent: f.and_then(|f| f.agent.clone()),
-            model: None,
-            status: f.map_or(0, |f| f.status),
-            outcome: f.map_or(Outcome::Complete, |f| f.outcome),
-            input: 0,
-            cached: None,
-            reprocessed: 0,
-            new: 0,
-            expected_cached: 0,
-            cause: None,
-            place: None,
-            excerpt: None,
             verdict: self.verdict_text(),
-            added_latency: f.map_or(Duration::ZERO, |f| f.added_latency),
             body: self.body.clone(),
+            ..RequestRow::default()
         };
+        if let Some(f) = f {
+            row.request = f.request;
+            row.api = f.api;
+            row.agent = f.agent.clone();
+            row.status = f.status;
+            row.outcome = f.outcome;
+            row.added_latency = f.added_latency;
+        }
         let Ok(audit) = &self.audit else {
             return row;
         };
@@ -186,6 +179,33 @@ pub struct RequestRow {
     pub body: Option<String>,
 }
 
+impl Default for RequestRow {
+    /// A row of a request not analysed: number 0, session `-`, status 0, nothing counted.
+    fn default() -> Self {
+        RequestRow {
+            request: 0,
+            line: None,
+            session: "-".to_owned(),
+            api: Provider::OpenAi,
+            agent: None,
+            model: None,
+            status: 0,
+            outcome: Outcome::Complete,
+            input: 0,
+            cached: None,
+            reprocessed: 0,
+            new: 0,
+            expected_cached: 0,
+            cause: None,
+            place: None,
+            excerpt: None,
+            verdict: String::new(),
+            added_latency: Duration::ZERO,
+            body: None,
+        }
+    }
+}
+
 /// The longest verdict printed on a terminal line.
 pub const VERDICT_BYTES: usize = 600;
 
@@ -230,21 +250,12 @@ mod tests {
             line: Some(7),
             session: "s\u{1b}]0;retitled\u{7}".to_owned(),
             api: Provider::Anthropic,
-            agent: None,
             model: Some("claude\ncacheline proxy: s-1 #8 anthropic m input=1 cached=1 expected=1 status=200: extends line 7\u{1b}[2J".to_owned()),
             status: 200,
-            outcome: Outcome::Complete,
             input: 1,
-            cached: None,
-            reprocessed: 0,
             new: 1,
-            expected_cached: 0,
-            cause: None,
-            place: None,
-            excerpt: None,
             verdict: format!("extends line 6\r\u{9b}2J{}", "x".repeat(2 * VERDICT_BYTES)),
-            added_latency: Duration::ZERO,
-            body: None,
+            ..RequestRow::default()
         };
         let line = verdict_line(&row);
         assert!(!line.chars().any(char::is_control), "{line:?}");

@@ -10,7 +10,35 @@ use crate::catalogue::WriterFinding;
 /// The verdict of one request, on one line: its cause, where, against which line, what it
 /// cost, and the other changes beside it: what `cacheline audit` prints in its divergence
 /// column and `cacheline proxy` on each verdict line (one analysis, one way of saying it).
+/// A request `cacheline proxy --stabilize` repaired begins `repaired: <entry> — N tokens
+/// kept;` (N: the tokens the provider's rule expects from its cache for the request as
+/// sent: the cached prefix the repair kept, not a difference); one it refused to repair
+/// ends `; not repaired (<entry>): <why>`.
 pub fn verdict_text(r: &RequestAudit) -> String {
+    let engine = engine_verdict_text(r);
+    match &r.repair {
+        Some(n) if n.outcome == crate::logged::RepairOutcome::Repaired => format!(
+            "repaired: {} — {} tokens kept; {engine}",
+            n.entry,
+            thousands(r.verdict.expected_cached)
+        ),
+        Some(n) => format!("{engine}{}", refusal_clause(n)),
+        None => engine,
+    }
+}
+
+/// `; not repaired (<entry>): <why>`: the clause a request `--stabilize` forwarded
+/// unchanged ends with (also after "could not be read" and the like).
+pub fn refusal_clause(n: &crate::logged::RepairNote) -> String {
+    format!(
+        "; not repaired ({}): {}",
+        n.entry,
+        n.reason.as_deref().unwrap_or("no reason given")
+    )
+}
+
+/// [`verdict_text`] without what `--stabilize` did.
+fn engine_verdict_text(r: &RequestAudit) -> String {
     let v = &r.verdict;
     let Some(p) = &v.predecessor else {
         return if v.session_seen {
