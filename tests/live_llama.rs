@@ -598,7 +598,7 @@ mod stabilize_live {
     /// Qwen Code's shape: a system message, the setup context with the date line (as a text
     /// part, as Qwen Code sends it), its acknowledgement, `history` exchanges, `question`.
     fn body(date: &str, history: usize, question: &str) -> Vec<u8> {
-        let system = "You are Qwen Code, an interactive CLI agent for software engineering tasks. Answer briefly. ".repeat(12);
+        let system = "You are Qwen Code, an interactive CLI agent for software engineering tasks. Answer briefly. ".repeat(6);
         let setup = format!(
             "This is the Qwen Code. We are setting up the context for our chat.\nToday's date is {date} (formatted according to the user's locale).\nMy operating system is: linux\n"
         );
@@ -658,7 +658,7 @@ mod stabilize_live {
         else {
             return;
         };
-        let options = ChatOptions::greedy_uncached(24);
+        let options = ChatOptions::greedy_uncached(16);
         let arms = [Arm::NoUpdate, Arm::AgentRewrite, Arm::Stabilized];
         // (new, old) answers per arm, and per arm and history for the spread.
         let mut new = [0usize; 3];
@@ -744,23 +744,35 @@ mod stabilize_live {
             let second = client
                 .chat(&messages(&sent), &cached)
                 .unwrap_or_else(|e| panic!("{e}"));
+            let before = client
+                .prompt_tokens(&messages(&earlier))
+                .unwrap_or_else(|e| panic!("{e}"));
             let tokens = client
                 .prompt_tokens(&messages(&sent))
-                .unwrap_or_else(|e| panic!("{e}"))
-                .len();
+                .unwrap_or_else(|e| panic!("{e}"));
+            // What a perfect prefix cache must evaluate: the tokens past the common prefix.
+            let new = tokens.len() - prompt_core::divergence::common_prefix_len(&before, &tokens);
             say(&format!(
-                "stabilize cache: {arm:?}: the first day's request {} tokens; the next day's {tokens} tokens, {} re-processed, {} reused",
+                "stabilize cache: {arm:?}: the first day's request {} tokens; the next day's {} tokens, {new} of them new, {} re-processed, {} reused",
                 first.timings.prompt_n + first.timings.cache_n,
+                tokens.len(),
                 second.timings.prompt_n,
                 second.timings.cache_n
             ));
-            reprocessed.push(second.timings.prompt_n);
+            reprocessed.push((second.timings.prompt_n, new as u64));
         }
+        let [(rewrite, _), (stabilized, stabilized_new)] = reprocessed[..] else {
+            panic!("two arms");
+        };
+        // The repaired request extends the first day's: only its new tokens (the update, the
+        // reply, the question) are evaluated; the rewrite evaluates its history again.
         assert!(
-            reprocessed[1] * 4 < reprocessed[0],
-            "repaired re-processed {} tokens, the rewrite {}",
-            reprocessed[1],
-            reprocessed[0]
+            stabilized <= stabilized_new + super::SLACK,
+            "repaired re-processed {stabilized} tokens, {stabilized_new} are new"
+        );
+        assert!(
+            stabilized < rewrite,
+            "repaired re-processed {stabilized} tokens, the rewrite {rewrite}"
         );
     }
 }

@@ -121,6 +121,34 @@ fn proxy_refuses_a_malformed_writer_catalogue_naming_the_entry_and_field() {
 }
 
 #[test]
+fn proxy_refuses_a_stabilize_entry_it_cannot_repair_and_stabilize_with_diagnose() {
+    let (code, _, err) = crate::cacheline(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--stabilize=opencode-skills-listing",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the catalogue entry \"opencode-skills-listing\" is not marked `repair`"),
+        "{err}"
+    );
+    let (code, _, err) =
+        crate::cacheline(&["proxy", "--listen", "127.0.0.1:0", "--stabilize=nope"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no catalogue entry \"nope\""), "{err}");
+    let (code, _, err) = crate::cacheline(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--stabilize",
+        "--diagnose",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
+#[test]
 fn with_diagnose_the_upstream_is_asked_for_its_verdict_and_the_audit_shows_it() {
     let (dir, log) = fresh_log("cacheline-cli-diagnose");
     let (b1, b2) = two_turns();
