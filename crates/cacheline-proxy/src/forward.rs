@@ -343,6 +343,35 @@ async fn read_whole(
     }
 }
 
+/// [`read_whole`] for a change to the request (`--diagnose`, `--stabilize`): the frames
+/// read, and the body's bytes when it ended within the cap and the wait (`None`: the rest is
+/// forwarded as it comes, unchanged); a body that cannot be read is answered `400`.
+async fn read_for_change(
+    body: &mut Incoming,
+    copy: &Mutex<BodyCopy>,
+    shared: &Shared,
+) -> Result<(VecDeque<Frame<Bytes>>, Option<Vec<u8>>), Response<ProxyBody>> {
+    match read_whole(body, copy, shared.max_copy_bytes, shared.upstream_timeout).await {
+        Ok((frames, true)) => {
+            let mut bytes = Vec::new();
+            for f in &frames {
+                if let Some(data) = f.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Ok((frames, Some(bytes)))
+        }
+        Ok((frames, false)) => Ok((frames, None)),
+        Err(e) => Err(text(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "cacheline proxy: the request body could not be read: {}\n",
+                chain(&e)
+            ),
+        )),
+    }
+}
+
 /// How much of a streamed reply is looked at for its id (`prompt_wire::reply_id` reads its
 /// first 64 KiB).
 const REPLY_ID_WINDOW: usize = 64 << 10;
@@ -587,24 +616,9 @@ pub(crate) async fn handle(
             Some(key) => {
                 let order = d.next_order();
                 let previous = d.previous(&key);
-                let (frames, whole) = match read_whole(
-                    &mut body,
-                    &copy,
-                    shared.max_copy_bytes,
-                    shared.upstream_timeout,
-                )
-                .await
-                {
+                let (frames, whole) = match read_for_change(&mut body, &copy, &shared).await {
                     Ok(read) => read,
-                    Err(e) => {
-                        return Ok(text(
-                            StatusCode::BAD_REQUEST,
-                            format!(
-                                "cacheline proxy: the request body could not be read: {}\n",
-                                chain(&e)
-                            ),
-                        ));
-                    }
+                    Err(answer) => return Ok(answer),
                 };
                 read = frames;
                 let loopback = upstream
@@ -615,14 +629,8 @@ pub(crate) async fn handle(
                     .parse::<std::net::IpAddr>()
                     .is_ok_and(|ip| ip.is_loopback())
                     || upstream.authority.starts_with("localhost");
-                let rewritten = if whole {
+                let rewritten = if let Some(bytes) = whole {
                     rest = None;
-                    let mut bytes = Vec::new();
-                    for f in &read {
-                        if let Some(data) = f.data_ref() {
-                            bytes.extend_from_slice(data);
-                        }
-                    }
                     diagnose::rewrite(kind, &bytes, previous.as_deref(), &upstream.url(), loopback)
                 } else {
                     Err(diagnose::Skip::Failed)
@@ -675,34 +683,13 @@ pub(crate) async fn handle(
             if parts.headers.contains_key(hyper::header::CONTENT_ENCODING) {
                 repair = Some(st.refuse(&entry, "a compressed request body is not repaired"));
             } else {
-                let (frames, whole) = match read_whole(
-                    &mut body,
-                    &copy,
-                    shared.max_copy_bytes,
-                    shared.upstream_timeout,
-                )
-                .await
-                {
+                let (frames, whole) = match read_for_change(&mut body, &copy, &shared).await {
                     Ok(read) => read,
-                    Err(e) => {
-                        return Ok(text(
-                            StatusCode::BAD_REQUEST,
-                            format!(
-                                "cacheline proxy: the request body could not be read: {}\n",
-                                chain(&e)
-                            ),
-                        ));
-                    }
+                    Err(answer) => return Ok(answer),
                 };
                 read = frames;
-                if whole {
+                if let Some(bytes) = whole {
                     rest = None;
-                    let mut bytes = Vec::new();
-                    for f in &read {
-                        if let Some(data) = f.data_ref() {
-                            bytes.extend_from_slice(data);
-                        }
-                    }
                     match st.decide(kind, agent_id.as_ref(), &bytes) {
                         crate::stabilize::Decision::Untouched => {}
                         crate::stabilize::Decision::Refused(note) => repair = Some(note),

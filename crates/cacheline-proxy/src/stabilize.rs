@@ -22,8 +22,8 @@
 //! state directory's [`STATE_FILE`], so a resumed agent's next launch maps its requests the
 //! same way.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -31,10 +31,10 @@ use prompt_core::ApiKind;
 use prompt_core::hash::Digest128;
 use prompt_core::node::Producer;
 use prompt_core::profile::ANTHROPIC_LOOKBACK_BLOCKS;
+use prompt_core::raw_json::{Object, array_of, canonical, offset_in, string_of};
 use prompt_measure::catalogue::{AgentId, Writer};
 pub use prompt_measure::logged::{RepairNote, RepairOutcome};
-use serde::de::{MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::sync::Mutex;
 
@@ -286,7 +286,7 @@ impl RepairState {
         let Ok(text) = std::str::from_utf8(body) else {
             return Decision::Refused(RepairNote::refused(first.id(), "the body is not UTF-8"));
         };
-        let top: Fields<'_> = match serde_json::from_str(text) {
+        let top = match Object::parse(text) {
             Ok(top) => top,
             Err(e) => {
                 return Decision::Refused(RepairNote::refused(
@@ -298,18 +298,10 @@ impl RepairState {
                 ));
             }
         };
-        if let Some(dup) = top.duplicate() {
-            return Decision::Refused(RepairNote::refused(
-                first.id(),
-                format!("the body names {dup:?} twice"),
-            ));
-        }
-        let list: Vec<&RawValue> =
-            match top.get(list_key).map(|raw| serde_json::from_str(raw.get())) {
-                Some(Ok(list)) => list,
-                // No message list: nothing a repair could append to.
-                _ => return Decision::Untouched,
-            };
+        // No message list: nothing a repair could append to.
+        let Some(list) = top.get(list_key).and_then(array_of) else {
+            return Decision::Untouched;
+        };
         // The elements the entries name, with what their keys say.
         struct Seen<'a, 'b> {
             repairable: &'b Repairable,
@@ -474,7 +466,12 @@ impl RepairState {
         // The splices, in the body's byte order.
         let mut splices: Vec<(usize, usize, String)> = Vec::new();
         if frozen.sent != s.element.text {
-            let at = offset(text, s.element.raw.get());
+            let Some(at) = offset_in(text, s.element.raw.get()) else {
+                return Decision::Refused(RepairNote::refused(
+                    id,
+                    "the element is not in the body",
+                ));
+            };
             let sent = match serde_json::to_string(&frozen.sent) {
                 Ok(sent) => sent,
                 Err(e) => return Decision::Refused(RepairNote::refused(id, e.to_string())),
@@ -485,14 +482,25 @@ impl RepairState {
             let message = update_message(api, &style.wrap(producer, &ins.value));
             match list.get(ins.index) {
                 Some(next) => {
-                    let at = offset(text, next.get());
+                    let Some(at) = offset_in(text, next.get()) else {
+                        return Decision::Refused(RepairNote::refused(
+                            id,
+                            "a message is not in the body",
+                        ));
+                    };
                     splices.push((at, at, format!("{message},")));
                 }
                 None => {
                     let Some(last) = list.last() else {
                         return Decision::Refused(RepairNote::refused(id, "no message to follow"));
                     };
-                    let at = offset(text, last.get()) + last.get().len();
+                    let Some(at) = offset_in(text, last.get()) else {
+                        return Decision::Refused(RepairNote::refused(
+                            id,
+                            "a message is not in the body",
+                        ));
+                    };
+                    let at = at + last.get().len();
                     splices.push((at, at, format!(",{message}")));
                 }
             }
@@ -574,56 +582,28 @@ fn frozen_line(text: &str, pattern: &str) -> String {
 /// block (some agents re-send one as the other).
 fn message_hash(m: &RawValue) -> String {
     match serde_json::from_str::<serde_json::Value>(m.get()) {
-        Ok(v) => {
-            let mut canonical = String::with_capacity(m.get().len());
-            write_canonical(&v, &mut canonical);
-            Digest128::of(&[canonical.as_bytes()]).to_string()
+        Ok(mut v) => {
+            as_provider_reads(&mut v);
+            Digest128::of(&[canonical(&v).as_bytes()]).to_string()
         }
         Err(_) => Digest128::of(&[m.get().as_bytes()]).to_string(),
     }
 }
 
-fn write_canonical(v: &serde_json::Value, out: &mut String) {
+fn as_provider_reads(v: &mut serde_json::Value) {
     use serde_json::Value;
     match v {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().filter(|k| *k != "cache_control").collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                match &map[k] {
-                    Value::String(text) if k == "content" => {
-                        out.push_str(r#"[{"text":"#);
-                        out.push_str(&Value::String(text.clone()).to_string());
-                        out.push_str(r#","type":"text"}]"#);
-                    }
-                    other => write_canonical(other, out),
-                }
+            map.remove("cache_control");
+            if let Some(Value::String(text)) = map.get("content") {
+                let block = serde_json::json!([{"type": "text", "text": text}]);
+                map.insert("content".to_owned(), block);
             }
-            out.push('}');
+            map.values_mut().for_each(as_provider_reads);
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
+        Value::Array(items) => items.iter_mut().for_each(as_provider_reads),
+        _ => {}
     }
-}
-
-/// Where `inner` (a slice of `outer`) starts in it.
-fn offset(outer: &str, inner: &str) -> usize {
-    (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize)
 }
 
 /// The key of the message list a repair inserts into.
@@ -650,12 +630,8 @@ fn update_message(api: ApiKind, wrapped: &str) -> String {
 fn blocks_to_breakpoint(list: &[&RawValue], from: usize) -> Option<usize> {
     let mut blocks = 0;
     for m in list.iter().skip(from) {
-        let fields: Fields<'_> = serde_json::from_str(m.get()).ok()?;
-        let content = fields.get("content")?;
-        blocks += match serde_json::from_str::<Vec<&RawValue>>(content.get()) {
-            Ok(items) => items.len(),
-            Err(_) => 1,
-        };
+        let content = Object::of(m).ok()?.get("content")?;
+        blocks += array_of(content).map_or(1, |items| items.len());
         if m.get().contains("\"cache_control\"") {
             return Some(blocks);
         }
@@ -674,17 +650,17 @@ struct Element<'a> {
 
 /// The text elements of the fields a repairable entry may name: the system field and each
 /// message's content (a string, or the text of each block or part).
-fn elements<'a>(api: ApiKind, top: &Fields<'a>, list: &[&'a RawValue]) -> Vec<Element<'a>> {
+fn elements<'a>(api: ApiKind, top: &Object<'a>, list: &[&'a RawValue]) -> Vec<Element<'a>> {
     let mut out = Vec::new();
     let mut push = |path: String, message: Option<usize>, raw: &'a RawValue| {
-        let raw = match serde_json::from_str::<Fields<'a>>(raw.get()) {
+        let raw = match Object::of(raw) {
             Ok(obj) => match obj.get("text") {
                 Some(t) => t,
                 None => return,
             },
             Err(_) => raw,
         };
-        if let Ok(text) = serde_json::from_str::<String>(raw.get()) {
+        if let Some(text) = string_of(raw).map(Cow::into_owned) {
             out.push(Element {
                 path,
                 message,
@@ -693,11 +669,10 @@ fn elements<'a>(api: ApiKind, top: &Fields<'a>, list: &[&'a RawValue]) -> Vec<El
             });
         }
     };
-    let items = |raw: &'a RawValue| serde_json::from_str::<Vec<&'a RawValue>>(raw.get()).ok();
     if api == ApiKind::Anthropic
         && let Some(system) = top.get("system")
     {
-        match items(system) {
+        match array_of(system) {
             Some(blocks) => {
                 for (i, b) in blocks.into_iter().enumerate() {
                     push(format!("system[{i}]"), None, b);
@@ -711,13 +686,13 @@ fn elements<'a>(api: ApiKind, top: &Fields<'a>, list: &[&'a RawValue]) -> Vec<El
         _ => ("messages", "content"),
     };
     for (i, m) in list.iter().enumerate() {
-        let Ok(fields) = serde_json::from_str::<Fields<'a>>(m.get()) else {
+        let Ok(fields) = Object::of(m) else {
             continue;
         };
         let Some(c) = fields.get(content) else {
             continue;
         };
-        match items(c) {
+        match array_of(c) {
             Some(blocks) => {
                 for (j, b) in blocks.into_iter().enumerate() {
                     push(format!("{name}[{i}].{content}[{j}]"), Some(i), b);
@@ -727,41 +702,6 @@ fn elements<'a>(api: ApiKind, top: &Fields<'a>, list: &[&'a RawValue]) -> Vec<El
         }
     }
     out
-}
-
-/// A JSON object's fields in their order, each value unparsed (borrowed from the body).
-struct Fields<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'a> Fields<'a> {
-    fn get(&self, name: &str) -> Option<&'a RawValue> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
-    }
-
-    fn duplicate(&self) -> Option<&str> {
-        let mut names: Vec<&str> = self.0.iter().map(|(k, _)| k.as_str()).collect();
-        names.sort_unstable();
-        names.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = Fields<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
-                let mut fields = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
-                    fields.push((k, v));
-                }
-                Ok(Fields(fields))
-            }
-        }
-        d.deserialize_map(V(std::marker::PhantomData))
-    }
 }
 
 /// Sets a state file that cannot be read aside, and says so.
@@ -979,6 +919,18 @@ mod tests {
         state.decide(entries, ApiKind::Anthropic, Some(&opencode()), body, 1)
     }
 
+    /// Why `later` is refused after the first day's opencode request was seen.
+    fn refusal_after_the_first_day(later: &[u8]) -> String {
+        let entries = builtin();
+        let mut state = RepairState::default();
+        let first = body("Fri Dec 04 2026", "a", &[user("hi")]);
+        decide(&mut state, &entries, &first);
+        match decide(&mut state, &entries, later) {
+            Decision::Refused(note) => note.reason.unwrap_or_default(),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_rolled_date_is_sent_as_first_seen_and_told_in_an_update_before_the_new_prompt() {
         let entries = builtin();
@@ -1016,27 +968,13 @@ mod tests {
 
     #[test]
     fn an_element_changed_beyond_its_line_is_forwarded_unchanged_with_its_reason() {
-        let entries = builtin();
-        let mut state = RepairState::default();
-        decide(
-            &mut state,
-            &entries,
-            &body("Fri Dec 04 2026", "a", &[user("hi")]),
-        );
         let later = body(
             "Sat Dec 05 2026",
             "b",
             &[user("hi"), assistant("x"), user("y")],
         );
-        let Decision::Refused(note) = decide(&mut state, &entries, &later) else {
-            panic!("repaired past the entry's line");
-        };
-        assert!(
-            note.reason
-                .as_deref()
-                .is_some_and(|r| r.contains("changed beyond the entry's line")),
-            "{note:?}"
-        );
+        let why = refusal_after_the_first_day(&later);
+        assert!(why.contains("changed beyond the entry's line"), "{why}");
     }
 
     #[test]
@@ -1096,13 +1034,6 @@ varies = "per trip"
 
     #[test]
     fn an_update_that_would_put_a_breakpoint_past_anthropic_s_lookback_is_refused() {
-        let entries = builtin();
-        let mut state = RepairState::default();
-        decide(
-            &mut state,
-            &entries,
-            &body("Fri Dec 04 2026", "a", &[user("hi")]),
-        );
         let blocks: Vec<String> = (0..25)
             .map(|i| {
                 let marker = if i == 24 {
@@ -1115,15 +1046,8 @@ varies = "per trip"
             .collect();
         let last = format!(r#"{{"role":"user","content":[{}]}}"#, blocks.join(","));
         let later = body("Sat Dec 05 2026", "a", &[user("hi"), assistant("x"), last]);
-        let Decision::Refused(note) = decide(&mut state, &entries, &later) else {
-            panic!("repaired past the lookback");
-        };
-        assert!(
-            note.reason
-                .as_deref()
-                .is_some_and(|r| r.contains("26 blocks past the history")),
-            "{note:?}"
-        );
+        let why = refusal_after_the_first_day(&later);
+        assert!(why.contains("26 blocks past the history"), "{why}");
     }
 
     #[test]
@@ -1135,7 +1059,7 @@ varies = "per trip"
             (b"\xff\xfe", "the body is not UTF-8"),
             (
                 br#"{"messages":[],"messages":[]}"#,
-                "the body names \"messages\" twice",
+                "the key \"messages\" is given twice",
             ),
         ] {
             let Decision::Refused(note) = decide(&mut state, &entries, bad) else {

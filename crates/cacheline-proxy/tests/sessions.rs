@@ -9,15 +9,11 @@ use std::path::{Path, PathBuf};
 
 use cacheline_proxy::sessions::{JOURNAL_FILE, StateConfig};
 use cacheline_proxy::{ProxyConfig, RequestRow};
-use common::{always, post, proxy, raw, rows, upstream, whole};
+use common::{always, audit, post, proxy, raw, rows, upstream, whole};
 
 /// A fresh directory for one test.
 fn fresh(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("cacheline-sessions-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::fresh_dir(&format!("sessions-{name}"))
 }
 
 /// An Anthropic body: a long system prompt (so the prefix is over the minimum) and `turns`
@@ -67,23 +63,6 @@ async fn launch(
     let warnings = proxy.state().totals().warnings;
     proxy.shutdown().await;
     (printed, warnings)
-}
-
-/// `cacheline audit`'s verdict text of every line of `log`.
-fn audit(log: &Path) -> Vec<(u64, String)> {
-    let tokenizer = prompt_measure::O200kBase::shared().unwrap();
-    let mut auditor =
-        prompt_measure::Auditor::new(tokenizer, prompt_measure::AuditConfig::default());
-    let file = std::io::BufReader::new(std::fs::File::open(log).unwrap());
-    let mut audited = Vec::new();
-    prompt_measure::audit::audit_reader(file, log, &mut auditor, |e| {
-        if let prompt_measure::audit::Event::Request(r) = e {
-            audited.push((r.line, prompt_measure::audit::verdict_text(r)));
-        }
-        Ok(())
-    })
-    .unwrap();
-    audited
 }
 
 /// A launch's config: the log `dir/proxy.jsonl` and the state `dir/state`, as every launch

@@ -9,16 +9,12 @@ use std::path::{Path, PathBuf};
 
 use cacheline_proxy::sessions::StateConfig;
 use cacheline_proxy::{ProxyConfig, RequestRow, StabilizeMode};
-use common::{always, post, proxy, raw, rows, split, upstream, whole};
+use common::{always, audit, post, proxy, raw, rows, split, upstream, whole};
 use prompt_engine::compare;
 
 /// A fresh directory for one test.
 fn fresh(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("cacheline-stabilize-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::fresh_dir(&format!("stabilize-{name}"))
 }
 
 /// One captured request: its path, the headers it was sent with (but those of the hop) and
@@ -139,7 +135,7 @@ async fn replay(test: &str, agent: &str, rollover: usize, mode: StabilizeMode) -
         "{agent}: every request reached the upstream"
     );
     let log = dir.join("proxy.jsonl");
-    out.audited = audit(&log);
+    out.audited = audit(&log).into_iter().map(|(_, v)| v).collect();
     out.logged = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -150,23 +146,6 @@ async fn replay(test: &str, agent: &str, rollover: usize, mode: StabilizeMode) -
         .collect();
     let _ = std::fs::remove_dir_all(&dir);
     out
-}
-
-/// `cacheline audit`'s verdict text of every line of `log`.
-fn audit(log: &Path) -> Vec<String> {
-    let tokenizer = prompt_measure::O200kBase::shared().unwrap();
-    let mut auditor =
-        prompt_measure::Auditor::new(tokenizer, prompt_measure::AuditConfig::default());
-    let file = std::io::BufReader::new(std::fs::File::open(log).unwrap());
-    let mut audited = Vec::new();
-    prompt_measure::audit::audit_reader(file, log, &mut auditor, |e| {
-        if let prompt_measure::audit::Event::Request(r) = e {
-            audited.push(prompt_measure::audit::verdict_text(r));
-        }
-        Ok(())
-    })
-    .unwrap();
-    audited
 }
 
 /// Each case: the agent, the rollover's line in its capture (and its index among the

@@ -126,3 +126,28 @@ pub fn ok_json(body: &str) -> Script {
         body.as_bytes(),
     ))
 }
+
+/// `cacheline audit`'s verdict text of every line of `log`, with its line number.
+pub fn audit(log: &std::path::Path) -> Vec<(u64, String)> {
+    let tokenizer = prompt_measure::O200kBase::shared().unwrap();
+    let mut auditor =
+        prompt_measure::Auditor::new(tokenizer, prompt_measure::AuditConfig::default());
+    let file = std::io::BufReader::new(std::fs::File::open(log).unwrap());
+    let mut audited = Vec::new();
+    prompt_measure::audit::audit_reader(file, log, &mut auditor, |e| {
+        if let prompt_measure::audit::Event::Request(r) = e {
+            audited.push((r.line, prompt_measure::audit::verdict_text(r)));
+        }
+        Ok(())
+    })
+    .unwrap();
+    audited
+}
+
+/// A fresh directory `cacheline-NAME-PID` under the temporary directory.
+pub fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cacheline-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
