@@ -240,14 +240,7 @@ pub(crate) fn run(
             report.audit = auditor
                 .push_exchange(line_no, exchange)
                 .map(Box::new)
-                .map_err(|e| {
-                    let refused = job
-                        .repair
-                        .as_ref()
-                        .map(prompt_measure::report::refusal_clause)
-                        .unwrap_or_default();
-                    format!("could not be read: {e}{refused}")
-                });
+                .map_err(|e| format!("could not be read: {e}"));
             if let Ok(audit) = &report.audit {
                 state.set_lifetime(auditor.lifetime_total());
                 if let Some(h) = held.as_mut() {
@@ -256,6 +249,15 @@ pub(crate) fn run(
                 }
             }
             drop(held);
+        }
+        // A request not analysed still says what `--stabilize` did to it.
+        if let (Err(why), Some(note)) = (&mut report.audit, &job.repair) {
+            why.push_str(&match note.outcome {
+                crate::stabilize::RepairOutcome::Refused => {
+                    prompt_measure::report::refusal_clause(note)
+                }
+                crate::stabilize::RepairOutcome::Repaired => format!("; repaired: {}", note.entry),
+            });
         }
         let row = report.page_row();
         if settings.print_verdicts {

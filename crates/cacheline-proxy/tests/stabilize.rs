@@ -423,3 +423,34 @@ async fn a_compressed_or_unreadable_body_is_forwarded_unchanged_with_its_reason(
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_body_over_the_copy_cap_is_forwarded_unchanged_with_its_reason() {
+    let lines = capture("opencode");
+    let c = lines[5].as_ref().unwrap();
+    let up = upstream(always(whole("200 OK", &[], REPLY))).await;
+    let config = ProxyConfig::default()
+        .with_stabilize(StabilizeMode::Every)
+        .with_max_copy_bytes(4096);
+    let proxy = proxy(config, &up.url()).await;
+    let mut events = proxy.state().subscribe();
+    let headers: Vec<(&str, &str)> = c
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let (reply, _) = raw(proxy.addr(), &post(&c.path, &headers, &c.body)).await;
+    assert_eq!(split(&reply).1, REPLY);
+    rows(&proxy.state(), 1).await;
+    let row = events.recv().await.unwrap();
+    proxy.shutdown().await;
+    let received = cacheline_upstream::split_request(&up.received()[0]).1;
+    assert_eq!(received, c.body, "forwarded as it came");
+    assert!(
+        row.verdict.contains(
+            "not repaired (opencode-env-date): the body is over the copy cap or did not end in time"
+        ),
+        "{}",
+        row.verdict
+    );
+}
