@@ -311,11 +311,16 @@ impl RepairState {
             line: (usize, usize),
         }
         let mut seen: Vec<Seen<'_, '_>> = Vec::new();
+        // Only the elements some entry's path names are decoded.
+        let named = |path: &str| mine.iter().any(|r| r.writer.path.matches(path));
+        let candidates = elements(api, &top, &list, &named);
         for r in &mine {
-            let found = elements(api, &top, &list)
-                .into_iter()
+            let found = candidates
+                .iter()
                 .find(|e| r.writer.path.matches(&e.path) && e.text.contains(&r.writer.pattern));
-            let Some(element) = found else { continue };
+            let Some(element) = found.cloned() else {
+                continue;
+            };
             if element.text.len() > MAX_ELEMENT_BYTES {
                 continue;
             }
@@ -640,6 +645,7 @@ fn blocks_to_breakpoint(list: &[&RawValue], from: usize) -> Option<usize> {
 }
 
 /// A text element of a request: where it is, its JSON string and its text.
+#[derive(Clone)]
 struct Element<'a> {
     path: String,
     /// Its message's index in the message list, when it is in one.
@@ -650,9 +656,17 @@ struct Element<'a> {
 
 /// The text elements of the fields a repairable entry may name: the system field and each
 /// message's content (a string, or the text of each block or part).
-fn elements<'a>(api: ApiKind, top: &Object<'a>, list: &[&'a RawValue]) -> Vec<Element<'a>> {
+fn elements<'a>(
+    api: ApiKind,
+    top: &Object<'a>,
+    list: &[&'a RawValue],
+    named: &dyn Fn(&str) -> bool,
+) -> Vec<Element<'a>> {
     let mut out = Vec::new();
     let mut push = |path: String, message: Option<usize>, raw: &'a RawValue| {
+        if !named(&path) {
+            return;
+        }
         let raw = match Object::of(raw) {
             Ok(obj) => match obj.get("text") {
                 Some(t) => t,
