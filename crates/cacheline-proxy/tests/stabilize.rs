@@ -25,6 +25,19 @@ struct Captured {
     body: Vec<u8>,
 }
 
+impl Captured {
+    /// The request as the agent sent it, with `extra` headers.
+    fn request(&self, extra: &[(&str, &str)]) -> Vec<u8> {
+        let mut headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        headers.extend_from_slice(extra);
+        post(&self.path, &headers, &self.body)
+    }
+}
+
 /// The requests of `tests/fixtures/agents/<agent>/capture.jsonl`, by line (a line without a
 /// body, a `HEAD /`, is `None`).
 fn capture(agent: &str) -> Vec<Option<Captured>> {
@@ -108,12 +121,7 @@ async fn replay(test: &str, agent: &str, rollover: usize, mode: StabilizeMode) -
         let mut events = proxy.state().subscribe();
         let mut sent = 0u64;
         for c in launch.iter().flatten() {
-            let headers: Vec<(&str, &str)> = c
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let (reply, _) = raw(proxy.addr(), &post(&c.path, &headers, &c.body)).await;
+            let (reply, _) = raw(proxy.addr(), &c.request(&[])).await;
             out.replies.push(split(&reply).1);
             out.agent.push(c.body.clone());
             sent += 1;
@@ -387,17 +395,16 @@ async fn a_compressed_or_unreadable_body_is_forwarded_unchanged_with_its_reason(
         .with_state(Some(StateConfig::in_dir(&dir)));
     let proxy = proxy(config, &up.url()).await;
     let mut events = proxy.state().subscribe();
-    let mut headers: Vec<(&str, &str)> = c
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     // Not JSON.
     let broken = &c.body[..c.body.len() / 2];
-    raw(proxy.addr(), &post(&c.path, &headers, broken)).await;
+    let cut = Captured {
+        path: c.path.clone(),
+        headers: c.headers.clone(),
+        body: broken.to_vec(),
+    };
+    raw(proxy.addr(), &cut.request(&[])).await;
     // Said to be compressed (the bytes are what they are: never read).
-    headers.push(("content-encoding", "gzip"));
-    raw(proxy.addr(), &post(&c.path, &headers, &c.body)).await;
+    raw(proxy.addr(), &c.request(&[("content-encoding", "gzip")])).await;
     rows(&proxy.state(), 2).await;
     let got = [events.recv().await.unwrap(), events.recv().await.unwrap()];
     proxy.shutdown().await;
@@ -434,12 +441,7 @@ async fn a_body_over_the_copy_cap_is_forwarded_unchanged_with_its_reason() {
         .with_max_copy_bytes(4096);
     let proxy = proxy(config, &up.url()).await;
     let mut events = proxy.state().subscribe();
-    let headers: Vec<(&str, &str)> = c
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let (reply, _) = raw(proxy.addr(), &post(&c.path, &headers, &c.body)).await;
+    let (reply, _) = raw(proxy.addr(), &c.request(&[])).await;
     assert_eq!(split(&reply).1, REPLY);
     rows(&proxy.state(), 1).await;
     let row = events.recv().await.unwrap();
