@@ -690,7 +690,10 @@ pub(crate) async fn handle(
                 read = frames;
                 if let Some(bytes) = whole {
                     rest = None;
-                    match st.decide(kind, agent_id.as_ref(), &bytes) {
+                    let decision = st.decide(kind, agent_id.as_ref(), &bytes);
+                    let saver = st.clone();
+                    tokio::task::spawn_blocking(move || saver.save_if_due());
+                    match decision {
                         crate::stabilize::Decision::Untouched => {}
                         crate::stabilize::Decision::Refused(note) => repair = Some(note),
                         crate::stabilize::Decision::Repaired { body: sent, note } => {

@@ -127,8 +127,70 @@ struct Frozen {
     /// The element's text as the provider first saw it.
     sent: String,
     insertions: Vec<Insertion>,
+    /// Hashes of the latest messages of the requests sent with the frozen text (at most
+    /// [`MAX_SEEN`]): a request continues a conversation the provider saw with it only when
+    /// one of its messages is here.
+    #[serde(default)]
+    seen: Vec<String>,
     /// When it was last used (seconds since the Unix epoch).
     used: u64,
+}
+
+impl Frozen {
+    /// Remembers the latest [`RECORDED`] messages of a request sent with the frozen text.
+    fn record(&mut self, hashes: &MessageHashes<'_>) {
+        let n = hashes.list.len();
+        for i in n.saturating_sub(RECORDED)..n {
+            let h = hashes.of(i);
+            if !self.seen.contains(&h) {
+                self.seen.push(h);
+            }
+        }
+        let over = self.seen.len().saturating_sub(MAX_SEEN);
+        self.seen.drain(..over);
+    }
+
+    /// Whether one of the [`RECORDED`] messages before `index` (and after `from`) was sent
+    /// with the frozen text: the request continues a conversation the provider saw with it.
+    fn continued_by(&self, hashes: &MessageHashes<'_>, from: usize, index: usize) -> bool {
+        (from..index)
+            .rev()
+            .take(RECORDED)
+            .any(|i| self.seen.contains(&hashes.of(i)))
+    }
+}
+
+/// Messages of a request remembered or looked up, from its end.
+const RECORDED: usize = 16;
+
+/// The most message hashes a frozen element keeps.
+const MAX_SEEN: usize = 256;
+
+/// The hashes of one request's messages ([`message_hash`]), each computed once.
+struct MessageHashes<'a> {
+    list: &'a [&'a RawValue],
+    memo: std::cell::RefCell<HashMap<usize, String>>,
+}
+
+impl<'a> MessageHashes<'a> {
+    fn new(list: &'a [&'a RawValue]) -> Self {
+        MessageHashes {
+            list,
+            memo: std::cell::RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The hash of message `i` (of an absent one: empty, which no hash equals).
+    fn of(&self, i: usize) -> String {
+        let Some(m) = self.list.get(i) else {
+            return String::new();
+        };
+        self.memo
+            .borrow_mut()
+            .entry(i)
+            .or_insert_with(|| message_hash(m))
+            .clone()
+    }
 }
 
 /// One update inserted into a conversation's message list.
@@ -156,7 +218,13 @@ pub struct RepairState {
     frozen: HashMap<String, Frozen>,
     /// Whether something changed since last saved.
     dirty: bool,
+    /// Whether an element was frozen or an update inserted since last saved: saved at once
+    /// (the messages seen are saved at most every [`SAVE_EVERY`], and when the proxy stops).
+    urgent: bool,
 }
+
+/// How often the messages seen with a frozen element are saved at most.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl RepairState {
     /// How many elements are frozen.
@@ -200,6 +268,7 @@ impl RepairState {
             state.keep(f);
         }
         state.dirty = false;
+        state.urgent = false;
         Ok(state)
     }
 
@@ -235,11 +304,18 @@ impl RepairState {
         }
         std::fs::rename(&tmp, &path)?;
         self.dirty = false;
+        self.urgent = false;
         Ok(())
     }
 
     fn keep(&mut self, f: Frozen) {
-        if f.sent.len() > MAX_ELEMENT_BYTES || f.insertions.len() > MAX_INSERTIONS {
+        // What a state file holds is read as untrusted: an element past the bounds, or an
+        // update longer than a line a repair delivers, is not kept.
+        if f.sent.len() > MAX_ELEMENT_BYTES
+            || f.insertions.len() > MAX_INSERTIONS
+            || f.insertions.iter().any(|i| i.value.len() > MAX_LINE_BYTES)
+            || f.seen.len() > MAX_SEEN
+        {
             return;
         }
         if !self.frozen.contains_key(&f.key) && self.frozen.len() >= MAX_FROZEN {
@@ -255,6 +331,7 @@ impl RepairState {
         }
         self.frozen.insert(f.key.clone(), f);
         self.dirty = true;
+        self.urgent = true;
     }
 
     /// The decision on one request body of `api` from `agent`, by `entries`; `now` in
@@ -352,15 +429,20 @@ impl RepairState {
         if seen.is_empty() {
             return Decision::Untouched;
         }
+        let hashes = MessageHashes::new(&list);
         // Which of them changed since the provider saw them; an unknown one is frozen now.
         let mut changed = Vec::new();
         for (i, s) in seen.iter().enumerate() {
             match self.frozen.get_mut(&s.key) {
                 Some(f) => {
                     f.used = now;
-                    let applies = f.insertions.iter().any(|ins| ins.applies(&list));
+                    let applies = f.insertions.iter().any(|ins| ins.applies(&hashes));
                     if f.sent != s.element.text || applies {
                         changed.push(i);
+                    } else {
+                        // Sent as it came, with the frozen text.
+                        f.record(&hashes);
+                        self.dirty = true;
                     }
                 }
                 None => {
@@ -368,14 +450,17 @@ impl RepairState {
                         .frozen
                         .values()
                         .any(|f| f.head == s.head && f.entry == s.repairable.id());
-                    self.keep(Frozen {
+                    let mut frozen = Frozen {
                         key: s.key.clone(),
                         head: s.head.clone(),
                         entry: s.repairable.id().to_owned(),
                         sent: s.element.text.clone(),
                         insertions: Vec::new(),
+                        seen: Vec::new(),
                         used: now,
-                    });
+                    };
+                    frozen.record(&hashes);
+                    self.keep(frozen);
                     if beyond {
                         return Decision::Refused(RepairNote::refused(
                             s.repairable.id(),
@@ -408,7 +493,7 @@ impl RepairState {
         let mut plan: Vec<Insertion> = frozen
             .insertions
             .iter()
-            .filter(|ins| ins.applies(&list))
+            .filter(|ins| ins.applies(&hashes))
             .cloned()
             .collect();
         plan.sort_by_key(|i| i.index);
@@ -427,6 +512,12 @@ impl RepairState {
             } else {
                 list.len()
             };
+            // Only a conversation the provider saw with the frozen text is repaired: one
+            // it never saw with it (a new one, or one begun before the proxy froze the
+            // element) keeps what the agent sends.
+            if !frozen.continued_by(&hashes, after_element, index) {
+                return Decision::Untouched;
+            }
             if plan.last().is_some_and(|last| last.index >= index) {
                 return Decision::Refused(RepairNote::refused(
                     id,
@@ -441,8 +532,8 @@ impl RepairState {
             }
             let ins = Insertion {
                 index,
-                before: index.checked_sub(1).map(|b| message_hash(list[b])),
-                after: list.get(index).map(|m| message_hash(m)),
+                before: index.checked_sub(1).map(|b| hashes.of(b)),
+                after: (index < list.len()).then(|| hashes.of(index)),
                 value: current.clone(),
             };
             plan.push(ins.clone());
@@ -523,10 +614,10 @@ impl RepairState {
             from = *end;
         }
         out.extend_from_slice(&body[from..]);
-        if let Some(ins) = new
-            && let Some(f) = self.frozen.get_mut(&s.key)
-        {
-            f.insertions.push(ins);
+        if let Some(f) = self.frozen.get_mut(&s.key) {
+            self.urgent |= new.is_some();
+            f.insertions.extend(new);
+            f.record(&hashes);
             self.dirty = true;
         }
         Decision::Repaired {
@@ -539,24 +630,20 @@ impl RepairState {
             },
         }
     }
-
-    /// Whether something changed since last saved.
-    pub fn is_dirty(&self) -> bool {
-        self.dirty
-    }
 }
 
 impl Insertion {
     /// Whether `list` (the agent's messages) has the messages this insertion went between.
-    fn applies(&self, list: &[&RawValue]) -> bool {
+    fn applies(&self, hashes: &MessageHashes<'_>) -> bool {
+        let n = hashes.list.len();
         let before_holds = match (&self.before, self.index.checked_sub(1)) {
-            (Some(h), Some(b)) => list.get(b).is_some_and(|m| message_hash(m) == *h),
+            (Some(h), Some(b)) => b < n && hashes.of(b) == *h,
             (None, None) => true,
             _ => false,
         };
         let after_holds = match &self.after {
-            Some(h) => list.get(self.index).is_some_and(|m| message_hash(m) == *h),
-            None => list.len() >= self.index,
+            Some(h) => self.index < n && hashes.of(self.index) == *h,
+            None => n >= self.index,
         };
         before_holds && after_holds && (self.before.is_some() || self.after.is_some())
     }
@@ -749,6 +836,44 @@ struct Kept {
     seen: Option<std::time::SystemTime>,
     /// A save that failed, said once.
     warned: bool,
+    /// When it was last saved.
+    saved: Option<std::time::Instant>,
+}
+
+impl Kept {
+    /// Saves the state when it has a directory (a save that fails is said once on standard
+    /// error; repairs go on in memory).
+    fn save(&mut self) {
+        let Some(dir) = self.dir.clone() else {
+            return;
+        };
+        self.saved = Some(std::time::Instant::now());
+        match self.state.save(&dir) {
+            Ok(()) => self.seen = modified(&dir),
+            Err(e) if !self.warned => {
+                self.warned = true;
+                eprintln!(
+                    "cacheline proxy: --stabilize: the repair state could not be saved in {}: {e} (repairs go on for this launch only)",
+                    dir.display()
+                );
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+impl Drop for Stabilizer {
+    /// What was not saved yet (the messages seen since the last save) is saved when the
+    /// proxy stops.
+    fn drop(&mut self) {
+        let kept = self
+            .state
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept.state.dirty {
+            kept.save();
+        }
+    }
 }
 
 /// What `--stabilize` did in one launch.
@@ -780,6 +905,7 @@ impl Stabilizer {
                     dir,
                     seen,
                     warned: false,
+                    saved: None,
                 }),
                 counts: Mutex::new(StabilizeCounts::default()),
             },
@@ -802,12 +928,12 @@ impl Stabilizer {
             .map(Repairable::id)
     }
 
-    /// The decision on one request body ([`RepairState::decide`]), the state saved when it
-    /// changed (a save that fails is said once on standard error; repairs go on in memory).
-    pub fn decide(&self, api: ApiKind, agent: Option<&AgentId>, body: &[u8]) -> Decision {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+    /// Takes in what another launch saved since last looked, and saves the state when an
+    /// element was frozen or an update inserted since the last save, or the messages seen
+    /// changed and 5 s passed: off the forwarding path (the proxy calls it on a
+    /// blocking thread after each [`Stabilizer::decide`]). A save that fails is said once on
+    /// standard error; repairs go on in memory.
+    pub fn save_if_due(&self) {
         let mut kept = self
             .state
             .lock()
@@ -817,34 +943,36 @@ impl Stabilizer {
             let now_seen = modified(dir);
             if now_seen.is_some() && now_seen != kept.seen {
                 if let Ok(theirs) = RepairState::load(dir) {
-                    let dirty = kept.state.dirty;
+                    let (dirty, urgent) = (kept.state.dirty, kept.state.urgent);
                     for (key, f) in theirs.frozen {
                         match kept.state.frozen.get(&key) {
                             Some(mine) if mine.insertions.len() >= f.insertions.len() => {}
                             _ => kept.state.keep(f),
                         }
                     }
-                    kept.state.dirty = dirty;
+                    (kept.state.dirty, kept.state.urgent) = (dirty, urgent);
                 }
                 kept.seen = now_seen;
             }
         }
-        let decision = kept.state.decide(&self.entries, api, agent, body, now);
-        if kept.state.dirty
-            && let Some(dir) = kept.dir.clone()
-        {
-            match kept.state.save(&dir) {
-                Ok(()) => kept.seen = modified(&dir),
-                Err(e) if !kept.warned => {
-                    kept.warned = true;
-                    eprintln!(
-                        "cacheline proxy: --stabilize: the repair state could not be saved in {}: {e} (repairs go on for this launch only)",
-                        dir.display()
-                    );
-                }
-                Err(_) => {}
-            }
+        let due = kept.saved.is_none_or(|at| at.elapsed() >= SAVE_EVERY);
+        if kept.state.urgent || (kept.state.dirty && due) {
+            kept.save();
         }
+    }
+
+    /// The decision on one request body ([`RepairState::decide`]), in memory; the state is
+    /// saved, and another launch's taken in, by [`Stabilizer::save_if_due`].
+    pub fn decide(&self, api: ApiKind, agent: Option<&AgentId>, body: &[u8]) -> Decision {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut kept = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let decision = kept.state.decide(&self.entries, api, agent, body, now);
+        drop(kept);
         let mut counts = self
             .counts
             .lock()
@@ -978,6 +1106,39 @@ mod tests {
             "<system-reminder from=\"date\">\nToday's date: Sat Dec 05 2026\n</system-reminder>"
         );
         assert_eq!(sent["messages"][3]["content"], "and now?");
+    }
+
+    #[test]
+    fn a_conversation_the_provider_never_saw_with_the_first_date_is_left_as_it_is() {
+        let entries = builtin();
+        let mut state = RepairState::default();
+        decide(
+            &mut state,
+            &entries,
+            &body("Fri Dec 04 2026", "a", &[user("hi")]),
+        );
+        // Another conversation, begun the next day: nothing of it was sent with the first
+        // date, so its requests go as the agent sends them, now and later.
+        for messages in [
+            vec![user("new task")],
+            vec![user("new task"), assistant("ok"), user("go on")],
+        ] {
+            let b = body("Sat Dec 05 2026", "a", &messages);
+            assert!(matches!(
+                decide(&mut state, &entries, &b),
+                Decision::Untouched
+            ));
+        }
+        // The first conversation, continued that day, is repaired.
+        let later = body(
+            "Sat Dec 05 2026",
+            "a",
+            &[user("hi"), assistant("x"), user("y")],
+        );
+        assert!(matches!(
+            decide(&mut state, &entries, &later),
+            Decision::Repaired { .. }
+        ));
     }
 
     #[test]
