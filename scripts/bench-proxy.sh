@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The proxy benchmark of issue 24, side by side in one run: the scripted upstream driven
+# The proxy benchmark of issues 24 and 34, side by side in one run: the scripted upstream driven
 # directly, through `cacheline proxy`, through LiteLLM's proxy (pass-through routes) and through
-# NeMo Relay's gateway, whole and streamed, at 1, 100 and 1,000 requests/s; then the resident
-# memory of each proxy with 10,000 idle sessions. Writes a Markdown table (docs/benchmarks.md,
-# "The proxy, side by side", has one and this command).
+# NeMo Relay's gateway, whole and streamed, at 10, 100 and 1,000 requests/s, each run repeated
+# (contenders interleaved, so a repeat's runs are back to back); then the resident memory of
+# each proxy with 10,000 idle sessions. Sessions send what agents send: Claude Code's and Qwen
+# Code's captured first requests (tests/fixtures/agents, ~100 KB), a session header each.
+# `cacheline proxy`'s own /metrics gives its analysis CPU per request. Writes a Markdown table
+# (docs/benchmarks.md, "The proxy, side by side", has one and this command).
 #
-#   scripts/bench-proxy.sh [--quick] [--out DIR]
+#   scripts/bench-proxy.sh [--quick] [--synthetic] [--repeats N] [--out DIR]
 #
-#   --quick   1 s per rate and 500 idle sessions: a check that every contender forwards, not a
-#             measurement
-#   --out     where results.jsonl, table.md and the contenders' logs go (default
-#             target/bench-proxy)
+#   --quick      1 s per rate, 1 repeat and 500 idle sessions: a check that every contender
+#                forwards, not a measurement
+#   --synthetic  the small synthetic bodies (~1-8 KB, no session header) of the first runs
+#   --repeats    repeats of every latency run (default 3)
+#   --out        where results.jsonl, table.md and the contenders' logs go (default
+#                target/bench-proxy)
 #
 # Not part of .ci/run. LiteLLM and NeMo Relay come from PyPI (pinned below) into a venv cached
 # in $CACHELINE_CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/cacheline)/bench-proxy-venv-*;
@@ -28,23 +33,32 @@ LITELLM_VERSION=1.108.7
 NEMO_RELAY_VERSION=0.10.4
 
 quick=0
+synthetic=0
+repeats=3
 out=target/bench-proxy
 while [[ $# -gt 0 ]]; do
     case $1 in
         --quick) quick=1 ;;
+        --synthetic) synthetic=1 ;;
+        --repeats) repeats=$2; shift ;;
         --out) out=$2; shift ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
     esac
     shift
 done
+rates=(10 100 1000)
 if ((quick)); then
-    declare -A secs=([1]=1 [100]=1 [1000]=1)
+    declare -A secs=([10]=1 [100]=1 [1000]=1)
     idle_sessions=500
+    repeats=1
 else
-    # 20 requests at 1/s (so p99 is the slowest of 20), 500 at 100/s, 5,000 at 1,000/s.
-    declare -A secs=([1]=20 [100]=5 [1000]=5)
+    # Per repeat 300 requests at 10/s, 1,000 at 100/s, 3,000 at 1,000/s: a p99 is the 3rd,
+    # 10th and 30th slowest, and the repeats give its spread.
+    declare -A secs=([10]=30 [100]=10 [1000]=3)
     idle_sessions=10000
 fi
+bodies=()
+((synthetic)) || bodies=(--agent-bodies "$PWD/tests/fixtures/agents")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 results=$out/results.jsonl
@@ -114,17 +128,22 @@ upstream=http://127.0.0.1:$up_port
 wait_for upstream "$upstream/" "$p" || die "the scripted upstream did not start: $(cat "$out/upstream.log")"
 
 # Contenders: label -> base URL, paths and header when not the upstream's own, pid.
-declare -A base oapath anpath header pid
+declare -A base oapath anpath header pid metrics
 labels=(direct)
 base[direct]=$upstream
 
+# As an agent's user runs it: a log, and sessions carried across launches (in a state
+# directory of this run's own, so an earlier run's sessions are not restored into it).
 port=$(free_port)
+rm -rf "$out/cacheline-state" "$out/cacheline-proxy.jsonl"
 "${pin_server[@]}" "$cacheline" proxy --listen "127.0.0.1:$port" --upstream "openai=$upstream" \
-    --upstream "anthropic=$upstream" --log "$out/cacheline-proxy.jsonl" >"$out/cacheline.log" 2>&1 &
+    --upstream "anthropic=$upstream" --log "$out/cacheline-proxy.jsonl" \
+    --state "$out/cacheline-state" >"$out/cacheline.log" 2>&1 &
 p=$!
 pids+=("$p")
 if wait_for cacheline "http://127.0.0.1:$port/" "$p"; then
     labels+=(cacheline) base[cacheline]=http://127.0.0.1:$port pid[cacheline]=$p
+    metrics[cacheline]=http://127.0.0.1:$port/metrics
 else
     skip cacheline "$out/cacheline.log" "cacheline proxy did not start"
 fi
@@ -183,26 +202,33 @@ run_driver() {
     [[ -n ${oapath[$label]:-} ]] && t+=(--openai-path "${oapath[$label]}")
     [[ -n ${anpath[$label]:-} ]] && t+=(--anthropic-path "${anpath[$label]}")
     [[ -n ${header[$label]:-} ]] && t+=(--header "${header[$label]}")
-    "${pin_driver[@]}" "$bench" "$sub" "${t[@]}" "$@"
+    [[ -n ${metrics[$label]:-} ]] && t+=(--metrics "${metrics[$label]}")
+    "${pin_driver[@]}" "$bench" "$sub" "${t[@]}" "${bodies[@]}" "$@"
 }
 
-# Memory first, on fresh proxies: each session sends one request, then stays idle.
+# Memory first, on fresh proxies: each session sends one request, then stays idle. At most
+# 300 sessions a second, 4 at once: `cacheline proxy` analyses each exchange after forwarding
+# it, and a session whose exchange the analysis dropped (its queue full) would hold nothing.
 for label in "${labels[@]}"; do
     [[ $label == direct ]] && continue
     log "$label: $idle_sessions idle sessions"
-    run_driver "$label" idle --pid "${pid[$label]}" --sessions "$idle_sessions" ||
+    run_driver "$label" idle --pid "${pid[$label]}" --sessions "$idle_sessions" \
+        --concurrency 4 --rate 300 ||
         "$bench" skip --label "$label" --reason "idle run failed" --out "$results"
 done
 
-# Latency: each rate and mode runs every contender back to back (direct first).
-for mode in whole stream; do
-    for rate in 1 100 1000; do
-        for label in "${labels[@]}"; do
-            log "$label: $mode at $rate/s for ${secs[$rate]} s"
-            flag=()
-            [[ $mode == stream ]] && flag=(--stream)
-            run_driver "$label" load --rate "$rate" --secs "${secs[$rate]}" "${flag[@]}" 2>>"$out/driver.log" ||
-                "$bench" skip --label "$label" --reason "$mode run at $rate/s failed (see driver.log)" --out "$results"
+# Latency: each repeat runs each rate and mode on every contender back to back (direct first).
+for ((repeat = 0; repeat < repeats; repeat++)); do
+    for mode in whole stream; do
+        for rate in "${rates[@]}"; do
+            for label in "${labels[@]}"; do
+                log "repeat $((repeat + 1))/$repeats, $label: $mode at $rate/s for ${secs[$rate]} s"
+                flag=()
+                [[ $mode == stream ]] && flag=(--stream)
+                run_driver "$label" load --rate "$rate" --secs "${secs[$rate]}" --repeat "$repeat" \
+                    "${flag[@]}" 2>>"$out/driver.log" ||
+                    "$bench" skip --label "$label" --reason "$mode run at $rate/s failed (see driver.log)" --out "$results"
+            done
         done
     done
 done
@@ -210,6 +236,11 @@ done
 {
     echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')), $(uname -sr)."
     echo "Contenders: cacheline $(git describe --always --dirty 2>/dev/null || echo '?') (release build), LiteLLM $("$venv/bin/pip" show litellm 2>/dev/null | sed -n 's/^Version: //p') (pass-through endpoints), NeMo Relay $("$venv/bin/pip" show nemo-relay-cli-bin 2>/dev/null | sed -n 's/^Version: //p') (gateway)."
+    if ((synthetic)); then
+        echo "Bodies: synthetic (~1-8 KB, no session header)."
+    else
+        echo "Bodies: Claude Code's and Qwen Code's first captured requests (tests/fixtures/agents), a session header each; $repeats repeats."
+    fi
     if ((${#pin_driver[@]})); then
         echo "Pinned: driver on CPU 0; upstream and proxies on CPU 1."
     else

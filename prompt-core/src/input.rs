@@ -83,6 +83,22 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `bytes` as text, invalid UTF-8 replaced by U+FFFD: [`String::from_utf8_lossy`], with
+/// valid text (nearly every body) checked by [`std::str::from_utf8`], several times faster
+/// on large ASCII bodies than the lossy decoder's walk.
+///
+/// ```
+/// use prompt_core::input::utf8_lossy;
+/// assert_eq!(utf8_lossy(b"{\"a\":1}"), "{\"a\":1}");
+/// assert_eq!(utf8_lossy(b"a\xffb"), "a\u{fffd}b");
+/// ```
+pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// The longest start of `text` of at most `max` bytes that ends on a character boundary,
 /// unmarked: what a bound on bytes read or kept cuts (an element the catalogue searches, a
 /// label, a header value); [`excerpt`] is the same cut, marked, for what is shown.

@@ -56,6 +56,9 @@ enum Command {
         /// Unrecorded requests sent first (connections, caches, JIT of the contender).
         #[arg(long, default_value_t = 50)]
         warmup: u64,
+        /// Which repeat of this run it is (recorded, for the table's spread).
+        #[arg(long, default_value_t = 0)]
+        repeat: u32,
     },
     /// Open --sessions idle sessions (one request each) and append an `idle` record with the
     /// VmRSS of --pid and its children before and after.
@@ -71,6 +74,9 @@ enum Command {
         /// Requests in flight at once.
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
+        /// At most this many sessions opened per second (default: as fast as answered).
+        #[arg(long)]
+        rate: Option<u32>,
         /// Seconds to wait after the last answer before reading RSS.
         #[arg(long, default_value_t = 2.0)]
         settle_secs: f64,
@@ -114,6 +120,14 @@ struct TargetArgs {
     /// Per-request timeout, seconds.
     #[arg(long, default_value_t = 30.0)]
     timeout_secs: f64,
+    /// Send agents' bodies and session headers, read from this directory of captures
+    /// (tests/fixtures/agents) instead of the small synthetic bodies.
+    #[arg(long)]
+    agent_bodies: Option<PathBuf>,
+    /// The contender's `/metrics` URL (`cacheline proxy`'s), read before and after the run
+    /// for its analysis figures.
+    #[arg(long)]
+    metrics: Option<String>,
     /// Results file (JSON lines), appended to.
     #[arg(long)]
     out: PathBuf,
@@ -134,6 +148,13 @@ impl TargetArgs {
                 })
                 .collect(),
         }
+    }
+    fn bodies(&self) -> Result<Option<std::sync::Arc<driver::AgentBodies>>, BenchError> {
+        self.agent_bodies
+            .as_deref()
+            .map(|dir| driver::AgentBodies::from_fixtures(dir).map(std::sync::Arc::new))
+            .transpose()
+            .map_err(BenchError::Bodies)
     }
     fn timeout(&self) -> Duration {
         Duration::try_from_secs_f64(self.timeout_secs).unwrap_or(Duration::from_secs(30))
@@ -169,6 +190,8 @@ enum BenchError {
     },
     #[error(transparent)]
     Rss(#[from] report::RssError),
+    #[error("agents' bodies: {0}")]
+    Bodies(String),
 }
 
 fn append(path: &PathBuf, record: &Record) -> Result<(), BenchError> {
@@ -236,8 +259,11 @@ fn run(cli: Cli) -> Result<(), BenchError> {
             stream,
             sessions,
             warmup,
+            repeat,
         } => {
             let t = target.target();
+            let bodies = target.bodies()?;
+            let body_bytes = bodies.as_ref().map(|b| b.mean_first_body());
             let config = LoadConfig {
                 rate,
                 duration: Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(5)),
@@ -245,16 +271,39 @@ fn run(cli: Cli) -> Result<(), BenchError> {
                 sessions,
                 max_turns: 24,
                 timeout: target.timeout(),
+                bodies,
             };
-            let result = runtime(1)?.block_on(async {
+            let (result, analysis) = runtime(1)?.block_on(async {
                 let client = driver::client();
                 // Warm-up requests go to sessions of their own (ids past the run's).
                 for j in 0..warmup {
                     let _ = driver::send(&client, &t, 1_000_000 + j, &config).await;
                 }
-                driver::run(&client, &t, &config).await
+                let settle = Duration::from_secs(60);
+                let before = match &target.metrics {
+                    Some(url) => driver::settled_metrics(&client, url, settle).await,
+                    None => None,
+                };
+                let result = driver::run(&client, &t, &config).await;
+                let after = match &target.metrics {
+                    Some(url) => driver::settled_metrics(&client, url, settle).await,
+                    None => None,
+                };
+                let analysis = before
+                    .zip(after)
+                    .map(|(b, a)| report::AnalysisFigures::between(&b, &a));
+                (result, analysis)
             });
-            let record = Record::load(&target.label, stream, rate, &result);
+            let mut record = Record::load(&target.label, stream, rate, &result);
+            if let Record::Load {
+                repeat: r,
+                body_bytes: b,
+                analysis: a,
+                ..
+            } = &mut record
+            {
+                (*r, *b, *a) = (repeat, body_bytes, analysis);
+            }
             eprintln!("{record:?}");
             append(&target.out, &record)
         }
@@ -263,22 +312,42 @@ fn run(cli: Cli) -> Result<(), BenchError> {
             pid,
             sessions,
             concurrency,
+            rate,
             settle_secs,
         } => {
             let t = target.target();
+            let bodies = target.bodies()?;
+            let body_bytes = bodies.as_ref().map(|b| b.mean_first_body());
             let settle = Duration::try_from_secs_f64(settle_secs).unwrap_or(Duration::from_secs(2));
             let before = report::tree_rss_kib(pid)?;
-            let result = runtime(1)?.block_on(async {
+            let (result, analysis) = runtime(1)?.block_on(async {
+                let client = driver::client();
+                let limit = Duration::from_secs(120);
+                let before = match &target.metrics {
+                    Some(url) => driver::settled_metrics(&client, url, limit).await,
+                    None => None,
+                };
                 let out = driver::open_idle_sessions(
-                    &driver::client(),
+                    &client,
                     &t,
                     sessions,
                     concurrency,
                     target.timeout(),
+                    bodies,
+                    rate,
                 )
                 .await;
+                // Every exchange analysed before memory is read: a session the analysis has
+                // not reached yet holds nothing.
+                let after = match &target.metrics {
+                    Some(url) => driver::settled_metrics(&client, url, limit).await,
+                    None => None,
+                };
                 tokio::time::sleep(settle).await;
-                out
+                let analysis = before
+                    .zip(after)
+                    .map(|(b, a)| report::AnalysisFigures::between(&b, &a));
+                (out, analysis)
             });
             let after = report::tree_rss_kib(pid)?;
             let record = Record::Idle {
@@ -288,6 +357,8 @@ fn run(cli: Cli) -> Result<(), BenchError> {
                 first_error: result.first_error,
                 rss_before_kib: before,
                 rss_after_kib: after,
+                body_bytes,
+                analysis,
             };
             eprintln!("{record:?}");
             append(&target.out, &record)

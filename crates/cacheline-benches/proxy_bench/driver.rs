@@ -7,6 +7,14 @@
 //! user message, then one assistant reply and one tool-result-like user message per earlier turn,
 //! so turn `t + 1` is turn `t` with an append.
 //!
+//! With [`AgentBodies`] (`--agent-bodies`), a session sends what a coding agent sends instead:
+//! Anthropic sessions the first request of the Claude Code capture (its system prompt, 26 tools
+//! and first message, about 122 KiB) and OpenAI sessions the first of the Qwen Code capture
+//! (about 80 KiB), each with the agent's `user-agent` and a session header of its own (Claude
+//! Code's `x-claude-code-session-id`, its body's `session_id` rewritten to match; opencode's
+//! `x-session-id` for the OpenAI ones, as Qwen Code names none), growing by appended messages
+//! the same way.
+//!
 //! Each request records its total latency (send to last body byte) and its time to first byte
 //! (send to the first body frame), measured from when its task starts sending; a request that
 //! takes longer than [`LoadConfig::timeout`] counts as an error.
@@ -61,6 +69,148 @@ pub struct LoadConfig {
     pub max_turns: usize,
     /// A request slower than this is an error.
     pub timeout: Duration,
+    /// Agents' bodies and headers instead of the small synthetic ones.
+    pub bodies: Option<std::sync::Arc<AgentBodies>>,
+}
+
+/// One agent's captured request, ready to grow: the body for whole and for streamed replies,
+/// where appended messages go in each, and the headers it is sent with.
+#[derive(Debug, Clone)]
+pub struct AgentTemplate {
+    /// The body with `"stream":false` and with `"stream":true`.
+    bodies: [String; 2],
+    /// The offset of the `]` closing `messages` in each body.
+    insert_at: [usize; 2],
+    /// The session id the capture's body holds, rewritten to each session's own.
+    captured_session: Option<String>,
+    /// The header that names the session.
+    session_header: &'static str,
+    /// Headers sent as the agent sent them (`user-agent`, `anthropic-*`).
+    headers: Vec<(String, String)>,
+    /// Whether appended messages take Anthropic's block form.
+    anthropic: bool,
+}
+
+/// The two agents' templates ([`AgentBodies::from_fixtures`]).
+#[derive(Debug, Clone)]
+pub struct AgentBodies {
+    /// For the Anthropic sessions (Claude Code).
+    pub anthropic: AgentTemplate,
+    /// For the OpenAI sessions (Qwen Code).
+    pub openai: AgentTemplate,
+}
+
+impl AgentBodies {
+    /// Reads the first request of `DIR/claude-code/capture.jsonl` to `/v1/messages` and of
+    /// `DIR/qwen-code/capture.jsonl` to `/v1/chat/completions` (tests/fixtures/agents).
+    pub fn from_fixtures(dir: &std::path::Path) -> Result<Self, String> {
+        Ok(Self {
+            anthropic: AgentTemplate::from_capture(
+                &dir.join("claude-code/capture.jsonl"),
+                "/v1/messages",
+                "x-claude-code-session-id",
+            )?,
+            openai: AgentTemplate::from_capture(
+                &dir.join("qwen-code/capture.jsonl"),
+                "/v1/chat/completions",
+                "x-session-id",
+            )?,
+        })
+    }
+
+    /// The mean size of the two first-turn bodies (whole), bytes.
+    pub fn mean_first_body(&self) -> usize {
+        (self.anthropic.bodies[0].len() + self.openai.bodies[0].len()) / 2
+    }
+}
+
+impl AgentTemplate {
+    fn from_capture(
+        path: &std::path::Path,
+        endpoint: &str,
+        session_header: &'static str,
+    ) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (line_no, exchange) = text
+            .lines()
+            .enumerate()
+            .filter_map(|(i, l)| Some((i + 1, serde_json::from_str::<serde_json::Value>(l).ok()?)))
+            .find(|(_, v)| {
+                v["path"].as_str().is_some_and(|p| p.starts_with(endpoint))
+                    && v["request"].as_str().is_some_and(|r| r.len() > 2)
+            })
+            .ok_or_else(|| format!("{}: no request to {endpoint}", path.display()))?;
+        let at = |what: &str| format!("{} line {line_no}: {what}", path.display());
+        let body = exchange["request"].as_str().unwrap_or_default();
+        let header = |name: &str| {
+            exchange["headers"][name]
+                .as_str()
+                .map(|v| (name.to_owned(), v.to_owned()))
+        };
+        let captured_session = header(session_header).map(|(_, v)| v);
+        let headers = ["user-agent", "anthropic-version", "anthropic-beta"]
+            .iter()
+            .filter_map(|n| header(n))
+            .collect();
+        let object = prompt_core::raw_json::Object::parse(body).map_err(|e| at(&e.to_string()))?;
+        let mut bodies = [String::new(), String::new()];
+        let mut insert_at = [0; 2];
+        for (i, stream) in ["false", "true"].into_iter().enumerate() {
+            let with = object.with("stream", stream);
+            let reread =
+                prompt_core::raw_json::Object::parse(&with).map_err(|e| at(&e.to_string()))?;
+            let messages = reread
+                .get("messages")
+                .ok_or_else(|| at("no messages"))?
+                .get();
+            let start = prompt_core::raw_json::offset_in(&with, messages)
+                .ok_or_else(|| at("messages not in the body"))?;
+            insert_at[i] = start + messages.len() - 1;
+            bodies[i] = with;
+        }
+        Ok(Self {
+            bodies,
+            insert_at,
+            captured_session,
+            session_header,
+            headers,
+            anthropic: endpoint == "/v1/messages",
+        })
+    }
+
+    /// The body of `session` at `turn`, and the headers it goes with.
+    fn request(&self, session: u64, turn: usize, stream: bool) -> (String, Vec<(String, String)>) {
+        let i = usize::from(stream);
+        let (body, at) = (&self.bodies[i], self.insert_at[i]);
+        let id = format!("0be0c4e5-0000-4000-8000-{session:012x}");
+        let text = |s: &str| serde_json::Value::from(s).to_string();
+        let mut appended = String::new();
+        for t in 0..turn {
+            let result = text(&format!(
+                "Result {session}.{t}: {}",
+                "src/lib.rs src/main.rs Cargo.toml ".repeat(6)
+            ));
+            if self.anthropic {
+                appended.push_str(&format!(
+                    r#",{{"role":"assistant","content":[{{"type":"text","text":"Scripted reply."}}]}},{{"role":"user","content":[{{"type":"text","text":{result}}}]}}"#
+                ));
+            } else {
+                appended.push_str(&format!(
+                    r#",{{"role":"assistant","content":"Scripted reply."}},{{"role":"user","content":{result}}}"#
+                ));
+            }
+        }
+        let mut out = String::with_capacity(body.len() + appended.len());
+        out.push_str(&body[..at]);
+        out.push_str(&appended);
+        out.push_str(&body[at..]);
+        if let Some(captured) = &self.captured_session {
+            out = out.replace(captured.as_str(), &id);
+        }
+        let mut headers = self.headers.clone();
+        headers.push((self.session_header.to_owned(), id));
+        (out, headers)
+    }
 }
 
 /// What one request measured.
@@ -129,7 +279,30 @@ pub fn client() -> HttpClient {
         .build(connector)
 }
 
-/// The body of request `j` of a run, and whether it goes to the OpenAI path.
+/// Request `j` of a run: whether it goes to the OpenAI path, its body and its own headers.
+pub fn request_of(j: u64, config: &LoadConfig) -> (bool, String, Vec<(String, String)>) {
+    let sessions = config.sessions.max(1) as u64;
+    let session = j % sessions;
+    let turn = ((j / sessions) % config.max_turns.max(1) as u64) as usize;
+    let openai = session.is_multiple_of(2);
+    match &config.bodies {
+        Some(agents) => {
+            let template = if openai {
+                &agents.openai
+            } else {
+                &agents.anthropic
+            };
+            let (body, headers) = template.request(session, turn, config.stream);
+            (openai, body, headers)
+        }
+        None => {
+            let (openai, body) = request_body(j, config.sessions, config.max_turns, config.stream);
+            (openai, body, Vec::new())
+        }
+    }
+}
+
+/// The synthetic body of request `j` of a run, and whether it goes to the OpenAI path.
 pub fn request_body(j: u64, sessions: usize, max_turns: usize, stream: bool) -> (bool, String) {
     let sessions = sessions.max(1) as u64;
     let session = j % sessions;
@@ -177,7 +350,7 @@ pub async fn send(
     j: u64,
     config: &LoadConfig,
 ) -> Result<Sample, RequestError> {
-    let (openai, body) = request_body(j, config.sessions, config.max_turns, config.stream);
+    let (openai, body, own_headers) = request_of(j, config);
     let path = if openai {
         &target.openai_path
     } else {
@@ -195,8 +368,9 @@ pub async fn send(
     let mut request = builder
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| RequestError::Build(bounded(e)))?;
-    // The target's headers replace the defaults of the same name (a proxy's own key).
-    for (name, value) in &target.headers {
+    // The agent's headers, then the target's, replace the defaults of the same name (a
+    // proxy's own key).
+    for (name, value) in own_headers.iter().chain(&target.headers) {
         let name = hyper::header::HeaderName::try_from(name.as_str())
             .map_err(|e| RequestError::Build(bounded(e)))?;
         let value = hyper::header::HeaderValue::try_from(value.as_str())
@@ -260,13 +434,17 @@ pub async fn run(client: &HttpClient, target: &Target, config: &LoadConfig) -> R
 }
 
 /// Sends requests `0..sessions` (turn 0 of each session, whole replies) with at most
-/// `concurrency` in flight: each session sends one request and is then left idle.
+/// `concurrency` in flight and, with `rate`, at most that many per second (so that a proxy
+/// analysing each exchange after forwarding it keeps up, and every session is held): each
+/// session sends one request and is then left idle.
 pub async fn open_idle_sessions(
     client: &HttpClient,
     target: &Target,
     sessions: usize,
     concurrency: usize,
     timeout: Duration,
+    bodies: Option<std::sync::Arc<AgentBodies>>,
+    rate: Option<u32>,
 ) -> RunResult {
     let config = LoadConfig {
         rate: 1,
@@ -275,10 +453,16 @@ pub async fn open_idle_sessions(
         sessions,
         max_turns: 1,
         timeout,
+        bodies,
     };
     let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let mut tasks = Vec::with_capacity(sessions);
+    let start = tokio::time::Instant::now();
+    let period = rate.map(|r| Duration::from_secs_f64(1.0 / f64::from(r.max(1))));
     for j in 0..sessions as u64 {
+        if let Some(period) = period {
+            tokio::time::sleep_until(start + period.mul_f64(j as f64)).await;
+        }
         let Ok(permit) = limit.clone().acquire_owned().await else {
             break;
         };
@@ -290,6 +474,55 @@ pub async fn open_idle_sessions(
         }));
     }
     collect(tasks).await
+}
+
+/// A proxy's `/metrics` at `url`, each metric's samples summed by name (labels dropped);
+/// `None` when it cannot be read.
+pub async fn metrics(
+    client: &HttpClient,
+    url: &str,
+) -> Option<std::collections::BTreeMap<String, f64>> {
+    let request = Request::get(url).body(Full::new(Bytes::new())).ok()?;
+    let response = client.request(request).await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    let mut sums = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&body).lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let name = series.split('{').next().unwrap_or(series);
+        if let Ok(v) = value.parse::<f64>() {
+            *sums.entry(name.to_owned()).or_insert(0.0) += v;
+        }
+    }
+    Some(sums)
+}
+
+/// [`metrics`] once the proxy has analysed (or dropped) every request it forwarded, polled
+/// every 50 ms for at most `limit`: the analysis runs after the answer, so a reading taken
+/// as the last answer arrives would miss the last requests' CPU.
+pub async fn settled_metrics(
+    client: &HttpClient,
+    url: &str,
+    limit: Duration,
+) -> Option<std::collections::BTreeMap<String, f64>> {
+    let until = Instant::now() + limit;
+    loop {
+        let m = metrics(client, url).await?;
+        let get = |n: &str| m.get(n).copied().unwrap_or(0.0);
+        let done =
+            get("cacheline_proxy_requests_total") + get("cacheline_proxy_analysis_dropped_total");
+        if done >= get("cacheline_proxy_forwarded_total") || Instant::now() >= until {
+            return Some(m);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The samples of `tasks`, as they end; a failed request or task counted, the first error kept.

@@ -104,6 +104,8 @@ pub(crate) fn run(
     mut settings: Settings,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> Finished {
+    // Analysis never delays traffic: on a core it shares with the forwarding, it yields.
+    crate::limits::yield_to_forwarding();
     let loaded = O200kBase::shared();
     // The proxy starts serving once the tokenizer is loaded: exchanges queued while it
     // loads (a second or more) would fill the queue and be dropped.
@@ -144,11 +146,14 @@ pub(crate) fn run(
         c.catch_up(&mut auditor, settings.log.as_ref(), &warn);
     }
     let mut line_no = 0u64;
+    // The request's bytes, one buffer for every exchange (see `copy::kept_for_reuse`).
+    let mut request_buffer: Vec<u8> = Vec::new();
     for (seq, message) in (1u64..).zip(rx) {
         let job = match message {
             Message::Exchange(job) => job,
             Message::Stop => break,
         };
+        let cpu_before = crate::limits::thread_cpu_time();
         let mut report = RequestReport {
             forwarded: Some(Forwarded {
                 request: seq,
@@ -172,7 +177,9 @@ pub(crate) fn run(
                 job.request.len
             ));
         } else {
-            let request = job.request.bytes();
+            let mut request_bytes = std::mem::take(&mut request_buffer);
+            job.request.bytes_into(&mut request_bytes);
+            let request = request_bytes.as_slice();
             let agent_request = job
                 .agent_request
                 .as_ref()
@@ -207,7 +214,7 @@ pub(crate) fn run(
                     path: &job.path,
                     headers: &job.headers,
                     ts: job.ts,
-                    request: &request,
+                    request,
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
                     launch: &settings.launch,
@@ -223,14 +230,15 @@ pub(crate) fn run(
                 }
             }
             report.line = Some(line_no);
-            let request = String::from_utf8_lossy(&request);
+            let request = prompt_core::input::utf8_lossy(request);
             if settings.keep_bodies {
                 report.body = Some(request.clone().into_owned());
             }
             // The exchange goes to the audit as it is: the log line above is for the file
             // only, never read back.
             let mut exchange = LoggedExchange::of(request);
-            exchange.response = response.map(|r| LoggedResponse::Text(String::from_utf8_lossy(r)));
+            exchange.response =
+                response.map(|r| LoggedResponse::Text(prompt_core::input::utf8_lossy(r)));
             exchange.path = Some(job.path.clone());
             exchange.headers = job.headers.clone();
             exchange.ts = Some(job.ts);
@@ -249,6 +257,7 @@ pub(crate) fn run(
                 }
             }
             drop(held);
+            request_buffer = crate::copy::kept_for_reuse(request_bytes);
         }
         // A request not analysed still says what `--stabilize` did to it.
         if let (Err(why), Some(note)) = (&mut report.audit, &job.repair) {
@@ -264,6 +273,9 @@ pub(crate) fn run(
             eprintln!("{}", verdict_line(&row));
         }
         state.record(row);
+        if let (Some(before), Some(after)) = (cpu_before, crate::limits::thread_cpu_time()) {
+            state.add_analysis_cpu(after.saturating_sub(before));
+        }
     }
     Some(auditor.summary())
 }

@@ -168,11 +168,48 @@ impl BodyCopy {
 
     /// The bytes, in one buffer.
     pub(crate) fn bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(usize::try_from(self.held).unwrap_or(0));
-        for c in &self.chunks {
-            v.extend_from_slice(c);
-        }
+        let mut v = Vec::new();
+        self.bytes_into(&mut v);
         v
+    }
+
+    /// The body, in `out` (cleared first): the analysis thread reuses one buffer.
+    pub(crate) fn bytes_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(usize::try_from(self.held).unwrap_or(0));
+        for c in &self.chunks {
+            out.extend_from_slice(c);
+        }
+    }
+}
+
+/// The most a buffer kept between exchanges keeps of its capacity: one large body does not
+/// stay resident after it.
+pub(crate) const REUSED_BUFFER_BYTES: usize = 4 << 20;
+
+/// `buffer`, emptied, to be used again: shrunk when a large body grew it past
+/// [`REUSED_BUFFER_BYTES`].
+pub(crate) fn kept_for_reuse<B: Reusable>(mut buffer: B) -> B {
+    buffer.clear_and_bound(REUSED_BUFFER_BYTES);
+    buffer
+}
+
+/// A buffer [`kept_for_reuse`] empties and bounds.
+pub(crate) trait Reusable {
+    fn clear_and_bound(&mut self, max: usize);
+}
+
+impl Reusable for String {
+    fn clear_and_bound(&mut self, max: usize) {
+        self.clear();
+        self.shrink_to(max);
+    }
+}
+
+impl Reusable for Vec<u8> {
+    fn clear_and_bound(&mut self, max: usize) {
+        self.clear();
+        self.shrink_to(max);
     }
 }
 

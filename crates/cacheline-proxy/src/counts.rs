@@ -62,6 +62,9 @@ pub struct Totals {
     pub sessions_dropped: u64,
     /// Sessions held now.
     pub sessions: u64,
+    /// CPU time the analysis thread spent on exchanges (reading the copies, writing the
+    /// log, the engine, the verdict), in microseconds: apart from the forwarding's.
+    pub analysis_cpu_micros: u64,
     /// Requests and tokens over every row.
     #[serde(flatten)]
     pub counts: Counts,

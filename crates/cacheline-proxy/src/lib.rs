@@ -273,10 +273,12 @@ impl Proxy {
     /// Serves `listener` with `config`: call inside a tokio runtime. Returns once the
     /// analysis is ready (its tokenizer loaded), so no early exchange is dropped for it.
     /// Raises the process' soft open-files limit to its hard one
-    /// ([`limits::raise_open_files_limit`]).
+    /// ([`limits::raise_open_files_limit`]) and has glibc map large allocations so that
+    /// freed bodies leave the resident set ([`limits::map_large_allocations`]).
     pub async fn start(listener: TcpListener, config: ProxyConfig) -> Result<Proxy, ProxyError> {
         let addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
         let nofile = limits::raise_open_files_limit().ok().map(|l| l.after);
+        limits::map_large_allocations();
         let log = match &config.log {
             Some(path) => Some(
                 log::ExchangeLog::open(path).map_err(|source| ProxyError::Log {

@@ -13,8 +13,6 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
-
 use crate::state::ProxyState;
 
 /// The log file, opened for appending, with the number of lines it holds: a line's number is
@@ -31,6 +29,9 @@ pub(crate) struct ExchangeLog {
     len: u64,
     /// Whether a write failed: nothing more is written.
     failed: bool,
+    /// The line being written, kept between lines so that writing one does not map and
+    /// unmap a body-sized buffer each time ([`crate::limits::map_large_allocations`]).
+    buffer: String,
 }
 
 impl ExchangeLog {
@@ -50,6 +51,7 @@ impl ExchangeLog {
             lines: 0,
             len: 0,
             failed: false,
+            buffer: String::new(),
         };
         log.sync()?;
         Ok(log)
@@ -97,11 +99,16 @@ impl ExchangeLog {
     /// Returns its number (from 1) and where it starts.
     pub(crate) fn write(&mut self, exchange: &LogLine<'_>) -> io::Result<(u64, u64)> {
         self.sync()?;
-        let mut line = exchange.to_json();
+        let mut line = std::mem::take(&mut self.buffer);
+        line.clear();
+        exchange.write_json(&mut line);
         line.push('\n');
         let at = self.len;
-        self.file.write_all(line.as_bytes())?;
-        self.len += line.len() as u64;
+        let written = self.file.write_all(line.as_bytes());
+        let len = line.len() as u64;
+        self.buffer = crate::copy::kept_for_reuse(line);
+        written?;
+        self.len += len;
         self.lines += 1;
         Ok((self.lines, at))
     }
@@ -180,59 +187,89 @@ pub(crate) struct LogLine<'a> {
 }
 
 impl LogLine<'_> {
-    /// The line, in the audit's format.
+    /// The line, in the audit's format: one JSON object, its keys sorted (as serde_json
+    /// writes a map), the bodies as strings. Written straight into one buffer: a body is
+    /// escaped once, never copied into a value first.
+    #[cfg(test)]
     fn to_json(&self) -> String {
-        let (request, response) = (self.request, self.response);
-        let mut o = Map::new();
-        o.insert(
-            "request".to_owned(),
-            Value::String(String::from_utf8_lossy(request).into_owned()),
+        let mut out = String::new();
+        self.write_json(&mut out);
+        out
+    }
+
+    /// [`LogLine::to_json`], appended to `out` (empty).
+    fn write_json(&self, out: &mut String) {
+        use prompt_core::input::utf8_lossy;
+        use prompt_core::raw_json::push_quoted;
+        out.reserve(
+            self.request.len()
+                + self.response.map_or(0, <[u8]>::len)
+                + self.agent_request.map_or(0, <[u8]>::len)
+                + 1024,
         );
-        o.insert(
-            "response".to_owned(),
-            response.map_or(Value::Null, |r| {
-                Value::String(String::from_utf8_lossy(r).into_owned())
-            }),
-        );
-        o.insert("path".to_owned(), Value::String(self.path.to_owned()));
-        let headers: Map<String, Value> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        o.insert("headers".to_owned(), Value::Object(headers));
-        if let Some(ts) = serde_json::Number::from_f64(self.ts) {
-            o.insert("ts".to_owned(), Value::Number(ts));
+        let key = |out: &mut String, name: &str| {
+            out.push(if out.is_empty() { '{' } else { ',' });
+            push_quoted(out, name);
+            out.push(':');
+        };
+        // `--stabilize` sent the provider another body than the agent's: the log's request
+        // is what the provider saw (what the audit judges), the agent's own beside it.
+        if let Some(agent) = self.agent_request {
+            key(out, "agent_request");
+            push_quoted(out, &utf8_lossy(agent));
         }
         // `--diagnose` sent the provider the agent's request with the reply it was compared
         // with: the log keeps the agent's own bytes, and names that reply.
-        o.insert("launch".to_owned(), Value::String(self.launch.to_owned()));
         if let Some(against) = self.diagnosed_against {
-            o.insert(
-                "diagnosed_against".to_owned(),
-                Value::String(against.to_owned()),
-            );
+            key(out, "diagnosed_against");
+            push_quoted(out, against);
         }
-        // `--stabilize` sent the provider another body than the agent's: the log's request
-        // is what the provider saw (what the audit judges), the agent's own beside it.
+        key(out, "headers");
+        // A name given twice keeps its last value, as a map does.
+        let headers: std::collections::BTreeMap<&str, &str> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        out.push('{');
+        for (i, (name, value)) in headers.into_iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_quoted(out, name);
+            out.push(':');
+            push_quoted(out, value);
+        }
+        out.push('}');
+        key(out, "launch");
+        push_quoted(out, self.launch);
+        key(out, "path");
+        push_quoted(out, self.path);
         if let Some(note) = self.repair
             && let Ok(v) = serde_json::to_value(note)
         {
-            o.insert("repair".to_owned(), v);
+            key(out, "repair");
+            out.push_str(&v.to_string());
         }
-        if let Some(agent) = self.agent_request {
-            o.insert(
-                "agent_request".to_owned(),
-                Value::String(String::from_utf8_lossy(agent).into_owned()),
-            );
+        key(out, "request");
+        push_quoted(out, &utf8_lossy(self.request));
+        key(out, "response");
+        match self.response {
+            Some(r) => push_quoted(out, &utf8_lossy(r)),
+            None => out.push_str("null"),
         }
-        Value::Object(o).to_string()
+        if let Some(ts) = serde_json::Number::from_f64(self.ts) {
+            key(out, "ts");
+            out.push_str(&ts.to_string());
+        }
+        out.push('}');
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Map, Value};
 
     fn line(request: &[u8]) -> LogLine<'_> {
         LogLine {
@@ -271,5 +308,87 @@ mod tests {
         let mut log = ExchangeLog::open(&path).unwrap();
         assert_eq!(log.write(&line(b"{}")).unwrap().0, 6);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The line as a `serde_json` map writes it: what the log's lines were before they
+    /// were written straight into one buffer.
+    fn through_a_map(l: &LogLine<'_>) -> String {
+        let text = |b: &[u8]| Value::String(String::from_utf8_lossy(b).into_owned());
+        let mut o = Map::new();
+        o.insert("request".into(), text(l.request));
+        o.insert("response".into(), l.response.map_or(Value::Null, text));
+        o.insert("path".into(), Value::String(l.path.to_owned()));
+        let headers: Map<String, Value> = l
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        o.insert("headers".into(), Value::Object(headers));
+        if let Some(ts) = serde_json::Number::from_f64(l.ts) {
+            o.insert("ts".into(), Value::Number(ts));
+        }
+        o.insert("launch".into(), Value::String(l.launch.to_owned()));
+        if let Some(a) = l.diagnosed_against {
+            o.insert("diagnosed_against".into(), Value::String(a.to_owned()));
+        }
+        if let Some(n) = l.repair {
+            o.insert("repair".into(), serde_json::to_value(n).unwrap());
+        }
+        if let Some(a) = l.agent_request {
+            o.insert("agent_request".into(), text(a));
+        }
+        let mut sorted: Vec<(String, Value)> = o.into_iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        // Sorted by hand too: the same bytes whether or not serde_json keeps insertion order.
+        let mut out = String::from("{");
+        for (i, (k, v)) in sorted.into_iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let v = match v {
+                Value::Object(m) => {
+                    let mut m: Vec<(String, Value)> = m.into_iter().collect();
+                    m.sort_by(|a, b| a.0.cmp(&b.0));
+                    let inner: Vec<String> = m
+                        .iter()
+                        .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                        .collect();
+                    format!("{{{}}}", inner.join(","))
+                }
+                v => v.to_string(),
+            };
+            out.push_str(&format!("{}:{v}", Value::String(k)));
+        }
+        out.push('}');
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_line_is_written_as_a_json_map_of_the_same_fields_would_be(
+            request in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            response in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..50)),
+            agent in proptest::option::of(".{0,20}"),
+            against in proptest::option::of("[a-z\\\"\n]{0,10}"),
+            headers in proptest::collection::vec(("[a-c]{1,2}", ".{0,8}"), 0..5),
+            ts in proptest::num::f64::ANY,
+            launch in ".{0,10}",
+        ) {
+            let headers: Vec<(String, String)> = headers;
+            let l = LogLine {
+                path: "/v1/messages",
+                headers: &headers,
+                ts,
+                request: &request,
+                response: response.as_deref(),
+                diagnosed_against: against.as_deref(),
+                launch: &launch,
+                repair: None,
+                agent_request: agent.as_deref().map(str::as_bytes),
+            };
+            let line = l.to_json();
+            proptest::prop_assert_eq!(&line, &through_a_map(&l));
+            serde_json::from_str::<Value>(&line).unwrap();
+        }
     }
 }

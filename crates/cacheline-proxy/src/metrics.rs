@@ -201,6 +201,13 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {name} {kind}");
             let _ = writeln!(out, "{name} {v}");
         }
+        let name = "cacheline_proxy_analysis_cpu_seconds_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} CPU time the analysis thread spent on exchanges (apart from forwarding)."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {}", totals.analysis_cpu_micros as f64 / 1e6);
         out
     }
 }

@@ -62,6 +62,8 @@ pub struct ProxyState {
     log_not_written: AtomicU64,
     /// Rows and warnings recorded: what `/_cacheline/state` shows changes with it.
     records: AtomicU64,
+    /// CPU time the analysis thread spent on exchanges, in microseconds.
+    analysis_cpu_micros: AtomicU64,
     max_sessions: usize,
     events: broadcast::Sender<RequestRow>,
     warnings: broadcast::Sender<String>,
@@ -97,6 +99,7 @@ impl ProxyState {
             log_failures: AtomicU64::new(0),
             log_not_written: AtomicU64::new(0),
             records: AtomicU64::new(0),
+            analysis_cpu_micros: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
             events,
             warnings,
@@ -115,6 +118,13 @@ impl ProxyState {
     /// than [`crate::Limits::analysis_budget`].
     pub fn analysis_held_bytes(&self) -> u64 {
         self.budget.held()
+    }
+
+    /// Counts `spent`, the analysis thread's CPU time on one exchange.
+    pub(crate) fn add_analysis_cpu(&self, spent: std::time::Duration) {
+        let micros = u64::try_from(spent.as_micros()).unwrap_or(u64::MAX);
+        self.analysis_cpu_micros
+            .fetch_add(micros, Ordering::Relaxed);
     }
 
     /// A number that changes whenever what `/_cacheline/state` shows does.
@@ -181,6 +191,7 @@ impl ProxyState {
         t.analysis_over_budget = self.over_budget.load(Ordering::Relaxed);
         t.log_failures = self.log_failures.load(Ordering::Relaxed);
         t.log_lines_not_written = self.log_not_written.load(Ordering::Relaxed);
+        t.analysis_cpu_micros = self.analysis_cpu_micros.load(Ordering::Relaxed);
         t.sessions = inner.sessions.len() as u64;
         t
     }

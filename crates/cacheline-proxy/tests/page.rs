@@ -132,6 +132,10 @@ async fn metrics_parse_with_a_prometheus_parser_and_count_by_agent_model_and_cau
     assert_eq!(value("cacheline_proxy_forwarded_total", &[]), 3.0);
     assert_eq!(value("cacheline_proxy_analysis_dropped_total", &[]), 0.0);
     assert_eq!(value("cacheline_proxy_sessions_dropped_total", &[]), 0.0);
+    // The analysis thread's own CPU time, apart from the forwarding: three exchanges read,
+    // tokenized and compared cost some, and far less than the test's seconds.
+    let cpu = value("cacheline_proxy_analysis_cpu_seconds_total", &[]);
+    assert!(cpu > 0.0 && cpu < 5.0, "analysis CPU {cpu} s:\n{text}");
     let histogram = scrape
         .samples
         .iter()

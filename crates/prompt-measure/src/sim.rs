@@ -721,20 +721,31 @@ impl CacheSim {
             .filter(|&(len, _)| len > 0 && len <= n)
             .collect();
         units.sort_unstable();
-        let mut next_unit = 0;
-        let mut unit_hit = 0;
-        let mut shared = (0, 0);
-        let (block_keys, segment_keys) = prefix_keys(&request, block, &mut |at, key| {
-            while let Some(&(len, unit)) = units.get(next_unit).filter(|(len, _)| *len <= at) {
-                if len == at && unit == key {
-                    unit_hit = at;
-                }
-                next_unit += 1;
-            }
-            if at == exact {
-                shared = (at, key);
-            }
-        });
+        // The keys of the prefixes ending where a unit ends or the exact match stops: only
+        // there is a prefix's key needed, not at every token.
+        let mut wanted: Vec<usize> = units.iter().map(|&(len, _)| len).collect();
+        if exact > 0 {
+            wanted.push(exact);
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        let (block_keys, segment_keys, keys_at) = prefix_keys(&request, block, &wanted);
+        let key_at = |at: usize| {
+            wanted
+                .binary_search(&at)
+                .ok()
+                .and_then(|i| keys_at.get(i).copied())
+        };
+        let unit_hit = units
+            .iter()
+            .filter(|&&(len, unit)| key_at(len) == Some(unit))
+            .map(|&(len, _)| len)
+            .max()
+            .unwrap_or(0);
+        let shared = match key_at(exact) {
+            Some(key) if exact > 0 => (exact, key),
+            _ => (0, 0),
+        };
         let matched_blocks = block_keys
             .iter()
             .take_while(|&&k| self.blocks.touch(k))
@@ -825,31 +836,40 @@ impl CacheSim {
     }
 }
 
-/// One pass over the tokens: the chained hash at the end of each full block, and the key of
-/// the prefix ending at each segment end (hash and length). `at_token` gets the key of the
-/// prefix ending at every token (its length and key), as a segment end's key would be.
+/// One pass over the tokens: the chained hash at the end of each full block, the key of the
+/// prefix ending at each segment end (hash and length), and the key of the prefix ending at
+/// each of `wanted` (sorted, distinct token counts; a count past the request has none).
 fn prefix_keys(
     request: &TokenizedRequest,
     block: usize,
-    at_token: &mut dyn FnMut(usize, u64),
-) -> (Vec<u64>, Vec<u64>) {
+    wanted: &[usize],
+) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    // Per token one multiply (FxHash's step, over the token and the running state); the
+    // finalizer runs only where a key is taken. A prefix's key is thus a function of its
+    // tokens alone, wherever it is taken (a block end, a segment end, a wanted length).
+    const SEED: u64 = 0x517c_c1b7_2722_0a95;
     let key = |h: u64, at: usize| mix(h ^ (at as u64).rotate_left(32));
     let mut blocks = Vec::with_capacity(request.len() / block);
     let mut segments = Vec::with_capacity(request.segments.len());
+    let mut keys_at = Vec::with_capacity(wanted.len());
+    let mut next = wanted.iter().copied().skip_while(|&w| w == 0).peekable();
     let mut h: u64 = 0x6a09_e667_f3bc_c908;
     let mut at = 0usize;
     for seg in &request.segments {
         for &t in seg.tokens() {
-            h = mix(h ^ (u64::from(t) | 0x1_0000_0000));
+            h = (h.rotate_left(5) ^ u64::from(t)).wrapping_mul(SEED);
             at += 1;
             if at.is_multiple_of(block) {
-                blocks.push(h);
+                blocks.push(mix(h));
             }
-            at_token(at, key(h, at));
+            if next.peek() == Some(&at) {
+                keys_at.push(key(h, at));
+                next.next();
+            }
         }
         segments.push(key(h, at));
     }
-    (blocks, segments)
+    (blocks, segments, keys_at)
 }
 
 #[cfg(test)]
