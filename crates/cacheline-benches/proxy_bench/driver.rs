@@ -130,7 +130,8 @@ impl AgentTemplate {
         endpoint: &str,
         session_header: &'static str,
     ) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // A capture is a few hundred KB; the cap keeps a wrong path from reading a huge file.
+        let text = prompt_core::input::read_text(path, 64 << 20).map_err(|e| e.to_string())?;
         let (line_no, exchange) = text
             .lines()
             .enumerate()

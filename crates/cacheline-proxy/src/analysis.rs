@@ -146,7 +146,7 @@ pub(crate) fn run(
         c.catch_up(&mut auditor, settings.log.as_ref(), &warn);
     }
     let mut line_no = 0u64;
-    // The request's bytes, one buffer for every exchange (see `copy::kept_for_reuse`).
+    // The request's bytes, one buffer for every exchange (`copy::REUSED_BUFFER_BYTES`).
     let mut request_buffer: Vec<u8> = Vec::new();
     for (seq, message) in (1u64..).zip(rx) {
         let job = match message {
@@ -257,7 +257,9 @@ pub(crate) fn run(
                 }
             }
             drop(held);
-            request_buffer = crate::copy::kept_for_reuse(request_bytes);
+            request_bytes.clear();
+            request_bytes.shrink_to(crate::copy::REUSED_BUFFER_BYTES);
+            request_buffer = request_bytes;
         }
         // A request not analysed still says what `--stabilize` did to it.
         if let (Err(why), Some(note)) = (&mut report.audit, &job.repair) {

@@ -183,35 +183,9 @@ impl BodyCopy {
     }
 }
 
-/// The most a buffer kept between exchanges keeps of its capacity: one large body does not
-/// stay resident after it.
+/// The capacity a buffer the analysis thread keeps between exchanges (the body read, the
+/// log line) is shrunk back to after a larger body: one large body does not stay resident.
 pub(crate) const REUSED_BUFFER_BYTES: usize = 4 << 20;
-
-/// `buffer`, emptied, to be used again: shrunk when a large body grew it past
-/// [`REUSED_BUFFER_BYTES`].
-pub(crate) fn kept_for_reuse<B: Reusable>(mut buffer: B) -> B {
-    buffer.clear_and_bound(REUSED_BUFFER_BYTES);
-    buffer
-}
-
-/// A buffer [`kept_for_reuse`] empties and bounds.
-pub(crate) trait Reusable {
-    fn clear_and_bound(&mut self, max: usize);
-}
-
-impl Reusable for String {
-    fn clear_and_bound(&mut self, max: usize) {
-        self.clear();
-        self.shrink_to(max);
-    }
-}
-
-impl Reusable for Vec<u8> {
-    fn clear_and_bound(&mut self, max: usize) {
-        self.clear();
-        self.shrink_to(max);
-    }
-}
 
 impl Drop for BodyCopy {
     fn drop(&mut self) {

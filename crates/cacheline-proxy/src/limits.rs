@@ -183,8 +183,8 @@ pub const MMAP_THRESHOLD_BYTES: usize = 64 << 10;
 /// it when freed; [`crate::Proxy::start`] calls it. Left alone, glibc raises that threshold
 /// each time a mapped block is freed (up to 32 MiB); request bodies then come from the heap,
 /// and a heap interleaved with the sessions' small, long-lived records keeps the freed
-/// bodies resident: measured with 1,500 idle Claude Code-sized sessions (100 KB bodies),
-/// about 75 KB resident per session instead of about 5 KB. Returns whether it was set
+/// bodies resident: measured with Claude Code's and Qwen Code's ~100 KB first requests,
+/// 72–100 KB resident per session instead of 4.8 KB (docs/benchmarks.md). Returns whether it was set
 /// (never on other C libraries, whose allocators do not keep such a threshold).
 #[allow(unsafe_code)]
 pub fn map_large_allocations() -> bool {
@@ -206,8 +206,8 @@ pub const ANALYSIS_NICE: i32 = 10;
 
 /// Lowers the calling thread (the analysis thread) below the forwarding: `SCHED_BATCH`, so
 /// its waking never preempts a thread forwarding a reply, and nice [`ANALYSIS_NICE`] (or
-/// the process' own, when nicer), so a
-/// forwarding thread that wakes while it runs gets the core first. Measured with the proxy
+/// the process' own, when nicer), so a forwarding thread that wakes while it runs gets the
+/// core first. Measured with the proxy
 /// and the upstream on one core and ~100 KB agent bodies: without it, the end of a streamed
 /// reply arrived about 1 ms late (the analysis of the exchange, woken as the reply ended, ran
 /// before its last event was written). The analysis is not starved: it still runs whenever

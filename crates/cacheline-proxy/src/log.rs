@@ -106,7 +106,9 @@ impl ExchangeLog {
         let at = self.len;
         let written = self.file.write_all(line.as_bytes());
         let len = line.len() as u64;
-        self.buffer = crate::copy::kept_for_reuse(line);
+        line.clear();
+        line.shrink_to(crate::copy::REUSED_BUFFER_BYTES);
+        self.buffer = line;
         written?;
         self.len += len;
         self.lines += 1;
@@ -187,9 +189,7 @@ pub(crate) struct LogLine<'a> {
 }
 
 impl LogLine<'_> {
-    /// The line, in the audit's format: one JSON object, its keys sorted (as serde_json
-    /// writes a map), the bodies as strings. Written straight into one buffer: a body is
-    /// escaped once, never copied into a value first.
+    /// [`LogLine::write_json`] into a string of its own (for the tests).
     #[cfg(test)]
     fn to_json(&self) -> String {
         let mut out = String::new();
@@ -197,7 +197,9 @@ impl LogLine<'_> {
         out
     }
 
-    /// [`LogLine::to_json`], appended to `out` (empty).
+    /// The line, in the audit's format, written into `out` (empty): one JSON object, its
+    /// keys sorted (as serde_json writes a map), the bodies as strings. A body is escaped
+    /// once, straight into `out`, never copied into a value first.
     fn write_json(&self, out: &mut String) {
         use prompt_core::input::utf8_lossy;
         use prompt_core::raw_json::push_quoted;

@@ -123,8 +123,12 @@ impl ProxyState {
     /// Counts `spent`, the analysis thread's CPU time on one exchange.
     pub(crate) fn add_analysis_cpu(&self, spent: std::time::Duration) {
         let micros = u64::try_from(spent.as_micros()).unwrap_or(u64::MAX);
-        self.analysis_cpu_micros
-            .fetch_add(micros, Ordering::Relaxed);
+        // Saturating, as every counter here: never wraps.
+        let _ = self
+            .analysis_cpu_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_add(micros))
+            });
     }
 
     /// A number that changes whenever what `/_cacheline/state` shows does.

@@ -838,7 +838,8 @@ impl CacheSim {
 
 /// One pass over the tokens: the chained hash at the end of each full block, the key of the
 /// prefix ending at each segment end (hash and length), and the key of the prefix ending at
-/// each of `wanted` (sorted, distinct token counts; a count past the request has none).
+/// each of `wanted` (sorted, distinct, non-zero token counts; a count past the request has
+/// none, and only those past it).
 fn prefix_keys(
     request: &TokenizedRequest,
     block: usize,
@@ -852,7 +853,7 @@ fn prefix_keys(
     let mut blocks = Vec::with_capacity(request.len() / block);
     let mut segments = Vec::with_capacity(request.segments.len());
     let mut keys_at = Vec::with_capacity(wanted.len());
-    let mut next = wanted.iter().copied().skip_while(|&w| w == 0).peekable();
+    let mut next = wanted.iter().copied().peekable();
     let mut h: u64 = 0x6a09_e667_f3bc_c908;
     let mut at = 0usize;
     for seg in &request.segments {
