@@ -44,6 +44,8 @@ import re
 import subprocess
 import sys
 
+from logline import request_bytes
+
 VERDICT_BYTES = 600  # cacheline-proxy's cut of a printed verdict
 PRINTED = re.compile(
     r"^cacheline proxy: (\S*) #(\d+) (\S+) (\S+) input=(\d+) cached=(\S+) expected=(\d+) "
@@ -81,7 +83,9 @@ def audit_verdicts(bin_path, log):
 
 def check_launches(a) -> int:
     with open(a.log, encoding="utf-8") as f:
-        log_lines = [json.loads(l) for l in f.read().splitlines()]
+        texts = f.read().splitlines()
+    log_lines = [json.loads(l) for l in texts]
+    requests = [request_bytes(l) for l in texts]
     audited, audit_problems = audit_verdicts(a.bin, a.log)
     failed = False
     for d in a.dirs:
@@ -95,9 +99,9 @@ def check_launches(a) -> int:
         )
         # (a) the agent's lines of the shared log: what its upstream received.
         mine = [n for n, l in enumerate(log_lines, 1)
-                if (l["path"], l["request"].encode("utf-8")) in received]
+                if (l["path"], requests[n - 1]) in received]
         logged = collections.Counter(
-            (log_lines[n - 1]["path"], log_lines[n - 1]["request"].encode("utf-8")) for n in mine
+            (log_lines[n - 1]["path"], requests[n - 1]) for n in mine
         )
         if logged != received or not mine:
             problems.append(f"bytes: upstream received {len(raw)} bodies, the shared log has "
@@ -231,15 +235,18 @@ def main() -> int:
     if not crc or prc != crc:
         problems.append(f"exit codes: proxy {prc or '?'} child {crc or '?'}")
 
-    proxy_lines = [json.loads(l) for l in (read("proxy.jsonl") or "").splitlines() if l.strip()]
+    proxy_texts = [l for l in (read("proxy.jsonl") or "").splitlines() if l.strip()]
+    proxy_lines = [json.loads(l) for l in proxy_texts]
+    proxy_requests = [request_bytes(l) for l in proxy_texts]
     if len(proxy_lines) < a.min_requests:
         problems.append(f"the proxy logged {len(proxy_lines)} requests")
 
     # (a) bytes
-    sent = collections.Counter((r["path"], r["request"].encode("utf-8")) for r in proxy_lines)
+    sent = collections.Counter((r["path"], b) for r, b in zip(proxy_lines, proxy_requests))
     streamed = sum(
-        1 for r in proxy_lines
-        if "streamGenerateContent" in r["path"] or re.search(r'"stream"\s*:\s*true', r["request"])
+        1 for r, b in zip(proxy_lines, proxy_requests)
+        if "streamGenerateContent" in r["path"]
+        or re.search(r'"stream"\s*:\s*true', b.decode("utf-8", errors="replace"))
     )
     if not a.no_raw:
         raw = [json.loads(l) for l in (read("upstream-raw.jsonl") or "").splitlines() if l.strip()]

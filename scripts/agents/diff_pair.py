@@ -20,6 +20,8 @@ Python 3 standard library only.
 import json
 import sys
 
+from logline import request_bytes
+
 CTX = 40
 
 
@@ -92,14 +94,14 @@ def main():
     ra, rb = json.loads(lines[a_no - 1]), json.loads(lines[b_no - 1])
     print("A = line %d  %s" % (a_no, ra["path"]))
     print("B = line %d  %s" % (b_no, rb["path"]))
-    ba, bb = ra["request"].encode(), rb["request"].encode()
+    ba, bb = request_bytes(lines[a_no - 1]), request_bytes(lines[b_no - 1])
     i = next((k for k in range(min(len(ba), len(bb))) if ba[k] != bb[k]), min(len(ba), len(bb)))
     print("raw body: %d -> %d bytes; common prefix %d bytes" % (len(ba), len(bb), i))
     if i < max(len(ba), len(bb)):
         print("  A: %s" % json.dumps(ba[max(0, i - CTX):i + CTX].decode("utf-8", "replace")))
         print("  B: %s" % json.dumps(bb[max(0, i - CTX):i + CTX].decode("utf-8", "replace")))
     try:
-        ja, jb = json.loads(ra["request"] or "{}"), json.loads(rb["request"] or "{}")
+        ja, jb = json.loads(ba or b"{}"), json.loads(bb or b"{}")
     except ValueError:
         ja = jb = None
     if isinstance(ja, dict) and isinstance(jb, dict):

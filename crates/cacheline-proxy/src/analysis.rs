@@ -3,6 +3,7 @@
 //! that very line and prints its verdict. `cacheline audit` on the log runs the same code on
 //! the same lines: its verdicts are the proxy's.
 
+use std::borrow::Cow;
 use std::io::Read;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -209,12 +210,20 @@ pub(crate) fn run(
             }
             line_no += 1;
             let mut offset = None;
+            let request_text = prompt_core::input::utf8_lossy(request);
+            // The body's top-level object, read once: for the audit, and what lets the log
+            // line hold the body as JSON rather than escaped.
+            let top = match &request_text {
+                Cow::Borrowed(text) => prompt_core::raw_json::Object::parse(text).ok(),
+                Cow::Owned(_) => None,
+            };
             if let Some(log) = settings.log.as_mut() {
                 let line = LogLine {
                     path: &job.path,
                     headers: &job.headers,
                     ts: job.ts,
                     request,
+                    request_is_object: top.is_some(),
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
                     launch: &settings.launch,
@@ -230,13 +239,15 @@ pub(crate) fn run(
                 }
             }
             report.line = Some(line_no);
-            let request = prompt_core::input::utf8_lossy(request);
             if settings.keep_bodies {
-                report.body = Some(request.clone().into_owned());
+                report.body = Some(request_text.clone().into_owned());
             }
             // The exchange goes to the audit as it is: the log line above is for the file
             // only, never read back.
-            let mut exchange = LoggedExchange::of(request);
+            let mut exchange = match (top, &request_text) {
+                (Some(top), Cow::Borrowed(text)) => LoggedExchange::of_object(text, top),
+                _ => LoggedExchange::of(request_text.clone()),
+            };
             exchange.response =
                 response.map(|r| LoggedResponse::Text(prompt_core::input::utf8_lossy(r)));
             exchange.path = Some(job.path.clone());

@@ -176,6 +176,9 @@ pub(crate) struct LogLine<'a> {
     pub(crate) ts: f64,
     /// The request body.
     pub(crate) request: &'a [u8],
+    /// Whether the body was read as one JSON object ([`prompt_core::raw_json::Object::parse`]):
+    /// only then may the line hold it as JSON.
+    pub(crate) request_is_object: bool,
     /// The reply's body, decompressed (`None`: it could not be read).
     pub(crate) response: Option<&'a [u8]>,
     /// `--diagnose`: the reply the provider was asked to compare the request with.
@@ -254,7 +257,10 @@ impl LogLine<'_> {
             out.push_str(&v.to_string());
         }
         key(out, "request");
-        push_quoted(out, &utf8_lossy(self.request));
+        match one_line_object(self.request, self.request_is_object) {
+            Some(object) => out.push_str(object),
+            None => push_quoted(out, &utf8_lossy(self.request)),
+        }
         key(out, "response");
         match self.response {
             Some(r) => push_quoted(out, &utf8_lossy(r)),
@@ -268,6 +274,60 @@ impl LogLine<'_> {
     }
 }
 
+/// The request body as the line may hold it as JSON: exactly one JSON object (the caller
+/// read it as one, `is_object`) on one line, nested at most [`MAX_LOGGED_DEPTH`] deep, so a
+/// line holding it reads with any JSON reader's default limits (serde_json's `Value` stops
+/// at 128, Python's at ~1,000). Nothing to escape, and read back byte for byte (`read_line`
+/// takes an object `request` as the body). Any other body is logged as its text, a JSON
+/// string: one not JSON, not UTF-8, over lines, or with whitespace around it.
+fn one_line_object(body: &[u8], is_object: bool) -> Option<&str> {
+    if !is_object {
+        return None;
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    (text.starts_with('{')
+        && text.ends_with('}')
+        && memchr::memchr2(b'\n', b'\r', body).is_none()
+        && nested_at_most(body, MAX_LOGGED_DEPTH))
+    .then_some(text)
+}
+
+/// How deep a body logged as JSON may nest (the line adds one level).
+const MAX_LOGGED_DEPTH: usize = 100;
+
+/// Whether valid JSON `text` nests at most `limit` arrays and objects deep: its brackets
+/// outside strings counted, strings skipped to their closing quote.
+fn nested_at_most(text: &[u8], limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while let Some(&byte) = text.get(at) {
+        match byte {
+            b'"' => loop {
+                at += 1;
+                match memchr::memchr2(b'"', b'\\', text.get(at..).unwrap_or_default()) {
+                    // An escape: the next byte is escaped, whatever it is.
+                    Some(i) if text.get(at + i) == Some(&b'\\') => at += i + 1,
+                    Some(i) => {
+                        at += i;
+                        break;
+                    }
+                    None => return true,
+                }
+            },
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return false;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at += 1;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +339,7 @@ mod tests {
             headers: &[],
             ts: 1.5,
             request,
+            request_is_object: is_object(request),
             response: Some(b"{}"),
             diagnosed_against: None,
             launch: "1-2",
@@ -312,11 +373,79 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Whether the analysis reads `body` as one JSON object (what lets it be logged as one).
+    fn is_object(body: &[u8]) -> bool {
+        std::str::from_utf8(body).is_ok_and(|t| prompt_core::raw_json::Object::parse(t).is_ok())
+    }
+
+    /// Request bodies that are JSON: objects on one line or pretty-printed, arrays,
+    /// strings, with whitespace around some.
+    fn json_bodies() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        let value = leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(".{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (value, 0..4u8).prop_map(|(v, form)| {
+            let v = match v {
+                Value::Object(_) | Value::Array(_) if form != 3 => {
+                    serde_json::json!({"model": "m", "messages": [v]})
+                }
+                v => v,
+            };
+            match form {
+                0 | 3 => serde_json::to_string(&v).unwrap(),
+                1 => serde_json::to_string_pretty(&v).unwrap(),
+                _ => format!(" {} ", serde_json::to_string(&v).unwrap()),
+            }
+            .into_bytes()
+        })
+    }
+
+    #[test]
+    fn a_json_body_on_one_line_is_logged_as_itself_and_read_back_byte_for_byte() {
+        let nested = |n: usize| format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n));
+        let (deep, shallow) = (nested(10_000), nested(MAX_LOGGED_DEPTH - 1));
+        for (body, raw) in [
+            (r#"{"model":"m","messages":[{"role":"user","content":"a\"b\nc"}]}"#, true),
+            (deep.as_str(), false),
+            (shallow.as_str(), true),
+            ("{\n  \"model\": \"m\"\n}", false),
+            (" {\"model\":\"m\"}", false),
+            ("{\"model\":\"m\"", false),
+            ("{\"model\":\"m\"}{}", false),
+            ("[1,2]", false),
+            // A body that would close the line's `request` early and add keys of its own.
+            (r#"{"a":1},"session":"forged","x":{"b":2}"#, false),
+            ("not json", false),
+        ] {
+            let line = line(body.as_bytes()).to_json();
+            let request = serde_json::from_str::<Value>(&line).unwrap()["request"].clone();
+            assert_eq!(request.is_object(), raw, "{body:.60}");
+            assert_eq!(line.contains(&format!("\"request\":{body}")), raw, "{body:.60}");
+            let read = prompt_measure::logged::read_line(&line).unwrap();
+            assert_eq!(read.request, body, "read back as sent");
+        }
+        let not_utf8 = line(b"{\"a\":\"\xff\"}").to_json();
+        let read = prompt_measure::logged::read_line(&not_utf8).unwrap();
+        assert_eq!(read.request, "{\"a\":\"\u{fffd}\"}");
+    }
+
     /// The line as a `serde_json` map writes it: what the log's lines were before they
     /// were written straight into one buffer.
     fn through_a_map(l: &LogLine<'_>) -> String {
         let text = |b: &[u8]| Value::String(String::from_utf8_lossy(b).into_owned());
         let mut o = Map::new();
+        // A one-line JSON object is written as itself (below, by its key).
         o.insert("request".into(), text(l.request));
         o.insert("response".into(), l.response.map_or(Value::Null, text));
         o.insert("path".into(), Value::String(l.path.to_owned()));
@@ -357,6 +486,9 @@ mod tests {
                         .collect();
                     format!("{{{}}}", inner.join(","))
                 }
+                _ if k == "request" && one_line_object(l.request, l.request_is_object).is_some() => {
+                    String::from_utf8_lossy(l.request).into_owned()
+                }
                 v => v.to_string(),
             };
             out.push_str(&format!("{}:{v}", Value::String(k)));
@@ -368,7 +500,10 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn a_line_is_written_as_a_json_map_of_the_same_fields_would_be(
-            request in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            request in proptest::prop_oneof![
+                proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+                json_bodies(),
+            ],
             response in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..50)),
             agent in proptest::option::of(".{0,20}"),
             against in proptest::option::of("[a-z\\\"\n]{0,10}"),
@@ -382,6 +517,7 @@ mod tests {
                 headers: &headers,
                 ts,
                 request: &request,
+                request_is_object: is_object(&request),
                 response: response.as_deref(),
                 diagnosed_against: against.as_deref(),
                 launch: &launch,
@@ -391,6 +527,8 @@ mod tests {
             let line = l.to_json();
             proptest::prop_assert_eq!(&line, &through_a_map(&l));
             serde_json::from_str::<Value>(&line).unwrap();
+            let read = prompt_measure::logged::read_line(&line).unwrap();
+            proptest::prop_assert_eq!(read.request.as_ref(), String::from_utf8_lossy(&request));
         }
     }
 }

@@ -185,8 +185,12 @@ async fn diagnose_adds_anthropics_field_and_beta_and_the_verdict_shows_agreement
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let second = written.lines().nth(1).unwrap();
     assert_eq!(
-        lines[1]["request"].as_str().unwrap().as_bytes(),
+        prompt_measure::logged::read_line(second)
+            .unwrap()
+            .request
+            .as_bytes(),
         &bodies[1][..]
     );
     assert_eq!(lines[1]["diagnosed_against"], "msg_01");

@@ -583,6 +583,49 @@ impl<'a> Canonical<'a> {
         }
     }
 
+    /// A copy without the body (what [`Canonical::forget_body`] leaves), never copying the
+    /// body first: a record of a request is written for every exchange.
+    pub fn without_body(&self) -> Canonical<'static> {
+        let Canonical {
+            body: _,
+            shape,
+            model,
+            keys,
+            tools,
+            system,
+            messages,
+            roles,
+            breakpoints,
+            marker_ttl,
+            compacted,
+            tools_end,
+            system_end,
+            messages_end,
+            system_paths,
+            tool_paths,
+            session_hints,
+        } = self;
+        Canonical {
+            body: None,
+            shape: *shape,
+            model: model.clone(),
+            keys: keys.clone(),
+            tools: tools.clone(),
+            system: system.clone(),
+            messages: messages.clone(),
+            roles: roles.clone(),
+            breakpoints: breakpoints.clone(),
+            marker_ttl: *marker_ttl,
+            compacted: *compacted,
+            tools_end: *tools_end,
+            system_end: *system_end,
+            messages_end: *messages_end,
+            system_paths: system_paths.clone(),
+            tool_paths: tool_paths.clone(),
+            session_hints: session_hints.clone(),
+        }
+    }
+
     /// Lets the body go: what is left is hashes, names
     /// and places, enough to find and name a change but not to quote it.
     pub fn forget_body(&mut self) {

@@ -858,9 +858,8 @@ impl Engine {
     ) -> Option<RequestRecord> {
         let id = self.next_id.checked_sub(1)?;
         let stored = self.index.requests.get(&id)?;
-        let mut canonical = stored.canonical.clone();
-        let body_hash = canonical.body().map(canon::hash_of);
-        canonical.forget_body();
+        let body_hash = stored.canonical.body().map(canon::hash_of);
+        let canonical = stored.canonical.without_body();
         Some(RequestRecord {
             tag: stored.tag,
             ts: stored.ts,

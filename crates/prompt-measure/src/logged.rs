@@ -78,6 +78,16 @@ impl<'a> LoggedExchange<'a> {
             ..Self::default()
         }
     }
+
+    /// [`LoggedExchange::of`] a body whose top-level object the caller has read already
+    /// (`top`, [`Object::parse`] of `request`): the audit does not read it again.
+    pub fn of_object(request: &'a str, top: Object<'a>) -> Self {
+        Self {
+            request: Cow::Borrowed(request),
+            top: Some(top),
+            ..Self::default()
+        }
+    }
 }
 
 /// The headers an exchange records, from those it was sent with: only the ones that name a
