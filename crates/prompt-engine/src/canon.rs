@@ -422,14 +422,16 @@ impl<'a> Canonical<'a> {
         let Some(body) = self.body.as_deref() else {
             return;
         };
-        if !body.contains("\"cache_control\"") {
+        // memchr's SIMD search: every block of every request is searched.
+        let marker = memchr::memmem::Finder::new(b"\"cache_control\"");
+        if marker.find(body.as_bytes()).is_none() {
             return;
         }
         let mut ttl: Option<CacheTtl> = None;
         let mut marks = Vec::new();
         for (i, block) in self.chain_blocks().enumerate() {
             let bytes = block.bytes(body).as_bytes();
-            if let Some(at) = bytes.windows(15).position(|w| w == b"\"cache_control\"") {
+            if let Some(at) = marker.find(bytes) {
                 marks.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
                 let rest = &bytes[at..bytes.len().min(at + 96)];
                 let asked = if rest.windows(4).any(|w| w == b"\"1h\"") {
@@ -463,8 +465,22 @@ impl<'a> Canonical<'a> {
 
     /// The same, owning its body: what is held past the bytes it was read from.
     pub fn into_owned(self) -> Canonical<'static> {
+        self.into_owned_in(None)
+    }
+
+    /// [`Canonical::into_owned`], a borrowed body copied into `spare` (a body let go, its
+    /// memory already mapped) rather than a new allocation.
+    pub(crate) fn into_owned_in(self, spare: Option<String>) -> Canonical<'static> {
+        let owned = |b: Cow<'_, str>| match (b, spare) {
+            (Cow::Borrowed(text), Some(mut buffer)) => {
+                buffer.clear();
+                buffer.push_str(text);
+                buffer
+            }
+            (b, _) => b.into_owned(),
+        };
         Canonical {
-            body: self.body.map(|b| Cow::Owned(b.into_owned())),
+            body: self.body.map(|b| Cow::Owned(owned(b))),
             shape: self.shape,
             model: self.model,
             keys: self.keys,
@@ -630,6 +646,14 @@ impl<'a> Canonical<'a> {
     /// and places, enough to find and name a change but not to quote it.
     pub fn forget_body(&mut self) {
         self.body = None;
+    }
+
+    /// [`Canonical::forget_body`], handing back the body's memory when it was owned.
+    pub(crate) fn take_body(&mut self) -> Option<String> {
+        match self.body.take() {
+            Some(Cow::Owned(body)) => Some(body),
+            _ => None,
+        }
     }
 
     /// The element's bytes as sent without its `cache_control` markers (breakpoints are not

@@ -280,6 +280,9 @@ fn starts_conversation(c: &Canonical<'_>) -> bool {
     })
 }
 
+/// The largest body whose memory is kept for the next one ([`Index::spare_body`]).
+const SPARE_BODY_BYTES: usize = 4 << 20;
+
 struct Stored {
     canonical: Canonical<'static>,
     tokens: Vec<u32>,
@@ -314,6 +317,9 @@ struct Index {
     requests: HashMap<u64, Stored>,
     order: VecDeque<u64>,
     bodies: VecDeque<u64>,
+    /// The last body let go, its memory reused for the next body kept (a body is copied
+    /// for every request; a fresh allocation of that size is mapped and faulted in anew).
+    spare_body: Option<String>,
     elements: usize,
     dropped: u64,
 }
@@ -497,8 +503,10 @@ impl Index {
         while self.bodies.len() > config.keep_bodies {
             if let Some(old) = self.bodies.pop_front()
                 && let Some(s) = self.requests.get_mut(&old)
+                && let Some(body) = s.canonical.take_body()
+                && body.capacity() <= SPARE_BODY_BYTES
             {
-                s.canonical.forget_body();
+                self.spare_body = Some(body);
             }
         }
         while self.order.len() > config.max_requests || self.elements > config.max_elements {
@@ -829,10 +837,11 @@ impl Engine {
         }
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
+        let spare = self.index.spare_body.take();
         self.index.insert(
             id,
             Stored {
-                canonical: canonical.into_owned(),
+                canonical: canonical.into_owned_in(spare),
                 tokens,
                 chain,
                 history,
