@@ -416,7 +416,10 @@ mod tests {
         let nested = |n: usize| format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n));
         let (deep, shallow) = (nested(10_000), nested(MAX_LOGGED_DEPTH - 1));
         for (body, raw) in [
-            (r#"{"model":"m","messages":[{"role":"user","content":"a\"b\nc"}]}"#, true),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a\"b\nc"}]}"#,
+                true,
+            ),
             (deep.as_str(), false),
             (shallow.as_str(), true),
             ("{\n  \"model\": \"m\"\n}", false),
@@ -431,7 +434,11 @@ mod tests {
             let line = line(body.as_bytes()).to_json();
             let request = serde_json::from_str::<Value>(&line).unwrap()["request"].clone();
             assert_eq!(request.is_object(), raw, "{body:.60}");
-            assert_eq!(line.contains(&format!("\"request\":{body}")), raw, "{body:.60}");
+            assert_eq!(
+                line.contains(&format!("\"request\":{body}")),
+                raw,
+                "{body:.60}"
+            );
             let read = prompt_measure::logged::read_line(&line).unwrap();
             assert_eq!(read.request, body, "read back as sent");
         }
@@ -486,7 +493,9 @@ mod tests {
                         .collect();
                     format!("{{{}}}", inner.join(","))
                 }
-                _ if k == "request" && one_line_object(l.request, l.request_is_object).is_some() => {
+                _ if k == "request"
+                    && one_line_object(l.request, l.request_is_object).is_some() =>
+                {
                     String::from_utf8_lossy(l.request).into_owned()
                 }
                 v => v.to_string(),

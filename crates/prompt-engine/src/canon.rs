@@ -5,6 +5,7 @@
 use prompt_core::ApiKind;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use prompt_core::profile::CacheTtl;
@@ -44,7 +45,7 @@ pub struct Block {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CanonTool {
     /// Its name as sent (at most [`EXCERPT_BYTES`]).
-    pub name: Box<str>,
+    pub name: Arc<str>,
     /// The tool.
     pub block: Block,
 }
@@ -97,7 +98,7 @@ pub struct Canonical<'a> {
     /// The API.
     pub shape: ApiKind,
     /// The model (the body's, or Gemini's in the URL), bounded.
-    pub model: Option<Box<str>>,
+    pub model: Option<Arc<str>>,
     /// Cache-keying parameters and headers other than the model, by name.
     pub keys: Vec<CacheKeyPart>,
     /// The tools, in order (Codex's `additional_tools` input item among them).
@@ -107,7 +108,7 @@ pub struct Canonical<'a> {
     /// The messages after the system field.
     pub messages: Vec<CanonMessage>,
     /// The distinct roles of the messages (each at most [`EXCERPT_BYTES`]).
-    pub roles: Vec<Box<str>>,
+    pub roles: Vec<Arc<str>>,
     /// Chain positions (see [`Canonical::chain_blocks`]) after which an element carries an
     /// explicit `cache_control` marker (Anthropic's breakpoints).
     pub breakpoints: Vec<u32>,
@@ -149,11 +150,16 @@ fn pos(body: &str, part: &str) -> u32 {
 
 /// [`block_of`], its hash as compared remembered in `memo` by its bytes: tools and system
 /// blocks are resent with every request.
-fn remembered_block(body: &str, elem: &Elem<'_>, memo: &mut Option<&mut MessageMemo>) -> Block {
+fn remembered_block(
+    body: &str,
+    elem: &Elem<'_>,
+    raw_hash: Option<u64>,
+    memo: &mut Option<&mut MessageMemo>,
+) -> Block {
     let Some(memo) = memo.as_deref_mut() else {
         return block_of(body, elem);
     };
-    let raw_hash = hash_of(elem.raw);
+    let raw_hash = raw_hash.unwrap_or_else(|| hash_of(elem.raw));
     Block {
         hash: memo.element(raw_hash, elem.form, || hash_of(&elem.norm())),
         raw_hash,
@@ -275,11 +281,19 @@ impl<'a> Canonical<'a> {
         }
         let body = p.text;
         let bounded = |s: &str| excerpt(s, EXCERPT_BYTES).into_owned().into_boxed_str();
+        // Names many requests share, one copy each while the engine's memo holds them.
+        let shared = |memo: &mut Option<&mut MessageMemo>, s: &str| -> Arc<str> {
+            let s = excerpt(s, EXCERPT_BYTES);
+            match memo.as_deref_mut() {
+                Some(memo) => memo.names.intern(&s),
+                None => Arc::from(s.as_ref()),
+            }
+        };
         let model = p
             .model
             .map(|m| raw::string_of(m).map_or_else(|| m.get().to_owned(), Cow::into_owned))
             .or_else(|| context.path.and_then(model_in_path).map(str::to_owned))
-            .map(|m| bounded(&m));
+            .map(|m| shared(&mut memo, &m));
         let mut keys = Vec::new();
         let mut key = |name: &str, raw: &RawValue| {
             keys.push(CacheKeyPart {
@@ -311,14 +325,13 @@ impl<'a> Canonical<'a> {
         }
         keys.sort_by(|a, b| a.name.cmp(&b.name));
 
-        let mut tools: Vec<CanonTool> = p
-            .tools
-            .iter()
-            .map(|t| CanonTool {
-                name: bounded(&t.name),
-                block: remembered_block(body, &t.elem, &mut memo),
-            })
-            .collect();
+        let mut tools: Vec<CanonTool> = Vec::with_capacity(p.tools.len());
+        for t in &p.tools {
+            tools.push(CanonTool {
+                name: shared(&mut memo, &t.name),
+                block: remembered_block(body, &t.elem, t.raw_hash, &mut memo),
+            });
+        }
         let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
         let mut tool_paths: Vec<(u32, Box<str>)> = p
             .tool_paths
@@ -328,10 +341,10 @@ impl<'a> Canonical<'a> {
         let system: Vec<Block> = p
             .system
             .iter()
-            .map(|e| remembered_block(body, e, &mut memo))
+            .map(|e| remembered_block(body, e, None, &mut memo))
             .collect();
         let mut messages = Vec::with_capacity(p.messages.len());
-        let mut roles: Vec<Box<str>> = Vec::new();
+        let mut roles: Vec<Arc<str>> = Vec::new();
         let mut role_index: HashMap<&str, u16> = HashMap::new();
         let mut compacted = false;
         for m in &p.messages {
@@ -352,7 +365,7 @@ impl<'a> Canonical<'a> {
                             format!("input[{}].tools[{j}]", m.index).into_boxed_str(),
                         ));
                         tools.push(CanonTool {
-                            name: bounded(&name),
+                            name: shared(&mut memo, &name),
                             block: block_of(body, &Elem::new(t, Form::Block)),
                         });
                     }
@@ -368,7 +381,7 @@ impl<'a> Canonical<'a> {
                 Some(&i) => i,
                 None if roles.len() < MAX_ROLES => {
                     let i = u16::try_from(roles.len()).unwrap_or(OTHER_ROLE);
-                    roles.push(bounded(&m.role));
+                    roles.push(shared(&mut memo, &m.role));
                     role_index.insert(m.role.as_ref(), i);
                     i
                 }
@@ -690,5 +703,47 @@ impl Block {
         let start = self.start as usize;
         body.get(start..start.saturating_add(self.len as usize))
             .unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a reading of a body says of its tools and shape.
+    fn tools_and_shape(c: &Canonical<'_>) -> (ApiKind, Vec<(String, Block)>, usize) {
+        let tools = c
+            .tools
+            .iter()
+            .map(|t| (t.name.to_string(), t.block))
+            .collect();
+        (c.shape, tools, c.messages.len())
+    }
+
+    #[test]
+    fn tools_remembered_read_as_tools_read_anew() {
+        // Tools whose bytes are the only evidence of their API, in each class of body.
+        let bodies = [
+            r#"{"model":"m","tools":[{"type":"function","function":{"name":"read","parameters":{}}},{"type":"function","function":{"name":"bash"}}],"messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"model":"m","tools":[{"name":"read","input_schema":{"type":"object"}},{"name":"bash","input_schema":{}}],"messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"model":"m","tools":[{"type":"function","name":"read","parameters":{}},{"type":"web_search"}],"input":[{"role":"user","content":"hi"}]}"#,
+            r#"{"tools":[{"functionDeclarations":[{"name":"read"},{"name":"bash"}]}],"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+        ];
+        let context = Context::default();
+        let mut memo = MessageMemo::new(64);
+        for body in bodies {
+            let fresh = Canonical::read_memoized(body.as_bytes(), context, None).unwrap();
+            let first = Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();
+            let again = Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();
+            assert_eq!(tools_and_shape(&first), tools_and_shape(&fresh), "{body}");
+            assert_eq!(tools_and_shape(&again), tools_and_shape(&fresh), "{body}");
+            assert!(!fresh.tools.is_empty());
+        }
+        // The same tools in a body of another class: remembered apart, read as that class's.
+        let chat_tools = bodies[0].replace("\"messages\"", "\"input\"");
+        let fresh = Canonical::read_memoized(chat_tools.as_bytes(), context, None).unwrap();
+        let remembered =
+            Canonical::read_memoized(chat_tools.as_bytes(), context, Some(&mut memo)).unwrap();
+        assert_eq!(tools_and_shape(&remembered), tools_and_shape(&fresh));
     }
 }

@@ -256,6 +256,8 @@ fn content_text(raw: &str, key: ContentKey) -> String {
 pub(crate) struct Tool<'a> {
     pub(crate) name: String,
     pub(crate) elem: Elem<'a>,
+    /// [`element_hash`] of its bytes, when reading it took it already.
+    pub(crate) raw_hash: Option<u64>,
 }
 
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 
 use super::element::{ContentKey, Elem, Form, Msg, Tool, element_hash, message_norm_of};
 use super::error::{GuardError, MAX_AUDIT_BODY_BYTES};
-use super::memo::{COMMON_ROLES, Memoized, MessageMemo, memo_key};
+use super::memo::{COMMON_ROLES, Memoized, MessageMemo, memo_key, tool_memo_key};
 use super::shape::{Class, Evidence, Reading, Which};
 use crate::raw::{self, Object, offset_in};
 
@@ -95,58 +95,113 @@ impl<'a> Parsed<'a> {
         Object::of(raw).map_err(|p| self.malformed(at, p.to_string()))
     }
 
-    /// Reads `tools`: each tool's name and bytes (Gemini: each function declaration).
-    fn read_tools(&mut self, raw: &'a RawValue) -> Result<(), GuardError> {
+    /// Reads `tools`: each tool's name and bytes (Gemini: each function declaration). A
+    /// tool read before (its bytes, in a body of this class) is looked up in `memo`: an
+    /// agent resends its tools with every request, a schema of kilobytes each.
+    fn read_tools(
+        &mut self,
+        raw: &'a RawValue,
+        mut memo: Option<&mut MessageMemo>,
+    ) -> Result<(), GuardError> {
         self.tools_end = self.end_of(raw);
         for (i, tool) in self.array(raw, "tools")?.into_iter().enumerate() {
-            let at = format!("tools[{i}]");
-            let object = self.object(tool, &at)?;
-            if self.class == Class::Gemini {
-                if let Some(decls) = object.get("functionDeclarations") {
-                    let decls = self.array(decls, &format!("{at}.functionDeclarations"))?;
-                    for (j, decl) in decls.into_iter().enumerate() {
-                        let name = Object::of(decl)
-                            .ok()
-                            .and_then(|d| d.str("name").map(Cow::into_owned))
-                            .unwrap_or_default();
-                        self.tool_paths
-                            .push((self.tools.len(), format!("{at}.functionDeclarations[{j}]")));
-                        self.tools.push(Tool {
-                            name,
-                            elem: Elem::new(decl, Form::Block),
-                        });
-                    }
-                } else {
-                    let name = object.fields.first().map(|(k, _)| k.to_string());
-                    if self.tools.len() != i {
-                        self.tool_paths.push((self.tools.len(), at.clone()));
-                    }
+            let remembered = match memo.as_deref_mut() {
+                Some(memo) if self.class != Class::Gemini => {
+                    let raw_hash = element_hash(tool.get());
+                    let key = tool_memo_key(raw_hash, self.class);
+                    Some((memo, raw_hash, key))
+                }
+                _ => None,
+            };
+            if let Some((memo, raw_hash, key)) = remembered {
+                if let Some(hit) = memo.get(key) {
+                    self.evidence.anthropic |= hit.evidence.anthropic;
+                    self.evidence.chat |= hit.evidence.chat;
                     self.tools.push(Tool {
-                        name: name.unwrap_or_default(),
+                        name: hit.role.to_string(),
                         elem: Elem::new(tool, Form::Block),
+                        raw_hash: Some(raw_hash),
                     });
+                    continue;
+                }
+                let before = std::mem::take(&mut self.evidence);
+                let read = self.read_tool(i, tool);
+                let own = self.evidence;
+                self.evidence = Evidence {
+                    anthropic: before.anthropic || own.anthropic,
+                    chat: before.chat || own.chat,
+                };
+                read?;
+                if let Some(t) = self.tools.last_mut() {
+                    t.raw_hash = Some(raw_hash);
+                    memo.insert(
+                        key,
+                        Memoized {
+                            norm: 0,
+                            role: t.name.as_str().into(),
+                            evidence: own,
+                        },
+                    );
                 }
                 continue;
             }
-            let function = object.get("function").and_then(|f| Object::of(f).ok());
-            if function.is_some() {
-                self.evidence.chat = true;
-            }
-            if object.has("input_schema") {
-                self.evidence.anthropic = true;
-            }
-            let name = function
-                .as_ref()
-                .and_then(|f| f.str("name"))
-                .or_else(|| object.str("name"))
-                .or_else(|| object.str("type"))
-                .map(Cow::into_owned)
-                .unwrap_or_default();
-            self.tools.push(Tool {
-                name,
-                elem: Elem::new(tool, Form::Block),
-            });
+            self.read_tool(i, tool)?;
         }
+        Ok(())
+    }
+
+    /// Reads tool `i` of `tools` (Gemini: its function declarations).
+    fn read_tool(&mut self, i: usize, tool: &'a RawValue) -> Result<(), GuardError> {
+        let at = format!("tools[{i}]");
+        let object = self.object(tool, &at)?;
+        if self.class == Class::Gemini {
+            if let Some(decls) = object.get("functionDeclarations") {
+                let decls = self.array(decls, &format!("{at}.functionDeclarations"))?;
+                for (j, decl) in decls.into_iter().enumerate() {
+                    let name = Object::of(decl)
+                        .ok()
+                        .and_then(|d| d.str("name").map(Cow::into_owned))
+                        .unwrap_or_default();
+                    self.tool_paths
+                        .push((self.tools.len(), format!("{at}.functionDeclarations[{j}]")));
+                    self.tools.push(Tool {
+                        name,
+                        elem: Elem::new(decl, Form::Block),
+                        raw_hash: None,
+                    });
+                }
+            } else {
+                let name = object.fields.first().map(|(k, _)| k.to_string());
+                if self.tools.len() != i {
+                    self.tool_paths.push((self.tools.len(), at.clone()));
+                }
+                self.tools.push(Tool {
+                    name: name.unwrap_or_default(),
+                    elem: Elem::new(tool, Form::Block),
+                    raw_hash: None,
+                });
+            }
+            return Ok(());
+        }
+        let function = object.get("function").and_then(|f| Object::of(f).ok());
+        if function.is_some() {
+            self.evidence.chat = true;
+        }
+        if object.has("input_schema") {
+            self.evidence.anthropic = true;
+        }
+        let name = function
+            .as_ref()
+            .and_then(|f| f.str("name"))
+            .or_else(|| object.str("name"))
+            .or_else(|| object.str("type"))
+            .map(Cow::into_owned)
+            .unwrap_or_default();
+        self.tools.push(Tool {
+            name,
+            elem: Elem::new(tool, Form::Block),
+            raw_hash: None,
+        });
         Ok(())
     }
 
@@ -493,7 +548,7 @@ pub(crate) fn parse_object<'b>(
     let field = |key: &str| top.get(key).filter(|v| !raw::is_null(v));
     if let Some(tools) = field("tools") {
         parsed.tools_field = Some(tools);
-        parsed.read_tools(tools)?;
+        parsed.read_tools(tools, memo.as_deref_mut())?;
     }
     let system_key = match class {
         Class::Gemini if has("system_instruction") => Some("system_instruction"),
