@@ -80,6 +80,11 @@ enum Command {
         /// Seconds to wait after the last answer before reading RSS.
         #[arg(long, default_value_t = 2.0)]
         settle_secs: f64,
+        /// Sessions opened (one request each, sessions of their own) before memory is read
+        /// the first time: what a proxy holds once whatever number of sessions (buffers,
+        /// pools, the bodies kept for excerpts) is then not counted per session.
+        #[arg(long, default_value_t = 0)]
+        warm_up: usize,
     },
     /// Append a `skipped` record: the contender could not be measured, and why.
     Skip {
@@ -314,15 +319,36 @@ fn run(cli: Cli) -> Result<(), BenchError> {
             concurrency,
             rate,
             settle_secs,
+            warm_up,
         } => {
             let t = target.target();
             let bodies = target.bodies()?;
             let body_bytes = bodies.as_ref().map(|b| b.mean_first_body());
             let settle = Duration::try_from_secs_f64(settle_secs).unwrap_or(Duration::from_secs(2));
-            let before = report::tree_rss_kib(pid)?;
-            let (result, analysis) = runtime(1)?.block_on(async {
+            let (before, result, analysis) = runtime(1)?.block_on(async {
                 let client = driver::client();
                 let limit = Duration::from_secs(120);
+                let counted = sessions as u64;
+                if warm_up > 0 {
+                    // Sessions of their own, past the counted ones, analysed before memory
+                    // is read.
+                    let warmed = driver::open_idle_sessions(
+                        &client,
+                        &t,
+                        counted..counted + warm_up as u64,
+                        concurrency,
+                        target.timeout(),
+                        bodies.clone(),
+                        rate,
+                    )
+                    .await;
+                    if let Some(url) = &target.metrics {
+                        driver::settled_metrics(&client, url, limit).await;
+                    }
+                    tokio::time::sleep(settle).await;
+                    eprintln!("warm-up: {} sessions answered", warmed.samples.len());
+                }
+                let before_rss = report::tree_rss_kib(pid);
                 let before = match &target.metrics {
                     Some(url) => driver::settled_metrics(&client, url, limit).await,
                     None => None,
@@ -330,7 +356,7 @@ fn run(cli: Cli) -> Result<(), BenchError> {
                 let out = driver::open_idle_sessions(
                     &client,
                     &t,
-                    sessions,
+                    0..counted,
                     concurrency,
                     target.timeout(),
                     bodies,
@@ -347,12 +373,14 @@ fn run(cli: Cli) -> Result<(), BenchError> {
                 let analysis = before
                     .zip(after)
                     .map(|(b, a)| report::AnalysisFigures::between(&b, &a));
-                (out, analysis)
+                (before_rss, out, analysis)
             });
+            let before = before?;
             let after = report::tree_rss_kib(pid)?;
             let record = Record::Idle {
                 label: target.label.clone(),
                 sessions,
+                warm_up,
                 ok: result.samples.len(),
                 first_error: result.first_error,
                 rss_before_kib: before,

@@ -441,28 +441,31 @@ pub async fn run(client: &HttpClient, target: &Target, config: &LoadConfig) -> R
 pub async fn open_idle_sessions(
     client: &HttpClient,
     target: &Target,
-    sessions: usize,
+    sessions: std::ops::Range<u64>,
     concurrency: usize,
     timeout: Duration,
     bodies: Option<std::sync::Arc<AgentBodies>>,
     rate: Option<u32>,
 ) -> RunResult {
+    // Session `j` is request `j` of a run of `sessions.end` sessions: the ids of one range
+    // are never another's.
     let config = LoadConfig {
         rate: 1,
         duration: Duration::ZERO,
         stream: false,
-        sessions,
+        sessions: usize::try_from(sessions.end).unwrap_or(usize::MAX),
         max_turns: 1,
         timeout,
         bodies,
     };
     let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
-    let mut tasks = Vec::with_capacity(sessions);
+    let mut tasks = Vec::new();
     let start = tokio::time::Instant::now();
     let period = rate.map(|r| Duration::from_secs_f64(1.0 / f64::from(r.max(1))));
-    for j in 0..sessions as u64 {
+    let first = sessions.start;
+    for j in sessions {
         if let Some(period) = period {
-            tokio::time::sleep_until(start + period.mul_f64(j as f64)).await;
+            tokio::time::sleep_until(start + period.mul_f64((j - first) as f64)).await;
         }
         let Ok(permit) = limit.clone().acquire_owned().await else {
             break;

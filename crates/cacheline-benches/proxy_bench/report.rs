@@ -48,6 +48,9 @@ pub enum Record {
         label: String,
         /// Sessions opened (one request each).
         sessions: usize,
+        /// Sessions opened before memory was first read (not counted).
+        #[serde(default)]
+        warm_up: usize,
         /// Requests answered 2xx.
         ok: usize,
         /// The first failure, bounded.
@@ -435,9 +438,9 @@ pub fn markdown(records: &[Record]) -> String {
     );
     let _ = writeln!(
         out,
-        "| contender | sessions (ok) | body (bytes) | RSS before (KiB) | RSS after (KiB) | bytes per idle session | analysed / dropped | analysis CPU per request (ms) |"
+        "| contender | sessions (ok) | after a warm-up of | body (bytes) | RSS before (KiB) | RSS after (KiB) | bytes per idle session | analysed / dropped | analysis CPU per request (ms) |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut per_session: BTreeMap<&str, f64> = BTreeMap::new();
     let mut cpu_per_78kb: BTreeMap<&str, f64> = BTreeMap::new();
     for r in records {
@@ -445,6 +448,7 @@ pub fn markdown(records: &[Record]) -> String {
             Record::Idle {
                 label,
                 sessions,
+                warm_up,
                 ok,
                 first_error,
                 rss_before_kib,
@@ -472,12 +476,12 @@ pub fn markdown(records: &[Record]) -> String {
                 }
                 let _ = writeln!(
                     out,
-                    "| {label} | {sessions} ({ok}) | {body} | {rss_before_kib} | {rss_after_kib} | {bytes:.0} | {counted} | {cpu} |"
+                    "| {label} | {sessions} ({ok}) | {warm_up} | {body} | {rss_before_kib} | {rss_after_kib} | {bytes:.0} | {counted} | {cpu} |"
                 );
                 if ok < sessions
                     && let Some(e) = first_error
                 {
-                    let _ = writeln!(out, "| | first error: {e} | | | | | | |");
+                    let _ = writeln!(out, "| | first error: {e} | | | | | | | |");
                 }
             }
             Record::Skipped { label, reason } => {

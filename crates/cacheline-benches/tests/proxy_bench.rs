@@ -97,7 +97,7 @@ async fn an_unknown_route_is_a_counted_error_with_its_status() {
     let result = driver::open_idle_sessions(
         &driver::client(),
         &target,
-        3,
+        0..3,
         2,
         Duration::from_secs(5),
         None,
@@ -133,6 +133,7 @@ fn the_table_subtracts_the_direct_run_and_says_what_was_not_measured() {
         Record::Idle {
             label: "fast".into(),
             sessions: 10_000,
+            warm_up: 0,
             ok: 10_000,
             first_error: None,
             rss_before_kib: 1000,
@@ -148,7 +149,7 @@ fn the_table_subtracts_the_direct_run_and_says_what_was_not_measured() {
         "{table}"
     );
     assert!(
-        table.contains("| fast | 10000 (10000) | synthetic | 1000 | 11000 | 1024 | — | — |"),
+        table.contains("| fast | 10000 (10000) | 0 | synthetic | 1000 | 11000 | 1024 | — | — |"),
         "{table}"
     );
     assert!(
@@ -223,6 +224,48 @@ fn agent_sessions_send_the_captured_bodies_with_a_session_header_each_and_grow_b
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_up_sessions_are_sessions_of_their_own_past_the_counted_ones() {
+    let base = start_upstream(ProviderConfig::default()).await;
+    let target = Target::direct(base);
+    let client = driver::client();
+    let open = |range: std::ops::Range<u64>| {
+        driver::open_idle_sessions(
+            &client,
+            &target,
+            range,
+            2,
+            Duration::from_secs(5),
+            Some(agent_bodies()),
+            None,
+        )
+    };
+    assert_eq!(open(4..6).await.samples.len(), 2, "the warm-up's sessions");
+    assert_eq!(open(0..4).await.samples.len(), 4, "the counted ones");
+    // Session `j` of either range is request `j` of a run of `range.end` sessions: every
+    // session id distinct, so no counted session continues a warm-up's.
+    let config = |sessions: usize| LoadConfig {
+        rate: 1,
+        duration: Duration::ZERO,
+        stream: false,
+        sessions,
+        max_turns: 1,
+        timeout: Duration::from_secs(5),
+        bodies: Some(agent_bodies()),
+    };
+    let id = |j: u64, sessions: usize| {
+        let (_, _, headers) = driver::request_of(j, &config(sessions));
+        headers
+            .into_iter()
+            .find(|(n, _)| n.ends_with("session-id"))
+            .map(|(_, v)| v)
+            .unwrap()
+    };
+    let ids: std::collections::HashSet<String> =
+        (0..4).map(|j| id(j, 4)).chain((4..6).map(|j| id(j, 6))).collect();
+    assert_eq!(ids.len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_sessions_are_answered_whole_and_streamed() {
     let base = start_upstream(ProviderConfig::default()).await;
     let client = driver::client();
@@ -283,6 +326,7 @@ fn repeats_give_the_median_and_range_of_what_each_repeat_added_over_its_own_dire
         Record::Idle {
             label: "proxy".into(),
             sessions: 1000,
+            warm_up: 100,
             ok: 1000,
             first_error: None,
             rss_before_kib: 1000,

@@ -223,7 +223,10 @@ pub(crate) fn run(
                     headers: &job.headers,
                     ts: job.ts,
                     request,
-                    request_is_object: top.is_some(),
+                    request_object: match (&top, &request_text) {
+                        (Some(_), Cow::Borrowed(text)) => Some(text),
+                        _ => None,
+                    },
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
                     launch: &settings.launch,

@@ -176,9 +176,9 @@ pub(crate) struct LogLine<'a> {
     pub(crate) ts: f64,
     /// The request body.
     pub(crate) request: &'a [u8],
-    /// Whether the body was read as one JSON object ([`prompt_core::raw_json::Object::parse`]):
-    /// only then may the line hold it as JSON.
-    pub(crate) request_is_object: bool,
+    /// The body's text, when it was read as one JSON object
+    /// ([`prompt_core::raw_json::Object::parse`]): only then may the line hold it as JSON.
+    pub(crate) request_object: Option<&'a str>,
     /// The reply's body, decompressed (`None`: it could not be read).
     pub(crate) response: Option<&'a [u8]>,
     /// `--diagnose`: the reply the provider was asked to compare the request with.
@@ -257,7 +257,7 @@ impl LogLine<'_> {
             out.push_str(&v.to_string());
         }
         key(out, "request");
-        match one_line_object(self.request, self.request_is_object) {
+        match self.request_object.and_then(one_line_object) {
             Some(object) => out.push_str(object),
             None => push_quoted(out, &utf8_lossy(self.request)),
         }
@@ -275,20 +275,16 @@ impl LogLine<'_> {
 }
 
 /// The request body as the line may hold it as JSON: exactly one JSON object (the caller
-/// read it as one, `is_object`) on one line, nested at most [`MAX_LOGGED_DEPTH`] deep, so a
-/// line holding it reads with any JSON reader's default limits (serde_json's `Value` stops
-/// at 128, Python's at ~1,000). Nothing to escape, and read back byte for byte (`read_line`
+/// read `text` as one) on one line, nested at most [`MAX_LOGGED_DEPTH`] deep, so a line
+/// holding it reads with any JSON reader's default limits (serde_json's `Value` stops at
+/// 128, Python's at ~1,000). Nothing to escape, and read back byte for byte (`read_line`
 /// takes an object `request` as the body). Any other body is logged as its text, a JSON
 /// string: one not JSON, not UTF-8, over lines, or with whitespace around it.
-fn one_line_object(body: &[u8], is_object: bool) -> Option<&str> {
-    if !is_object {
-        return None;
-    }
-    let text = std::str::from_utf8(body).ok()?;
+fn one_line_object(text: &str) -> Option<&str> {
     (text.starts_with('{')
         && text.ends_with('}')
-        && memchr::memchr2(b'\n', b'\r', body).is_none()
-        && nested_at_most(body, MAX_LOGGED_DEPTH))
+        && memchr::memchr2(b'\n', b'\r', text.as_bytes()).is_none()
+        && nested_at_most(text.as_bytes(), MAX_LOGGED_DEPTH))
     .then_some(text)
 }
 
@@ -339,7 +335,7 @@ mod tests {
             headers: &[],
             ts: 1.5,
             request,
-            request_is_object: is_object(request),
+            request_object: object_text(request),
             response: Some(b"{}"),
             diagnosed_against: None,
             launch: "1-2",
@@ -373,9 +369,12 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Whether the analysis reads `body` as one JSON object (what lets it be logged as one).
-    fn is_object(body: &[u8]) -> bool {
-        std::str::from_utf8(body).is_ok_and(|t| prompt_core::raw_json::Object::parse(t).is_ok())
+    /// `body`'s text when the analysis reads it as one JSON object (what lets it be logged
+    /// as one).
+    fn object_text(body: &[u8]) -> Option<&str> {
+        std::str::from_utf8(body)
+            .ok()
+            .filter(|t| prompt_core::raw_json::Object::parse(t).is_ok())
     }
 
     /// Request bodies that are JSON: objects on one line or pretty-printed, arrays,
@@ -493,9 +492,7 @@ mod tests {
                         .collect();
                     format!("{{{}}}", inner.join(","))
                 }
-                _ if k == "request"
-                    && one_line_object(l.request, l.request_is_object).is_some() =>
-                {
+                _ if k == "request" && l.request_object.and_then(one_line_object).is_some() => {
                     String::from_utf8_lossy(l.request).into_owned()
                 }
                 v => v.to_string(),
@@ -526,7 +523,7 @@ mod tests {
                 headers: &headers,
                 ts,
                 request: &request,
-                request_is_object: is_object(&request),
+                request_object: object_text(&request),
                 response: response.as_deref(),
                 diagnosed_against: against.as_deref(),
                 launch: &launch,

@@ -733,8 +733,10 @@ mod tests {
         let mut memo = MessageMemo::new(64);
         for body in bodies {
             let fresh = Canonical::read_memoized(body.as_bytes(), context, None).unwrap();
-            let first = Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();
-            let again = Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();
+            let first =
+                Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();
+            let again =
+                Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();
             assert_eq!(tools_and_shape(&first), tools_and_shape(&fresh), "{body}");
             assert_eq!(tools_and_shape(&again), tools_and_shape(&fresh), "{body}");
             assert!(!fresh.tools.is_empty());

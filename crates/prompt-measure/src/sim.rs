@@ -882,6 +882,53 @@ fn prefix_keys(
 mod tests {
     use super::*;
 
+    fn split(tokens: &[u32], cuts: &[usize]) -> TokenizedRequest {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (tokens.len() + 1)).collect();
+        cuts.push(tokens.len());
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut from = 0;
+        let mut segments = Vec::new();
+        for c in cuts {
+            if c > from {
+                segments.push(tokens[from..c].to_vec());
+                from = c;
+            }
+        }
+        TokenizedRequest::from_token_segments(segments, vec![])
+    }
+
+    proptest::proptest! {
+        /// A prefix's key is a function of its tokens alone: however the tokens are cut
+        /// into segments, and whether taken at a segment's end or as a wanted length.
+        #[test]
+        fn a_prefix_key_depends_on_its_tokens_alone(
+            tokens in proptest::collection::vec(0u32..50, 1..300),
+            cuts_a in proptest::collection::vec(0usize..400, 0..6),
+            cuts_b in proptest::collection::vec(0usize..400, 0..6),
+            block in 1usize..20,
+            changed in 0usize..300,
+        ) {
+            let (a, b) = (split(&tokens, &cuts_a), split(&tokens, &cuts_b));
+            let ends_a: Vec<usize> = a.segments.iter().scan(0, |n, s| { *n += s.len(); Some(*n) }).collect();
+            let (blocks_a, segments_a, _) = prefix_keys(&a, block, &[]);
+            let (blocks_b, _, wanted_b) = prefix_keys(&b, block, &ends_a);
+            proptest::prop_assert_eq!(&blocks_a, &blocks_b);
+            proptest::prop_assert_eq!(blocks_a.len(), tokens.len() / block);
+            proptest::prop_assert_eq!(&segments_a, &wanted_b);
+            // One token changed: the blocks before it keep their keys, its own changes.
+            let changed = changed % tokens.len();
+            let mut other = tokens.clone();
+            other[changed] += 1;
+            let (blocks_c, _, _) = prefix_keys(&split(&other, &cuts_a), block, &[]);
+            let first = changed / block;
+            proptest::prop_assert_eq!(&blocks_a[..first.min(blocks_a.len())], &blocks_c[..first.min(blocks_c.len())]);
+            if first < blocks_a.len() {
+                proptest::prop_assert_ne!(blocks_a[first], blocks_c[first]);
+            }
+        }
+    }
+
     fn req(segs: &[(u32, usize)], bps: &[usize]) -> TokenizedRequest {
         TokenizedRequest::from_token_segments(
             segs.iter().map(|&(t, n)| vec![t; n]).collect(),
