@@ -260,8 +260,10 @@ async fn warm_up_sessions_are_sessions_of_their_own_past_the_counted_ones() {
             .map(|(_, v)| v)
             .unwrap()
     };
-    let ids: std::collections::HashSet<String> =
-        (0..4).map(|j| id(j, 4)).chain((4..6).map(|j| id(j, 6))).collect();
+    let ids: std::collections::HashSet<String> = (0..4)
+        .map(|j| id(j, 4))
+        .chain((4..6).map(|j| id(j, 6)))
+        .collect();
     assert_eq!(ids.len(), 6);
 }
 

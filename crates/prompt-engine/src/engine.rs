@@ -314,7 +314,8 @@ struct Index {
     scopes_of_session: HashMap<u64, Vec<u64>>,
     /// Requests held per scope: a scope none is held for leaves the index.
     held_in_scope: HashMap<u64, usize>,
-    requests: HashMap<u64, Stored>,
+    /// Boxed: a record is hundreds of bytes, and a map's spare capacity holds no copy of it.
+    requests: HashMap<u64, Box<Stored>>,
     order: VecDeque<u64>,
     bodies: VecDeque<u64>,
     /// The last body let go, its memory reused for the next body kept (a body is copied
@@ -497,7 +498,7 @@ impl Index {
         self.elements = self
             .elements
             .saturating_add(stored.chain.len() + stored.history.len());
-        self.requests.insert(id, stored);
+        self.requests.insert(id, Box::new(stored));
         self.order.push_back(id);
         self.bodies.push_back(id);
         while self.bodies.len() > config.keep_bodies {
