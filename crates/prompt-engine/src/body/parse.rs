@@ -115,8 +115,7 @@ impl<'a> Parsed<'a> {
             };
             if let Some((memo, raw_hash, key)) = remembered {
                 if let Some(hit) = memo.get(key) {
-                    self.evidence.anthropic |= hit.evidence.anthropic;
-                    self.evidence.chat |= hit.evidence.chat;
+                    self.evidence.add(hit.evidence);
                     self.tools.push(Tool {
                         name: hit.role.to_string(),
                         elem: Elem::new(tool, Form::Block),
@@ -124,13 +123,7 @@ impl<'a> Parsed<'a> {
                     });
                     continue;
                 }
-                let before = std::mem::take(&mut self.evidence);
-                let read = self.read_tool(i, tool);
-                let own = self.evidence;
-                self.evidence = Evidence {
-                    anthropic: before.anthropic || own.anthropic,
-                    chat: before.chat || own.chat,
-                };
+                let (read, own) = self.with_own_evidence(|p| p.read_tool(i, tool));
                 read?;
                 if let Some(t) = self.tools.last_mut() {
                     t.raw_hash = Some(raw_hash);
@@ -148,6 +141,17 @@ impl<'a> Parsed<'a> {
             self.read_tool(i, tool)?;
         }
         Ok(())
+    }
+
+    /// Runs `read`, and says what evidence of the API it found on its own, apart from the
+    /// body's so far (what a memo keeps of an element); the body's evidence gains it too.
+    fn with_own_evidence<R>(&mut self, read: impl FnOnce(&mut Self) -> R) -> (R, Evidence) {
+        let before = std::mem::take(&mut self.evidence);
+        let out = read(self);
+        let own = self.evidence;
+        self.evidence = before;
+        self.evidence.add(own);
+        (out, own)
     }
 
     /// Reads tool `i` of `tools` (Gemini: its function declarations).
@@ -241,8 +245,7 @@ impl<'a> Parsed<'a> {
         let raw_hash = element_hash(raw.get());
         let key = memo_key(raw_hash, self.class);
         if let Some(hit) = memo.get(key) {
-            self.evidence.anthropic |= hit.evidence.anthropic;
-            self.evidence.chat |= hit.evidence.chat;
+            self.evidence.add(hit.evidence);
             let form = Form::Message(self.content_key());
             let role = match COMMON_ROLES.iter().find(|r| **r == hit.role.as_ref()) {
                 Some(r) => Cow::Borrowed(*r),
@@ -257,14 +260,7 @@ impl<'a> Parsed<'a> {
             });
             return Ok(());
         }
-        // This message's own evidence, apart from the body's so far.
-        let before = std::mem::take(&mut self.evidence);
-        let read = self.read_message(index, raw);
-        let own = self.evidence;
-        self.evidence = Evidence {
-            anthropic: before.anthropic || own.anthropic,
-            chat: before.chat || own.chat,
-        };
+        let (read, own) = self.with_own_evidence(|p| p.read_message(index, raw));
         read?;
         if let Some(m) = self.messages.last_mut() {
             m.raw_hash = Some(raw_hash);

@@ -59,6 +59,14 @@ pub(crate) struct Evidence {
     pub(crate) chat: bool,
 }
 
+impl Evidence {
+    /// Adds `other`'s evidence to this.
+    pub(crate) fn add(&mut self, other: Evidence) {
+        self.anthropic |= other.anthropic;
+        self.chat |= other.chat;
+    }
+}
+
 /// What a body is read for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reading {
