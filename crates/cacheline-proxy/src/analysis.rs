@@ -211,10 +211,12 @@ pub(crate) fn run(
             line_no += 1;
             let mut offset = None;
             let request_text = prompt_core::input::utf8_lossy(request);
-            // The body's top-level object, read once: for the audit, and what lets the log
-            // line hold the body as JSON rather than escaped.
-            let top = match &request_text {
-                Cow::Borrowed(text) => prompt_core::raw_json::Object::parse(text).ok(),
+            // The body's text and top-level object, when it is one JSON object, read once:
+            // for the audit, and what lets the log line hold the body as JSON, not escaped.
+            let object = match request_text {
+                Cow::Borrowed(text) => prompt_core::raw_json::Object::parse(text)
+                    .ok()
+                    .map(|top| (text, top)),
                 Cow::Owned(_) => None,
             };
             if let Some(log) = settings.log.as_mut() {
@@ -223,10 +225,7 @@ pub(crate) fn run(
                     headers: &job.headers,
                     ts: job.ts,
                     request,
-                    request_object: match (&top, &request_text) {
-                        (Some(_), Cow::Borrowed(text)) => Some(text),
-                        _ => None,
-                    },
+                    request_object: object.as_ref().map(|(text, _)| *text),
                     response,
                     diagnosed_against: job.diagnose.as_ref().and_then(|d| d.against.as_deref()),
                     launch: &settings.launch,
@@ -247,9 +246,9 @@ pub(crate) fn run(
             }
             // The exchange goes to the audit as it is: the log line above is for the file
             // only, never read back.
-            let mut exchange = match (top, &request_text) {
-                (Some(top), Cow::Borrowed(text)) => LoggedExchange::of_object(text, top),
-                _ => LoggedExchange::of(request_text.clone()),
+            let mut exchange = match object {
+                Some((text, top)) => LoggedExchange::of_object(text, top),
+                None => LoggedExchange::of(request_text),
             };
             exchange.response =
                 response.map(|r| LoggedResponse::Text(prompt_core::input::utf8_lossy(r)));

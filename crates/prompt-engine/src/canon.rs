@@ -729,9 +729,14 @@ mod tests {
             r#"{"model":"m","tools":[{"type":"function","name":"read","parameters":{}},{"type":"web_search"}],"input":[{"role":"user","content":"hi"}]}"#,
             r#"{"tools":[{"functionDeclarations":[{"name":"read"},{"name":"bash"}]}],"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
         ];
+        // A name past what is kept of it: remembered as bounded as it is read.
+        let long_name = format!(
+            r#"{{"model":"m","tools":[{{"name":"{}é","input_schema":{{}}}}],"messages":[{{"role":"user","content":"hi"}}]}}"#,
+            "n".repeat(3 * EXCERPT_BYTES)
+        );
         let context = Context::default();
         let mut memo = MessageMemo::new(64);
-        for body in bodies {
+        for body in bodies.iter().copied().chain([long_name.as_str()]) {
             let fresh = Canonical::read_memoized(body.as_bytes(), context, None).unwrap();
             let first =
                 Canonical::read_memoized(body.as_bytes(), context, Some(&mut memo)).unwrap();

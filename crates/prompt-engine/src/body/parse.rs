@@ -4,7 +4,7 @@
 use prompt_core::ApiKind;
 use std::borrow::Cow;
 
-use prompt_core::input::excerpt;
+use prompt_core::input::{EXCERPT_BYTES, excerpt};
 use serde_json::value::RawValue;
 
 use super::element::{ContentKey, Elem, Form, Msg, Tool, element_hash, message_norm_of};
@@ -131,7 +131,9 @@ impl<'a> Parsed<'a> {
                         key,
                         Memoized {
                             norm: 0,
-                            role: t.name.as_str().into(),
+                            // As bounded as the canonical form keeps it: a memo entry never
+                            // holds a hostile tool's megabyte name.
+                            role: excerpt(&t.name, EXCERPT_BYTES).into(),
                             evidence: own,
                         },
                     );
