@@ -283,43 +283,40 @@ impl LogLine<'_> {
 fn one_line_object(text: &str) -> Option<&str> {
     (text.starts_with('{')
         && text.ends_with('}')
-        && memchr::memchr2(b'\n', b'\r', text.as_bytes()).is_none()
-        && nested_at_most(text.as_bytes(), MAX_LOGGED_DEPTH))
+        && one_line_nested_at_most(text.as_bytes(), MAX_LOGGED_DEPTH))
     .then_some(text)
 }
 
 /// How deep a body logged as JSON may nest (the line adds one level).
 const MAX_LOGGED_DEPTH: usize = 100;
 
-/// Whether valid JSON `text` nests at most `limit` arrays and objects deep: its brackets
-/// outside strings counted, strings skipped to their closing quote.
-fn nested_at_most(text: &[u8], limit: usize) -> bool {
+/// Whether valid JSON `text` is on one line and nests at most `limit` arrays and objects
+/// deep: only the bytes outside strings are looked at (strings skipped to their closing
+/// quote), since valid JSON has a line break only as whitespace between tokens, never raw
+/// inside a string.
+fn one_line_nested_at_most(text: &[u8], limit: usize) -> bool {
     let mut depth = 0usize;
     let mut at = 0;
     while let Some(&byte) = text.get(at) {
         match byte {
-            b'"' => loop {
-                at += 1;
-                match memchr::memchr2(b'"', b'\\', text.get(at..).unwrap_or_default()) {
-                    // An escape: the next byte is escaped, whatever it is.
-                    Some(i) if text.get(at + i) == Some(&b'\\') => at += i + 1,
-                    Some(i) => {
-                        at += i;
-                        break;
-                    }
-                    None => return true,
-                }
+            b'"' => match prompt_core::raw_json::string_end(text, at + 1) {
+                Some(end) => at = end,
+                None => return true,
             },
+            b'\n' | b'\r' => return false,
             b'{' | b'[' => {
                 depth += 1;
                 if depth > limit {
                     return false;
                 }
+                at += 1;
             }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                at += 1;
+            }
+            _ => at += 1,
         }
-        at += 1;
     }
     true
 }

@@ -351,13 +351,16 @@ impl Locked<'_> {
     pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
         let line = entry_line(entry)?;
         let store = &mut *self.store;
-        let len = store.journal.metadata()?.len();
+        let mut len = store.journal.metadata()?.len();
         if len.saturating_add(line.len() as u64) > store.max_bytes {
             self.compact()?;
+            len = self.store.journal.metadata()?.len();
         }
         let store = &mut *self.store;
         store.journal.write_all(line.as_bytes())?;
-        store.read_to = store.journal.metadata()?.len();
+        // Under the lock no other launch writes: the journal ends where this line does,
+        // without asking the file system again.
+        store.read_to = len.saturating_add(line.len() as u64);
         Ok(())
     }
 

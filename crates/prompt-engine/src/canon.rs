@@ -353,10 +353,10 @@ impl<'a> Canonical<'a> {
                 // "role": "developer", "tools": [...]}`, namespaced tools such as `clock`
                 // among them): they are tools, not a message, each at `input[i].tools[j]`.
                 if let Ok(o) = Object::parse(m.elem.raw)
-                    && let Some(list) = o.get("tools").and_then(raw::array_of)
+                    && let Some(list) = o.get("tools").and_then(raw::elements_of)
                 {
                     for (j, t) in list.into_iter().enumerate() {
-                        let name = Object::of(t)
+                        let name = Object::parse(t)
                             .ok()
                             .and_then(|t| t.str("name").or_else(|| t.str("type")))
                             .unwrap_or_default();

@@ -2,5 +2,5 @@
 //! JSON as raw text.
 
 pub(crate) use prompt_core::raw_json::{
-    Object, array_of, is_null, kind_of, offset_in, push_quoted, quote, string_of,
+    Object, elements_of, is_null, kind_of, kind_of_text, offset_in, push_quoted, quote, string_of,
 };

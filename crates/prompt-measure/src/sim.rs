@@ -667,6 +667,7 @@ pub struct CacheSim {
     window_tokens: usize,
     blocks: GenSet,
     anthropic: GenSet,
+    segment_keys: SegmentKeyMemo,
 }
 
 impl CacheSim {
@@ -678,6 +679,7 @@ impl CacheSim {
             config,
             window: VecDeque::new(),
             window_tokens: 0,
+            segment_keys: SegmentKeyMemo::default(),
         }
     }
 
@@ -729,7 +731,8 @@ impl CacheSim {
         }
         wanted.sort_unstable();
         wanted.dedup();
-        let (block_keys, segment_keys, keys_at) = prefix_keys(&request, block, &wanted);
+        let (block_keys, segment_keys, keys_at) =
+            prefix_keys(&request, block, &wanted, &mut self.segment_keys);
         let key_at = |at: usize| {
             wanted
                 .binary_search(&at)
@@ -839,11 +842,13 @@ impl CacheSim {
 /// One pass over the tokens: the chained hash at the end of each full block, the key of the
 /// prefix ending at each segment end (hash and length), and the key of the prefix ending at
 /// each of `wanted` (sorted, distinct, non-zero token counts; a count past the request has
-/// none, and only those past it).
+/// none, and only those past it). A segment `memo` holds from the same state (the hash and
+/// position it starts at) adds its remembered block keys instead of being hashed again.
 fn prefix_keys(
     request: &TokenizedRequest,
     block: usize,
     wanted: &[usize],
+    memo: &mut SegmentKeyMemo,
 ) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
     // Per token one multiply (FxHash's step, over the token and the running state); the
     // finalizer runs only where a key is taken. A prefix's key is thus a function of its
@@ -860,6 +865,19 @@ fn prefix_keys(
     let block = block.max(1);
     let mut to_block_end = block;
     for seg in &request.segments {
+        let end = at + seg.len();
+        // A wanted length inside the segment needs the hash there: hashed token by token.
+        let remembered =
+            seg.len() >= SegmentKeyMemo::MIN_TOKENS && next.peek().is_none_or(|&w| w > end);
+        if remembered && let Some(known) = memo.get(h, at, &seg.tokens) {
+            blocks.extend_from_slice(&known.blocks);
+            h = known.end_hash;
+            at = end;
+            to_block_end = block - at % block;
+            segments.push(key(h, at));
+            continue;
+        }
+        let (start_hash, start_at, first_block) = (h, at, blocks.len());
         for &t in seg.tokens() {
             h = (h.rotate_left(5) ^ u64::from(t)).wrapping_mul(SEED);
             at += 1;
@@ -873,9 +891,108 @@ fn prefix_keys(
                 next.next();
             }
         }
+        if remembered {
+            let added = blocks.get(first_block..).unwrap_or_default();
+            memo.insert(start_hash, start_at, &seg.tokens, h, added);
+        }
         segments.push(key(h, at));
     }
     (blocks, segments, keys_at)
+}
+
+/// The block keys of segments hashed before, by where each started (the running hash and the
+/// position: the same state and the same tokens give the same keys) and by which token array
+/// it is: an agent resends its whole history with every request, and every segment of it
+/// starts from the state it started from the last time, so only the new ones are hashed.
+///
+/// Bounded: two generations of at most [`SegmentKeyMemo::TOKENS`] tokens each (the newer one
+/// full, the older one is dropped).
+#[derive(Debug, Default)]
+struct SegmentKeyMemo {
+    current: HashMap<(u64, usize, usize), SegmentKeys>,
+    previous: HashMap<(u64, usize, usize), SegmentKeys>,
+    current_tokens: usize,
+}
+
+#[derive(Debug)]
+struct SegmentKeys {
+    /// Held, so the array's address names these tokens while they are remembered.
+    tokens: Arc<[u32]>,
+    end_hash: u64,
+    blocks: Box<[u64]>,
+}
+
+impl SegmentKeyMemo {
+    /// Tokens per generation: 1 MiB of token arrays and 128 KiB of block keys at most (of
+    /// 16-token blocks), each; the arrays are mostly the token cache's own.
+    const TOKENS: usize = 1 << 18;
+    /// A shorter segment is hashed again: a lookup costs about as much.
+    const MIN_TOKENS: usize = 64;
+
+    fn slot(start_hash: u64, start_at: usize, tokens: &Arc<[u32]>) -> (u64, usize, usize) {
+        (
+            start_hash,
+            start_at,
+            Arc::as_ptr(tokens).cast::<u32>() as usize,
+        )
+    }
+
+    fn get(
+        &mut self,
+        start_hash: u64,
+        start_at: usize,
+        tokens: &Arc<[u32]>,
+    ) -> Option<&SegmentKeys> {
+        let slot = Self::slot(start_hash, start_at, tokens);
+        if !self.current.contains_key(&slot)
+            && let Some(known) = self.previous.remove(&slot)
+        {
+            self.admit(slot, known);
+        }
+        self.current
+            .get(&slot)
+            .filter(|known| Arc::ptr_eq(&known.tokens, tokens))
+    }
+
+    fn insert(
+        &mut self,
+        start_hash: u64,
+        start_at: usize,
+        tokens: &Arc<[u32]>,
+        end_hash: u64,
+        blocks: &[u64],
+    ) {
+        if tokens.len() > Self::TOKENS {
+            return;
+        }
+        let known = SegmentKeys {
+            tokens: tokens.clone(),
+            end_hash,
+            blocks: blocks.into(),
+        };
+        self.admit(Self::slot(start_hash, start_at, tokens), known);
+    }
+
+    fn admit(&mut self, slot: (u64, usize, usize), known: SegmentKeys) {
+        if self.current_tokens + known.tokens.len() > Self::TOKENS {
+            self.previous = std::mem::take(&mut self.current);
+            self.current_tokens = 0;
+        }
+        self.current_tokens += known.tokens.len();
+        if let Some(old) = self.current.insert(slot, known) {
+            self.current_tokens -= old.tokens.len();
+        }
+    }
+
+    #[cfg(test)]
+    fn tokens(&self) -> usize {
+        self.current_tokens
+            + self
+                .previous
+                .values()
+                .map(|k| k.tokens.len())
+                .sum::<usize>()
+    }
 }
 
 #[cfg(test)]
@@ -911,8 +1028,8 @@ mod tests {
         ) {
             let (a, b) = (split(&tokens, &cuts_a), split(&tokens, &cuts_b));
             let ends_a: Vec<usize> = a.segments.iter().scan(0, |n, s| { *n += s.len(); Some(*n) }).collect();
-            let (blocks_a, segments_a, _) = prefix_keys(&a, block, &[]);
-            let (blocks_b, _, wanted_b) = prefix_keys(&b, block, &ends_a);
+            let (blocks_a, segments_a, _) = prefix_keys(&a, block, &[], &mut SegmentKeyMemo::default());
+            let (blocks_b, _, wanted_b) = prefix_keys(&b, block, &ends_a, &mut SegmentKeyMemo::default());
             proptest::prop_assert_eq!(&blocks_a, &blocks_b);
             proptest::prop_assert_eq!(blocks_a.len(), tokens.len() / block);
             proptest::prop_assert_eq!(&segments_a, &wanted_b);
@@ -920,13 +1037,78 @@ mod tests {
             let changed = changed % tokens.len();
             let mut other = tokens.clone();
             other[changed] += 1;
-            let (blocks_c, _, _) = prefix_keys(&split(&other, &cuts_a), block, &[]);
+            let (blocks_c, _, _) = prefix_keys(&split(&other, &cuts_a), block, &[], &mut SegmentKeyMemo::default());
             let first = changed / block;
             proptest::prop_assert_eq!(&blocks_a[..first.min(blocks_a.len())], &blocks_c[..first.min(blocks_c.len())]);
             if first < blocks_a.len() {
                 proptest::prop_assert_ne!(blocks_a[first], blocks_c[first]);
             }
         }
+    }
+
+    proptest::proptest! {
+        /// Segments remembered from earlier requests (the same token arrays, resent as the
+        /// history is, or moved elsewhere) give the keys hashing them anew gives, with wanted
+        /// lengths anywhere.
+        #[test]
+        fn remembered_segments_give_the_keys_hashed_anew(
+            pool in proptest::collection::vec(proptest::collection::vec(0u32..50, 0..160), 1..6),
+            first in proptest::collection::vec(0usize..6, 0..6),
+            kept in 0usize..6,
+            more in proptest::collection::vec(0usize..6, 0..4),
+            wanted in proptest::collection::vec(1usize..900, 0..4),
+            block in 1usize..20,
+        ) {
+            let pool: Vec<Segment> = pool.into_iter().map(|t| Segment::new("", t)).collect();
+            let request = |picks: &[usize]| TokenizedRequest::from_segments(
+                picks.iter().map(|&i| pool[i % pool.len()].clone()).collect(),
+                vec![],
+            );
+            let a = request(&first);
+            // The next request: a prefix of the first one's segments, then others.
+            let mut second: Vec<usize> = first.iter().copied().take(kept).collect();
+            second.extend(&more);
+            let b = request(&second);
+            let mut wanted = wanted;
+            wanted.sort_unstable();
+            wanted.dedup();
+            let mut memo = SegmentKeyMemo::default();
+            prefix_keys(&a, block, &[], &mut memo);
+            let remembered = prefix_keys(&b, block, &wanted, &mut memo);
+            let anew = prefix_keys(&b, block, &wanted, &mut SegmentKeyMemo::default());
+            proptest::prop_assert_eq!(remembered, anew);
+            // And again, with both requests' segments remembered.
+            let again = prefix_keys(&b, block, &wanted, &mut memo);
+            proptest::prop_assert_eq!(again, prefix_keys(&b, block, &wanted, &mut SegmentKeyMemo::default()));
+        }
+    }
+
+    #[test]
+    fn the_segment_key_memo_remembers_and_stays_bounded() {
+        let long = Segment::new("", vec![7u32; 4096]);
+        let request = TokenizedRequest::from_segments(vec![long.clone(), long.clone()], vec![]);
+        let mut memo = SegmentKeyMemo::default();
+        let keys = prefix_keys(&request, 16, &[], &mut memo);
+        // The second copy starts from another state: two entries.
+        assert_eq!(memo.current.len(), 2);
+        assert_eq!(prefix_keys(&request, 16, &[], &mut memo), keys);
+        assert_eq!(memo.current.len(), 2);
+        // Ever new token arrays: at most two generations of TOKENS tokens held.
+        for i in 0..200u32 {
+            let fresh = Segment::new("", vec![i; 4096]);
+            prefix_keys(
+                &TokenizedRequest::from_segments(vec![fresh], vec![]),
+                16,
+                &[],
+                &mut memo,
+            );
+            assert!(
+                memo.tokens() <= 2 * SegmentKeyMemo::TOKENS,
+                "{}",
+                memo.tokens()
+            );
+        }
+        assert!(memo.tokens() > SegmentKeyMemo::TOKENS / 2);
     }
 
     fn req(segs: &[(u32, usize)], bps: &[usize]) -> TokenizedRequest {

@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
-use serde_json::value::RawValue;
 
 use crate::raw::{self, Object, offset_in};
 
@@ -52,11 +51,9 @@ pub(crate) struct Elem<'a> {
 }
 
 impl<'a> Elem<'a> {
-    pub(crate) fn new(raw: &'a RawValue, form: Form) -> Self {
-        Self {
-            raw: raw.get(),
-            form,
-        }
+    /// An element of `raw`'s text (valid JSON).
+    pub(crate) fn new(raw: &'a str, form: Form) -> Self {
+        Self { raw, form }
     }
 
     /// The element as compared.
@@ -219,8 +216,10 @@ pub(crate) fn message_norm_of(object: &Object<'_>, key: ContentKey) -> String {
 /// A message's content blocks: a string as one text block, an array's elements as blocks.
 pub(crate) fn content_blocks<'a>(object: &Object<'a>, key: ContentKey) -> Vec<Elem<'a>> {
     match object.get(key.as_str()) {
-        Some(content) if content.get().starts_with('"') => vec![Elem::new(content, Form::Text)],
-        Some(content) => raw::array_of(content)
+        Some(content) if content.get().starts_with('"') => {
+            vec![Elem::new(content.get(), Form::Text)]
+        }
+        Some(content) => raw::elements_of(content)
             .unwrap_or_default()
             .into_iter()
             .map(|b| Elem::new(b, Form::Block))
@@ -241,8 +240,8 @@ fn content_text(raw: &str, key: ContentKey) -> String {
         return s.into_owned();
     }
     let mut text = String::new();
-    for block in raw::array_of(content).unwrap_or_default() {
-        if let Some(t) = Object::of(block).ok().and_then(|b| b.str("text")) {
+    for block in raw::elements_of(content).unwrap_or_default() {
+        if let Some(t) = Object::parse(block).ok().and_then(|b| b.str("text")) {
             if !text.is_empty() {
                 text.push('\n');
             }

@@ -86,13 +86,14 @@ impl<'a> Parsed<'a> {
         offset_in(self.text, raw.get()).map_or(0, |o| o + raw.get().len().saturating_sub(1))
     }
 
-    fn array(&self, raw: &'a RawValue, at: &str) -> Result<Vec<&'a RawValue>, GuardError> {
-        raw::array_of(raw)
+    /// The elements of an array, as slices of the body (valid JSON each).
+    fn array(&self, raw: &'a RawValue, at: &str) -> Result<Vec<&'a str>, GuardError> {
+        raw::elements_of(raw)
             .ok_or_else(|| self.malformed(at, format!("{}, not an array", raw::kind_of(raw))))
     }
 
-    fn object(&self, raw: &'a RawValue, at: &str) -> Result<Object<'a>, GuardError> {
-        Object::of(raw).map_err(|p| self.malformed(at, p.to_string()))
+    fn object(&self, raw: &'a str, at: &str) -> Result<Object<'a>, GuardError> {
+        Object::parse(raw).map_err(|p| self.malformed(at, p.to_string()))
     }
 
     /// Reads `tools`: each tool's name and bytes (Gemini: each function declaration). A
@@ -107,7 +108,7 @@ impl<'a> Parsed<'a> {
         for (i, tool) in self.array(raw, "tools")?.into_iter().enumerate() {
             let remembered = match memo.as_deref_mut() {
                 Some(memo) if self.class != Class::Gemini => {
-                    let raw_hash = element_hash(tool.get());
+                    let raw_hash = element_hash(tool);
                     let key = tool_memo_key(raw_hash, self.class);
                     Some((memo, raw_hash, key))
                 }
@@ -157,14 +158,14 @@ impl<'a> Parsed<'a> {
     }
 
     /// Reads tool `i` of `tools` (Gemini: its function declarations).
-    fn read_tool(&mut self, i: usize, tool: &'a RawValue) -> Result<(), GuardError> {
+    fn read_tool(&mut self, i: usize, tool: &'a str) -> Result<(), GuardError> {
         let at = format!("tools[{i}]");
         let object = self.object(tool, &at)?;
         if self.class == Class::Gemini {
             if let Some(decls) = object.get("functionDeclarations") {
                 let decls = self.array(decls, &format!("{at}.functionDeclarations"))?;
                 for (j, decl) in decls.into_iter().enumerate() {
-                    let name = Object::of(decl)
+                    let name = Object::parse(decl)
                         .ok()
                         .and_then(|d| d.str("name").map(Cow::into_owned))
                         .unwrap_or_default();
@@ -219,11 +220,11 @@ impl<'a> Parsed<'a> {
     }
 
     /// A message kept as sent, checked to be an object: what [`body_parts`] needs of it.
-    fn push_message_as_sent(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
-        if !raw.get().starts_with('{') {
+    fn push_message_as_sent(&mut self, index: usize, raw: &'a str) -> Result<(), GuardError> {
+        if !raw.starts_with('{') {
             return Err(self.malformed(
                 format!("messages[{index}]"),
-                format!("{}, not an object", raw::kind_of(raw)),
+                format!("{}, not an object", raw::kind_of_text(raw)),
             ));
         }
         let key = self.content_key();
@@ -241,10 +242,10 @@ impl<'a> Parsed<'a> {
     fn read_message_memoized(
         &mut self,
         index: usize,
-        raw: &'a RawValue,
+        raw: &'a str,
         memo: &mut MessageMemo,
     ) -> Result<(), GuardError> {
-        let raw_hash = element_hash(raw.get());
+        let raw_hash = element_hash(raw);
         let key = memo_key(raw_hash, self.class);
         if let Some(hit) = memo.get(key) {
             self.evidence.add(hit.evidence);
@@ -279,7 +280,7 @@ impl<'a> Parsed<'a> {
     }
 
     /// Reads one message (or Responses input item, or Gemini content).
-    fn read_message(&mut self, index: usize, raw: &'a RawValue) -> Result<(), GuardError> {
+    fn read_message(&mut self, index: usize, raw: &'a str) -> Result<(), GuardError> {
         let at = format!("messages[{index}]");
         let object = self.object(raw, &at)?;
         // Codex's tools item (`{"type": "additional_tools", "role": "developer", "tools":
@@ -301,7 +302,7 @@ impl<'a> Parsed<'a> {
             && content.get().starts_with('[')
         {
             for block in self.array(content, &format!("{at}.{}", key.as_str()))? {
-                if let Ok(b) = Object::of(block)
+                if let Ok(b) = Object::parse(block)
                     && b.str("type")
                         .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t.as_ref()))
                     && !b.has("image_url")
@@ -328,18 +329,18 @@ impl<'a> Parsed<'a> {
     fn read_system(&mut self, raw: &'a RawValue, at: &str) -> Result<(), GuardError> {
         self.system_end = self.end_of(raw);
         let (blocks, under) = if raw.get().starts_with('"') {
-            self.system.push(Elem::new(raw, Form::Text));
+            self.system.push(Elem::new(raw.get(), Form::Text));
             self.system_paths.push(at.to_owned());
             return Ok(());
         } else if raw.get().starts_with('{') {
-            let object = self.object(raw, at)?;
+            let object = self.object(raw.get(), at)?;
             match object.get("parts") {
                 Some(parts) => (
                     self.array(parts, &format!("{at}.parts"))?,
                     format!("{at}.parts"),
                 ),
                 None => {
-                    self.system.push(Elem::new(raw, Form::Block));
+                    self.system.push(Elem::new(raw.get(), Form::Block));
                     self.system_paths.push(at.to_owned());
                     return Ok(());
                 }
@@ -572,7 +573,7 @@ pub(crate) fn parse_object<'b>(
             parsed.messages.push(Msg::new(
                 0,
                 Cow::Borrowed("user"),
-                Elem::new(messages, Form::Exact),
+                Elem::new(messages.get(), Form::Exact),
                 messages.get(),
             ));
         } else {

@@ -81,7 +81,7 @@ fn strip_cache_control(part: &str, depth: usize) -> Cow<'_, str> {
     if part.starts_with('[') {
         let Some(items) = serde_json::from_str::<&RawValue>(part)
             .ok()
-            .and_then(raw::array_of)
+            .and_then(raw::elements_of)
         else {
             return Cow::Borrowed(part);
         };
@@ -91,7 +91,7 @@ fn strip_cache_control(part: &str, depth: usize) -> Cow<'_, str> {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&strip_cache_control(item.get(), depth - 1));
+            out.push_str(&strip_cache_control(item, depth - 1));
         }
         out.push(']');
         return Cow::Owned(out);
