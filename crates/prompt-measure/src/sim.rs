@@ -256,17 +256,14 @@ impl TokenizedRequest {
 /// the older one is dropped.
 pub struct TokenCache<'t> {
     tokenizer: &'t dyn Tokenizer,
-    current: HashMap<u64, Segment, BuildHasherDefault<PassThrough>>,
-    previous: HashMap<u64, Segment, BuildHasherDefault<PassThrough>>,
-    current_tokens: usize,
-    capacity: usize,
+    segments: TokenGenerations<u64, Segment, BuildHasherDefault<PassThrough>>,
 }
 
 impl std::fmt::Debug for TokenCache<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenCache")
             .field("tokenizer", &self.tokenizer.name())
-            .field("segments", &(self.current.len() + self.previous.len()))
+            .field("segments", &self.segments.len())
             .finish()
     }
 }
@@ -276,10 +273,7 @@ impl<'t> TokenCache<'t> {
     pub fn new(tokenizer: &'t dyn Tokenizer, capacity: usize) -> Self {
         Self {
             tokenizer,
-            current: HashMap::default(),
-            previous: HashMap::default(),
-            current_tokens: 0,
-            capacity: capacity.max(1),
+            segments: TokenGenerations::new(capacity),
         }
     }
 
@@ -290,23 +284,17 @@ impl<'t> TokenCache<'t> {
 
     /// Tokens held.
     pub fn retained_tokens(&self) -> usize {
-        self.current_tokens + self.previous.values().map(Segment::len).sum::<usize>()
+        self.segments.tokens()
     }
 
     /// The segment for `text`, tokenized now or found in the cache.
     pub fn segment(&mut self, text: &str) -> Segment {
         let key = text_hash(text);
-        if let Some(seg) = self.current.get(&key).filter(|s| &*s.text == text) {
+        if let Some(seg) = self.segments.get(key, |s| &*s.text == text) {
             return seg.clone();
         }
-        if let Some(seg) = self.previous.remove(&key)
-            && &*seg.text == text
-        {
-            self.admit(key, seg.clone());
-            return seg;
-        }
         let seg = Segment::new(text, self.tokenizer.encode(text));
-        self.admit(key, seg.clone());
+        self.segments.admit(key, seg.clone());
         seg
     }
 
@@ -315,35 +303,86 @@ impl<'t> TokenCache<'t> {
     /// without building the text, or tokenized from `text()`. A hit is trusted on the 64-bit
     /// hash alone, as the engine's comparisons are; the text is built only on a miss.
     pub fn segment_keyed<'s>(&mut self, key: u64, text: impl FnOnce() -> Cow<'s, str>) -> Segment {
-        if let Some(seg) = self.current.get(&key) {
+        if let Some(seg) = self.segments.get(key, |_| true) {
             return seg.clone();
-        }
-        if let Some(seg) = self.previous.remove(&key) {
-            self.admit(key, seg.clone());
-            return seg;
         }
         let text = text();
         let seg = Segment::new(text.as_ref(), self.tokenizer.encode(&text));
-        self.admit(key, seg.clone());
+        self.segments.admit(key, seg.clone());
         seg
-    }
-
-    fn admit(&mut self, key: u64, seg: Segment) {
-        if self.current_tokens.saturating_add(seg.len()) > self.capacity && !self.current.is_empty()
-        {
-            self.previous = std::mem::take(&mut self.current);
-            self.current_tokens = 0;
-        }
-        self.current_tokens = self.current_tokens.saturating_add(seg.len());
-        if let Some(old) = self.current.insert(key, seg) {
-            self.current_tokens = self.current_tokens.saturating_sub(old.len());
-        }
     }
 
     /// Tokenizes a request given as segment texts.
     pub fn request(&mut self, segments: &[&str], breakpoints: Vec<usize>) -> TokenizedRequest {
         let segs = segments.iter().map(|s| self.segment(s)).collect();
         TokenizedRequest::from_segments(segs, breakpoints)
+    }
+}
+
+/// What a [`TokenGenerations`] entry weighs: the tokens it holds.
+trait Weighed {
+    fn tokens(&self) -> usize;
+}
+
+impl Weighed for Segment {
+    fn tokens(&self) -> usize {
+        self.len()
+    }
+}
+
+/// A bounded map weighed in tokens: two generations of at most `capacity` tokens each; when
+/// the newer one is full the older one is dropped, and an entry found in the older one moves
+/// to the newer (the token cache's segments, the simulator's remembered segment keys).
+#[derive(Debug)]
+struct TokenGenerations<K, V, S = std::hash::RandomState> {
+    current: HashMap<K, V, S>,
+    previous: HashMap<K, V, S>,
+    current_tokens: usize,
+    capacity: usize,
+}
+
+impl<K: Hash + Eq + Copy, V: Weighed, S: std::hash::BuildHasher + Default>
+    TokenGenerations<K, V, S>
+{
+    fn new(capacity: usize) -> Self {
+        Self {
+            current: HashMap::default(),
+            previous: HashMap::default(),
+            current_tokens: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The entry of `key` when it `holds` (an entry under the key that does not is let go
+    /// from the older generation).
+    fn get(&mut self, key: K, holds: impl Fn(&V) -> bool) -> Option<&V> {
+        if !self.current.contains_key(&key)
+            && let Some(value) = self.previous.remove(&key)
+            && holds(&value)
+        {
+            self.admit(key, value);
+        }
+        self.current.get(&key).filter(|v| holds(v))
+    }
+
+    fn admit(&mut self, key: K, value: V) {
+        let tokens = value.tokens();
+        if self.current_tokens.saturating_add(tokens) > self.capacity && !self.current.is_empty() {
+            self.previous = std::mem::take(&mut self.current);
+            self.current_tokens = 0;
+        }
+        self.current_tokens = self.current_tokens.saturating_add(tokens);
+        if let Some(old) = self.current.insert(key, value) {
+            self.current_tokens = self.current_tokens.saturating_sub(old.tokens());
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.current.len() + self.previous.len()
+    }
+
+    fn tokens(&self) -> usize {
+        self.current_tokens + self.previous.values().map(Weighed::tokens).sum::<usize>()
     }
 }
 
@@ -905,13 +944,12 @@ fn prefix_keys(
 /// it is: an agent resends its whole history with every request, and every segment of it
 /// starts from the state it started from the last time, so only the new ones are hashed.
 ///
-/// Bounded: two generations of at most [`SegmentKeyMemo::TOKENS`] tokens each (the newer one
-/// full, the older one is dropped).
-#[derive(Debug, Default)]
+/// Bounded: two generations of at most [`SegmentKeyMemo::TOKENS`] tokens each
+/// ([`TokenGenerations`]).
+#[derive(Debug)]
 struct SegmentKeyMemo {
-    current: HashMap<(u64, usize, usize), SegmentKeys>,
-    previous: HashMap<(u64, usize, usize), SegmentKeys>,
-    current_tokens: usize,
+    /// By the start's hash, its position and the token array's address.
+    known: TokenGenerations<(u64, usize, usize), SegmentKeys>,
 }
 
 #[derive(Debug)]
@@ -920,6 +958,20 @@ struct SegmentKeys {
     tokens: Arc<[u32]>,
     end_hash: u64,
     blocks: Box<[u64]>,
+}
+
+impl Weighed for SegmentKeys {
+    fn tokens(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+impl Default for SegmentKeyMemo {
+    fn default() -> Self {
+        Self {
+            known: TokenGenerations::new(Self::TOKENS),
+        }
+    }
 }
 
 impl SegmentKeyMemo {
@@ -943,15 +995,10 @@ impl SegmentKeyMemo {
         start_at: usize,
         tokens: &Arc<[u32]>,
     ) -> Option<&SegmentKeys> {
-        let slot = Self::slot(start_hash, start_at, tokens);
-        if !self.current.contains_key(&slot)
-            && let Some(known) = self.previous.remove(&slot)
-        {
-            self.admit(slot, known);
-        }
-        self.current
-            .get(&slot)
-            .filter(|known| Arc::ptr_eq(&known.tokens, tokens))
+        self.known
+            .get(Self::slot(start_hash, start_at, tokens), |known| {
+                Arc::ptr_eq(&known.tokens, tokens)
+            })
     }
 
     fn insert(
@@ -970,28 +1017,8 @@ impl SegmentKeyMemo {
             end_hash,
             blocks: blocks.into(),
         };
-        self.admit(Self::slot(start_hash, start_at, tokens), known);
-    }
-
-    fn admit(&mut self, slot: (u64, usize, usize), known: SegmentKeys) {
-        if self.current_tokens + known.tokens.len() > Self::TOKENS {
-            self.previous = std::mem::take(&mut self.current);
-            self.current_tokens = 0;
-        }
-        self.current_tokens += known.tokens.len();
-        if let Some(old) = self.current.insert(slot, known) {
-            self.current_tokens -= old.tokens.len();
-        }
-    }
-
-    #[cfg(test)]
-    fn tokens(&self) -> usize {
-        self.current_tokens
-            + self
-                .previous
-                .values()
-                .map(|k| k.tokens.len())
-                .sum::<usize>()
+        self.known
+            .admit(Self::slot(start_hash, start_at, tokens), known);
     }
 }
 
@@ -1090,9 +1117,9 @@ mod tests {
         let mut memo = SegmentKeyMemo::default();
         let keys = prefix_keys(&request, 16, &[], &mut memo);
         // The second copy starts from another state: two entries.
-        assert_eq!(memo.current.len(), 2);
+        assert_eq!(memo.known.current.len(), 2);
         assert_eq!(prefix_keys(&request, 16, &[], &mut memo), keys);
-        assert_eq!(memo.current.len(), 2);
+        assert_eq!(memo.known.current.len(), 2);
         // Ever new token arrays: at most two generations of TOKENS tokens held.
         for i in 0..200u32 {
             let fresh = Segment::new("", vec![i; 4096]);
@@ -1103,12 +1130,12 @@ mod tests {
                 &mut memo,
             );
             assert!(
-                memo.tokens() <= 2 * SegmentKeyMemo::TOKENS,
+                memo.known.tokens() <= 2 * SegmentKeyMemo::TOKENS,
                 "{}",
-                memo.tokens()
+                memo.known.tokens()
             );
         }
-        assert!(memo.tokens() > SegmentKeyMemo::TOKENS / 2);
+        assert!(memo.known.tokens() > SegmentKeyMemo::TOKENS / 2);
     }
 
     fn req(segs: &[(u32, usize)], bps: &[usize]) -> TokenizedRequest {
