@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # The proxy benchmark of issues 24 and 34, side by side in one run: the scripted upstream driven
-# directly, through `cacheline proxy`, through LiteLLM's proxy (pass-through routes) and through
-# NeMo Relay's gateway, whole and streamed, at 10, 100 and 1,000 requests/s, each run repeated
+# directly, through `cacheline proxy`, through LiteLLM's proxy (pass-through routes), through
+# NeMo Relay's gateway and through haproxy (HTTP mode: what one hop of a mature C proxy costs
+# on the machine, the floor for the others), whole and streamed, at 10, 100 and 1,000 requests/s, each run repeated
 # (contenders interleaved, so a repeat's runs are back to back); then the resident memory of
 # each proxy with 10,000 idle sessions. Sessions send what agents send: Claude Code's and Qwen
 # Code's captured first requests (tests/fixtures/agents, ~100 KB), a session header each.
 # `cacheline proxy`'s own /metrics gives its analysis CPU per request. Writes a Markdown table
 # (docs/benchmarks.md, "The proxy, side by side", has one and this command).
 #
-#   scripts/bench-proxy.sh [--quick] [--synthetic] [--repeats N] [--out DIR]
+#   scripts/bench-proxy.sh [--quick] [--synthetic] [--repeats N] [--only LABELS] [--out DIR]
 #
 #   --quick      1 s per rate, 1 repeat and 500 idle sessions: a check that every contender
 #                forwards, not a measurement
 #   --synthetic  the small synthetic bodies (~1-8 KB, no session header) of the first runs
 #   --repeats    repeats of every latency run (default 3)
+#   --only       the contenders to run, comma-separated (cacheline, litellm, nemo-relay,
+#                haproxy; the direct run always): e.g. --only cacheline,haproxy
 #   --out        where results.jsonl, table.md and the contenders' logs go (default
 #                target/bench-proxy)
 #
-# Not part of .ci/run. LiteLLM and NeMo Relay come from PyPI (pinned below) into a venv cached
+# Not part of .ci/run. haproxy is Debian's package (.ci/run installs it; without it, it is
+# skipped and said so). LiteLLM and NeMo Relay come from PyPI (pinned below) into a venv cached
 # in $CACHELINE_CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/cacheline)/bench-proxy-venv-*;
 # nothing is downloaded at run time after that. All processes bind loopback ports and are
 # stopped on exit. On a machine with 2+ cores the driver is pinned to CPU 0 and the upstream
@@ -35,18 +39,28 @@ NEMO_RELAY_VERSION=0.10.4
 quick=0
 synthetic=0
 repeats=3
+only=
 out=target/bench-proxy
 while [[ $# -gt 0 ]]; do
     case $1 in
         --quick) quick=1 ;;
         --synthetic) synthetic=1 ;;
         --repeats) repeats=$2; shift ;;
+        --only) only=$2; shift ;;
         --out) out=$2; shift ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
     esac
     shift
 done
 rates=(10 100 1000)
+# wanted LABEL: whether --only left that contender in.
+wanted() { [[ -z $only || ,$only, == *,"$1",* ]]; }
+for label in ${only//,/ }; do
+    case $label in
+        cacheline | litellm | nemo-relay | haproxy) ;;
+        *) die "--only: no contender $label (cacheline, litellm, nemo-relay, haproxy)" ;;
+    esac
+done
 if ((quick)); then
     declare -A secs=([10]=1 [100]=1 [1000]=1)
     idle_sessions=500
@@ -66,7 +80,7 @@ results=$out/results.jsonl
 
 cache=${CACHELINE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cacheline}
 venv=$cache/bench-proxy-venv-litellm$LITELLM_VERSION-nemo$NEMO_RELAY_VERSION
-if [[ ! -x $venv/bin/litellm || ! -x $venv/bin/nemo-relay ]]; then
+if { wanted litellm || wanted nemo-relay; } && [[ ! -x $venv/bin/litellm || ! -x $venv/bin/nemo-relay ]]; then
     log "installing litellm[proxy]==$LITELLM_VERSION and nemo-relay-cli-bin==$NEMO_RELAY_VERSION into $venv"
     rm -rf "$venv"
     "$(python_bin)" -m venv "$venv"
@@ -134,6 +148,7 @@ base[direct]=$upstream
 
 # As an agent's user runs it: a log, and sessions carried across launches (in a state
 # directory of this run's own, so an earlier run's sessions are not restored into it).
+if wanted cacheline; then
 port=$(free_port)
 rm -rf "$out/cacheline-state" "$out/cacheline-proxy.jsonl"
 "${pin_server[@]}" "$cacheline" proxy --listen "127.0.0.1:$port" --upstream "openai=$upstream" \
@@ -147,10 +162,12 @@ if wait_for cacheline "http://127.0.0.1:$port/" "$p"; then
 else
     skip cacheline "$out/cacheline.log" "cacheline proxy did not start"
 fi
+fi
 
 # LiteLLM: two generic pass-through endpoints (general_settings.pass_through_endpoints), the
 # sub-path kept, to the same upstream. It refuses to start without a master key, and then asks
 # for it on pass-through routes too.
+if wanted litellm; then
 port=$(free_port)
 master_key=sk-bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 cat >"$out/litellm.yaml" <<EOF
@@ -178,9 +195,11 @@ if wait_for litellm "http://127.0.0.1:$port/health/liveliness" "$p"; then
 else
     skip litellm "$out/litellm.log" "litellm did not start"
 fi
+fi
 
 # NeMo Relay: a bare invocation runs its gateway; base URLs as its --help says (OpenAI's with
 # /v1). Its config and state go to a HOME of its own under --out.
+if wanted nemo-relay; then
 port=$(free_port)
 mkdir -p "$out/nemo-home"
 HOME=$out/nemo-home XDG_CONFIG_HOME=$out/nemo-home/.config XDG_STATE_HOME=$out/nemo-home/.state \
@@ -192,6 +211,43 @@ if wait_for nemo-relay "http://127.0.0.1:$port/" "$p"; then
     labels+=(nemo-relay) base[nemo-relay]=http://127.0.0.1:$port pid[nemo-relay]=$p
 else
     skip nemo-relay "$out/nemo-relay.log" "nemo-relay did not start"
+fi
+fi
+
+# haproxy in HTTP mode (it parses and re-writes each request and reply, as the others do), one
+# thread, connections to the upstream kept and reused: the cost of one hop of a mature proxy
+# written in C on this machine, the floor any of the others stands on. No state, no log.
+if wanted haproxy; then
+    if command -v haproxy >/dev/null; then
+        port=$(free_port)
+        cat >"$out/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 10s
+    timeout client 120s
+    timeout server 600s
+    option http-keep-alive
+frontend bench
+    bind 127.0.0.1:$port
+    default_backend upstream
+backend upstream
+    http-reuse always
+    server upstream 127.0.0.1:$up_port
+EOF
+        "${pin_server[@]}" haproxy -f "$out/haproxy.cfg" >"$out/haproxy.log" 2>&1 &
+        p=$!
+        pids+=("$p")
+        if wait_for haproxy "http://127.0.0.1:$port/" "$p"; then
+            labels+=(haproxy) base[haproxy]=http://127.0.0.1:$port pid[haproxy]=$p
+        else
+            skip haproxy "$out/haproxy.log" "haproxy did not start"
+        fi
+    else
+        "$bench" skip --label haproxy --reason "haproxy is not installed (Debian: apt-get install haproxy)" --out "$results"
+    fi
 fi
 
 # run_driver LABEL SUBCOMMAND ARGS...: proxy-bench against one contender.
@@ -238,7 +294,7 @@ done
 
 {
     echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')), $(uname -sr)."
-    echo "Contenders: cacheline $(git describe --always --dirty 2>/dev/null || echo '?') (release build), LiteLLM $("$venv/bin/pip" show litellm 2>/dev/null | sed -n 's/^Version: //p') (pass-through endpoints), NeMo Relay $("$venv/bin/pip" show nemo-relay-cli-bin 2>/dev/null | sed -n 's/^Version: //p') (gateway)."
+    echo "Contenders run: ${labels[*]}. cacheline $(git describe --always --dirty 2>/dev/null || echo '?') (release build), LiteLLM $("$venv/bin/pip" show litellm 2>/dev/null | sed -n 's/^Version: //p') (pass-through endpoints), NeMo Relay $("$venv/bin/pip" show nemo-relay-cli-bin 2>/dev/null | sed -n 's/^Version: //p') (gateway), $(command -v haproxy >/dev/null && haproxy -v 2>/dev/null | sed -n '1s/ - .*//p') (HTTP mode)."
     if ((synthetic)); then
         echo "Bodies: synthetic (~1-8 KB, no session header)."
     else

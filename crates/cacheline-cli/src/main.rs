@@ -11,6 +11,13 @@ mod output;
 
 use std::process::ExitCode;
 
+/// jemalloc on Linux: the proxy forwards each request body through memory it reuses, where
+/// glibc's `malloc` (as the proxy sets it, to keep idle sessions small) maps and unmaps it
+/// (docs/proxy.md, "The allocator").
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     ExitCode::from(commands::main(std::env::args_os()))
 }
