@@ -2,8 +2,8 @@
 # The proxy benchmark of issues 24 and 34, side by side in one run: the scripted upstream driven
 # directly, through `cacheline proxy`, through LiteLLM's proxy (pass-through routes), through
 # NeMo Relay's gateway and through haproxy (HTTP mode: what one hop of a mature C proxy costs
-# on the machine, the floor for the others), whole and streamed, at 10, 100 and 1,000 requests/s, each run repeated
-# (contenders interleaved, so a repeat's runs are back to back); then the resident memory of
+# on the machine, the floor for the others), whole and streamed, at 10, 100 and 1,000
+# requests/s, each run repeated (contenders interleaved, so a repeat's runs are back to back); then the resident memory of
 # each proxy with 10,000 idle sessions. Sessions send what agents send: Claude Code's and Qwen
 # Code's captured first requests (tests/fixtures/agents, ~100 KB), a session header each.
 # `cacheline proxy`'s own /metrics gives its analysis CPU per request. Writes a Markdown table
@@ -294,7 +294,19 @@ done
 
 {
     echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')), $(uname -sr)."
-    echo "Contenders run: ${labels[*]}. cacheline $(git describe --always --dirty 2>/dev/null || echo '?') (release build), LiteLLM $("$venv/bin/pip" show litellm 2>/dev/null | sed -n 's/^Version: //p') (pass-through endpoints), NeMo Relay $("$venv/bin/pip" show nemo-relay-cli-bin 2>/dev/null | sed -n 's/^Version: //p') (gateway), $(command -v haproxy >/dev/null && haproxy -v 2>/dev/null | sed -n '1s/ - .*//p') (HTTP mode)."
+    # What each contender run is, in the order run.
+    described=()
+    for label in "${labels[@]}"; do
+        case $label in
+            cacheline) described+=("cacheline $(git describe --always --dirty 2>/dev/null || echo '?') (release build)") ;;
+            litellm) described+=("LiteLLM $("$venv/bin/pip" show litellm 2>/dev/null | sed -n 's/^Version: //p') (pass-through endpoints)") ;;
+            nemo-relay) described+=("NeMo Relay $("$venv/bin/pip" show nemo-relay-cli-bin 2>/dev/null | sed -n 's/^Version: //p') (gateway)") ;;
+            haproxy) described+=("$(haproxy -v 2>/dev/null | sed -n '1s/ - .*//p') (HTTP mode)") ;;
+        esac
+    done
+    contenders=direct
+    for d in "${described[@]}"; do contenders+=", $d"; done
+    echo "Contenders: $contenders."
     if ((synthetic)); then
         echo "Bodies: synthetic (~1-8 KB, no session header)."
     else
